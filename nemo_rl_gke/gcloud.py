@@ -1,0 +1,118 @@
+"""gcloud argv builders: pure functions of Settings returning lists of strings (flags in --key=value form)."""
+
+from __future__ import annotations
+
+from . import names
+from .settings import Settings
+
+Argv = list[str]
+
+
+def _p(s: Settings) -> str:
+    return f"--project={s.PROJECT_ID}"
+
+
+# ---- projects ------------------------------------------------------------------------------------
+def project_number(s: Settings) -> Argv:
+    return ["gcloud", "projects", "describe", s.PROJECT_ID, "--format=value(projectNumber)"]
+
+
+# ---- networks ------------------------------------------------------------------------------------
+def network_describe(s: Settings, network: str) -> Argv:
+    return ["gcloud", "compute", "networks", "describe", network, _p(s), "--format=json"]
+
+
+def network_create(s: Settings, network: str, *, subnet_mode: str, profile: str | None = None) -> Argv:
+    argv = ["gcloud", "compute", "networks", "create", network, _p(s), f"--subnet-mode={subnet_mode}"]
+    if profile:
+        argv.append(f"--network-profile={profile}")
+    return argv + [f"--description={names.DESCRIPTION}"]
+
+
+def network_delete(s: Settings, network: str) -> Argv:
+    return ["gcloud", "compute", "networks", "delete", network, _p(s), "--quiet"]
+
+
+def subnet_describe(s: Settings, subnet: str) -> Argv:
+    return ["gcloud", "compute", "networks", "subnets", "describe", subnet, _p(s), f"--region={s.region}",
+            "--format=json"]
+
+
+def subnet_create(s: Settings, subnet: str, *, network: str, ip_range: str) -> Argv:
+    # Subnets take --region; the tutorial's --location is not a flag of this command.
+    return ["gcloud", "compute", "networks", "subnets", "create", subnet, _p(s), f"--network={network}",
+            f"--region={s.region}", f"--range={ip_range}", f"--description={names.DESCRIPTION}"]
+
+
+def subnet_delete(s: Settings, subnet: str) -> Argv:
+    return ["gcloud", "compute", "networks", "subnets", "delete", subnet, _p(s), f"--region={s.region}", "--quiet"]
+
+
+def firewall_describe(s: Settings, rule: str) -> Argv:
+    return ["gcloud", "compute", "firewall-rules", "describe", rule, _p(s), "--format=json"]
+
+
+def firewall_create(s: Settings) -> Argv:
+    return ["gcloud", "compute", "firewall-rules", "create", names.gvnic_firewall(s), _p(s),
+            f"--network={names.gvnic_network(s)}", "--action=ALLOW", f"--rules={names.FIREWALL_RULES}",
+            f"--source-ranges={names.GVNIC_SOURCE_RANGES}", f"--description={names.DESCRIPTION}"]
+
+
+def firewall_delete(s: Settings, rule: str) -> Argv:
+    return ["gcloud", "compute", "firewall-rules", "delete", rule, _p(s), "--quiet"]
+
+
+# ---- cluster -------------------------------------------------------------------------------------
+def cluster_describe(s: Settings) -> Argv:
+    return ["gcloud", "container", "clusters", "describe", s.CLUSTER_NAME, _p(s), f"--location={s.region}",
+            "--format=json"]
+
+
+def cluster_create(s: Settings) -> Argv:
+    if s.autopilot:
+        argv = ["gcloud", "container", "clusters", "create-auto", s.CLUSTER_NAME, _p(s), f"--location={s.region}",
+                f"--network={s.NETWORK}", "--enable-multi-networking", "--enable-ray-operator",
+                # The tutorial's Autopilot cluster has no Lustre driver, yet the Ray pods mount /data from it.
+                "--enable-lustre-csi-driver", "--enable-legacy-lustre-port"]
+    else:
+        argv = ["gcloud", "container", "clusters", "create", s.CLUSTER_NAME, _p(s), f"--location={s.region}",
+                f"--network={s.NETWORK}", f"--workload-pool={s.PROJECT_ID}.svc.id.goog", "--enable-dataplane-v2",
+                "--enable-ip-alias", "--enable-multi-networking", "--addons=RayOperator,LustreCsiDriver",
+                "--enable-legacy-lustre-port", "--machine-type=n2-highmem-16", "--num-nodes=1",
+                "--enable-autoscaling", "--min-nodes=1", "--max-nodes=5"]
+    if s.GKE_VERSION:
+        argv.append(f"--cluster-version={s.GKE_VERSION}")
+    return argv + [f"--labels={names.LABELS}"]
+
+
+def cluster_delete(s: Settings) -> Argv:
+    return ["gcloud", "container", "clusters", "delete", s.CLUSTER_NAME, _p(s), f"--location={s.region}", "--quiet"]
+
+
+def get_credentials(s: Settings) -> Argv:
+    return ["gcloud", "container", "clusters", "get-credentials", s.CLUSTER_NAME, _p(s), f"--location={s.region}"]
+
+
+def node_pool_describe(s: Settings) -> Argv:
+    return ["gcloud", "container", "node-pools", "describe", names.GPU_POOL, _p(s), f"--cluster={s.CLUSTER_NAME}",
+            f"--location={s.region}", "--format=json"]
+
+
+def node_pool_create(s: Settings) -> Argv:
+    gpu = s.gpu
+    argv = ["gcloud", "container", "node-pools", "create", names.GPU_POOL, _p(s), f"--cluster={s.CLUSTER_NAME}",
+            f"--location={s.region}", f"--node-locations={s.zone}", f"--machine-type={gpu.machine_type}",
+            f"--accelerator=type={gpu.accelerator},count={gpu.gpus_per_node},gpu-driver-version=DEFAULT",
+            # Explicit: without it GKE creates 3 GPU nodes, whatever the job needs.
+            f"--num-nodes={s.GPU_NODES}"]
+    if s.RESERVATION:
+        argv += ["--reservation-affinity=specific", f"--reservation={s.RESERVATION}"]
+    elif s.SPOT:
+        argv.append("--spot")
+    argv += [f"--additional-node-network=network={net},subnetwork={sub}" for net, sub in names.additional_networks(s)]
+    return argv + [f"--labels={names.LABELS}"]
+
+
+def node_pool_delete(s: Settings) -> Argv:
+    return ["gcloud", "container", "node-pools", "delete", names.GPU_POOL, _p(s), f"--cluster={s.CLUSTER_NAME}",
+            f"--location={s.region}", "--quiet"]

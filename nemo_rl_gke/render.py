@@ -1,0 +1,54 @@
+"""manifests/ templates -> YAML text and objects (pure).
+
+Templates use `${NAME}` placeholders. Rendering is strict: an unknown or missing variable raises,
+so a manifest can never be applied with a placeholder left in it (the tutorial's network mapping was).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from string import Template
+from typing import Any
+
+from . import names
+from .settings import REPO_ROOT, Settings
+
+MANIFESTS = REPO_ROOT / "manifests"
+_LEFTOVER = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?")
+
+
+class RenderError(ValueError):
+    pass
+
+
+def render_text(template: str, values: dict[str, object], *, source: str = "template") -> str:
+    try:
+        text = Template(template).substitute({k: str(v) for k, v in values.items()})
+    except KeyError as exc:
+        raise RenderError(f"{source}: no value for ${{{exc.args[0]}}}") from None
+    except ValueError as exc:
+        raise RenderError(f"{source}: {exc}") from None
+    leftover = _LEFTOVER.search(text)
+    if leftover:
+        raise RenderError(f"{source}: unsubstituted {leftover.group(0)}")
+    return text
+
+
+def render_file(name: str, values: dict[str, object]) -> str:
+    path = MANIFESTS / name
+    return render_text(path.read_text(), values, source=f"manifests/{name}")
+
+
+def load_all(text: str) -> list[dict[str, Any]]:
+    import yaml
+
+    return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+def network_mapping(s: Settings) -> str:
+    return render_file("network-mapping.yaml", {"GVNIC_NETWORK_PREFIX": s.GVNIC_NETWORK_PREFIX,
+                                                "RDMA_NETWORK_PREFIX": s.RDMA_NETWORK_PREFIX})
+
+
+NETWORK_MAPPING_NAMES = ["gvnic-1"] + [f"rdma-{n}" for n in range(names.RDMA_SUBNETS)]

@@ -1,0 +1,354 @@
+""".env -> frozen Settings, GPU profiles, and validation with fix-it messages.
+
+Precedence, lowest first: the `.env` file (or `ENV_FILE`), the process environment, then task flags.
+Every value is validated before anything runs; a bad one raises `ConfigError` naming the key, the value
+and the fix, which the task layer turns into exit code 2.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class ConfigError(Exception):
+    """A settings value or a usage error: exit 2 before any external call."""
+
+    def __init__(self, key: str, value: object, fix: str):
+        self.key, self.value, self.fix = key, value, fix
+        shown = "(empty)" if value in ("", None) else repr(value)
+        super().__init__(f"{key}={shown} is not valid: {fix}")
+
+
+@dataclass(frozen=True)
+class GpuProfile:
+    short: str
+    accelerator: str
+    machine_type: str
+    min_gke: str
+    tuner_config: str
+    gpus_per_node: int
+    memory_gb: int
+    # What a pod may ask of one node of this machine type (allocatable, not raw).
+    worker_cpu: int
+    worker_memory_gi: int
+    shm_gi: int
+
+    @property
+    def node_selector(self) -> dict[str, str]:
+        return {"cloud.google.com/gke-accelerator": self.accelerator}
+
+
+GPU_PROFILES: dict[str, GpuProfile] = {
+    "b200": GpuProfile(
+        short="b200",
+        accelerator="nvidia-b200",
+        machine_type="a4-highgpu-8g",
+        min_gke="1.32.2-gke.1422000",
+        tuner_config="/usr/local/gib/configs/tuner_config_a4.txtpb",
+        gpus_per_node=8,
+        memory_gb=180,
+        worker_cpu=206,
+        worker_memory_gi=2400,
+        shm_gi=240,
+    ),
+    "h200": GpuProfile(
+        short="h200",
+        accelerator="nvidia-h200-141gb",
+        machine_type="a3-ultragpu-8g",
+        min_gke="1.31.4-gke.1183000",
+        tuner_config="/usr/local/gib/configs/tuner_config_a3u.txtpb",
+        gpus_per_node=8,
+        memory_gb=141,
+        worker_cpu=206,
+        worker_memory_gi=2400,
+        shm_gi=240,
+    ),
+}
+
+GPU_ALIASES = {p.accelerator: p.short for p in GPU_PROFILES.values()} | {p: p for p in GPU_PROFILES}
+CLUSTER_MODES = ("standard", "autopilot")
+LUSTRE_THROUGHPUTS = (125, 250, 500, 1000)
+# NeMo RL image tag -> the Ray version inside it (the RayCluster's rayVersion must match).
+RAY_VERSIONS = {"v0.5.0": "2.49.2"}
+
+SECRET_KEYS = ("HF_TOKEN", "WANDB_API_KEY")
+
+# Naming rules.
+_GCE_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+_PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+_REGION = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
+_ZONE = re.compile(r"^([a-z]+-[a-z]+[0-9]+)-[a-z]$")
+_CLUSTER = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9_.-]{1,61}[a-z0-9]$")
+_GKE_VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)-gke\.(\d+)$")
+_IMAGE = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+(:[A-Za-z0-9._-]{1,128}|@sha256:[0-9a-f]{64})$")
+_RESERVATION = re.compile(r"^([a-z]([-a-z0-9]{0,61}[a-z0-9])?|projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/reservations/"
+                          r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?(/reservationBlocks/[a-z0-9-]+)?)$")
+_PROJECT_NUMBER = re.compile(r"^[0-9]{6,20}$")
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+@dataclass(frozen=True)
+class Settings:
+    PROJECT_ID: str
+    CONTROL_PLANE_LOCATION: str
+    NODE_LOCATION: str
+    CLUSTER_NAME: str
+    GPU_TYPE: str = "b200"
+    CLUSTER_MODE: str = "standard"
+    GKE_VERSION: str = ""
+    KSA_NAME: str = "generic-ksa"
+    NAMESPACE: str = "default"
+    GS_BUCKET: str = ""
+    HF_TOKEN: str = field(default="", repr=False)
+    WANDB_API_KEY: str = field(default="", repr=False)
+    GVNIC_NETWORK_PREFIX: str = "nemo-gvnic"
+    RDMA_NETWORK_PREFIX: str = "nemo-rdma"
+    NETWORK: str = "default"
+    RESERVATION: str = ""
+    SPOT: bool = False
+    GPU_NODES: int = 2
+    LUSTRE_NAME: str = "nemo-lustre"
+    LUSTRE_ZONE: str = ""
+    LUSTRE_CAPACITY_GIB: int = 18000
+    LUSTRE_THROUGHPUT: int = 500
+    NEMO_RL_IMAGE: str = "nvcr.io/nvidia/nemo-rl:v0.5.0"
+    PROJECT_NUMBER: str = ""
+    RAY_VERSION: str = ""
+    # Where the values came from, for messages ("using .env.example").
+    source: str = field(default="", compare=False)
+
+    # ---- derived -------------------------------------------------------------------------------
+    @property
+    def gpu(self) -> GpuProfile:
+        return GPU_PROFILES[GPU_ALIASES[self.GPU_TYPE]]
+
+    @property
+    def region(self) -> str:
+        return self.CONTROL_PLANE_LOCATION
+
+    @property
+    def zone(self) -> str:
+        return self.NODE_LOCATION
+
+    @property
+    def lustre_zone(self) -> str:
+        return self.LUSTRE_ZONE or self.NODE_LOCATION
+
+    @property
+    def bucket(self) -> str:
+        return self.GS_BUCKET or f"nemo-rl-{self.PROJECT_ID}"
+
+    @property
+    def autopilot(self) -> bool:
+        return self.CLUSTER_MODE == "autopilot"
+
+    @property
+    def kube_context(self) -> str:
+        # The context name `gcloud container clusters get-credentials` writes; naming it on every kubectl
+        # and helm call means a stale current-context can never point our applies at another cluster.
+        return f"gke_{self.PROJECT_ID}_{self.CONTROL_PLANE_LOCATION}_{self.CLUSTER_NAME}"
+
+    @property
+    def ray_version(self) -> str:
+        if self.RAY_VERSION:
+            return self.RAY_VERSION
+        return RAY_VERSIONS[self.NEMO_RL_IMAGE.rsplit(":", 1)[-1]]
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        return tuple(v for v in (self.HF_TOKEN, self.WANDB_API_KEY) if v)
+
+    def with_overrides(self, **overrides: object) -> Settings:
+        """Flags override the file and the environment; None means 'flag not given'."""
+        given = {k: v for k, v in overrides.items() if v is not None}
+        return validate(replace(self, **coerce(given)))
+
+
+KEYS = tuple(f.name for f in fields(Settings) if f.name != "source")
+REQUIRED = ("PROJECT_ID", "CONTROL_PLANE_LOCATION", "NODE_LOCATION", "CLUSTER_NAME")
+
+
+def _bool(key: str, raw: object) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ConfigError(key, raw, "use true or false.")
+
+
+def _int(key: str, raw: object) -> int:
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return raw
+    text = str(raw).strip()
+    if not re.fullmatch(r"[0-9]+", text):
+        raise ConfigError(key, raw, "use a whole number, like 2.")
+    return int(text)
+
+
+def coerce(values: dict[str, object]) -> dict[str, object]:
+    """Raw strings (from .env or flags) -> typed values. Unknown keys are ignored by the caller."""
+    out: dict[str, object] = {}
+    for key, raw in values.items():
+        kind = Settings.__dataclass_fields__[key].type
+        if kind == "bool":
+            out[key] = _bool(key, raw)
+        elif kind == "int":
+            out[key] = _int(key, raw)
+        else:
+            out[key] = str(raw).strip()
+    if "GPU_TYPE" in out:
+        out["GPU_TYPE"] = str(out["GPU_TYPE"]).lower()
+    if "CLUSTER_MODE" in out:
+        out["CLUSTER_MODE"] = str(out["CLUSTER_MODE"]).lower()
+    return out
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    match = _GKE_VERSION.match(version)
+    assert match, version
+    return tuple(int(g) for g in match.groups())
+
+
+def _gce_name(key: str, value: str, suffix_len: int = 0, example: str = "nemo-net") -> None:
+    if not _GCE_NAME.match(value) or len(value) + suffix_len > 63:
+        room = 63 - suffix_len
+        raise ConfigError(key, value, f"use lowercase letters, digits and hyphens, starting with a letter, at most "
+                                      f"{room} characters (e.g. {example}).")
+
+
+def validate(s: Settings) -> Settings:
+    """Check every value; return the settings unchanged or raise ConfigError for the first bad key."""
+    for key in REQUIRED:
+        if not getattr(s, key):
+            raise ConfigError(key, "", f"set {key} in .env (see .env.example).")
+    if not _PROJECT_ID.match(s.PROJECT_ID):
+        raise ConfigError("PROJECT_ID", s.PROJECT_ID, "a project ID has 6-30 lowercase letters, digits or hyphens, "
+                                                      "starts with a letter and does not end with a hyphen.")
+    if not _REGION.match(s.CONTROL_PLANE_LOCATION):
+        raise ConfigError("CONTROL_PLANE_LOCATION", s.CONTROL_PLANE_LOCATION,
+                          "use a region such as us-central1 (not a zone).")
+    for key in ("NODE_LOCATION", "LUSTRE_ZONE"):
+        value = getattr(s, key)
+        if key == "LUSTRE_ZONE" and not value:
+            continue
+        match = _ZONE.match(value)
+        if not match:
+            raise ConfigError(key, value, f"use a zone such as {s.CONTROL_PLANE_LOCATION}-b.")
+        if match.group(1) != s.CONTROL_PLANE_LOCATION:
+            raise ConfigError(key, value, f"the zone must be inside CONTROL_PLANE_LOCATION={s.CONTROL_PLANE_LOCATION}"
+                                          f" (e.g. {s.CONTROL_PLANE_LOCATION}-b).")
+    if not _CLUSTER.match(s.CLUSTER_NAME):
+        raise ConfigError("CLUSTER_NAME", s.CLUSTER_NAME, "use 1-40 lowercase letters, digits or hyphens, starting "
+                                                          "with a letter (e.g. nemo-rl).")
+    if s.GPU_TYPE not in GPU_ALIASES:
+        allowed = ", ".join(sorted(GPU_ALIASES))
+        raise ConfigError("GPU_TYPE", s.GPU_TYPE, f"allowed values: {allowed}.")
+    if s.CLUSTER_MODE not in CLUSTER_MODES:
+        raise ConfigError("CLUSTER_MODE", s.CLUSTER_MODE, "allowed values: standard, autopilot.")
+    if s.GKE_VERSION:
+        if not _GKE_VERSION.match(s.GKE_VERSION):
+            raise ConfigError("GKE_VERSION", s.GKE_VERSION, "use a full GKE version like 1.32.2-gke.1422000, or leave "
+                                                            "it empty for the release channel's default.")
+        if _version_tuple(s.GKE_VERSION) < _version_tuple(s.gpu.min_gke):
+            raise ConfigError("GKE_VERSION", s.GKE_VERSION, f"{s.gpu.accelerator} needs GKE {s.gpu.min_gke} or later.")
+    for key in ("KSA_NAME", "NAMESPACE"):
+        if not _DNS_LABEL.match(getattr(s, key)):
+            raise ConfigError(key, getattr(s, key), "use a Kubernetes name: lowercase letters, digits and hyphens, "
+                                                    "at most 63 characters.")
+    bucket = s.bucket
+    if not _BUCKET.match(bucket) or ".." in bucket or bucket.startswith("goog") or "google" in bucket:
+        raise ConfigError("GS_BUCKET", bucket, "a bucket name has 3-63 lowercase letters, digits, '-', '_' or '.',"
+                                               " and may not start with 'goog' or contain 'google'.")
+    for key in SECRET_KEYS:
+        value = getattr(s, key)
+        if value and (any(ch.isspace() for ch in value) or len(value) < 8):
+            # Never echo a secret, not even a wrong one.
+            raise ConfigError(key, "***", "the token has whitespace in it or is too short; paste it again.")
+    _gce_name("GVNIC_NETWORK_PREFIX", s.GVNIC_NETWORK_PREFIX, len("-internal"), "nemo-gvnic")
+    _gce_name("RDMA_NETWORK_PREFIX", s.RDMA_NETWORK_PREFIX, len("-sub-7"), "nemo-rdma")
+    if s.GVNIC_NETWORK_PREFIX == s.RDMA_NETWORK_PREFIX:
+        raise ConfigError("RDMA_NETWORK_PREFIX", s.RDMA_NETWORK_PREFIX, "must differ from GVNIC_NETWORK_PREFIX.")
+    _gce_name("NETWORK", s.NETWORK, 0, "default")
+    _gce_name("LUSTRE_NAME", s.LUSTRE_NAME, len("-range"), "nemo-lustre")
+    if s.RESERVATION and not _RESERVATION.match(s.RESERVATION):
+        raise ConfigError("RESERVATION", s.RESERVATION, "use a reservation name, or "
+                                                        "projects/PROJECT/reservations/NAME for a shared one.")
+    if s.RESERVATION and s.SPOT:
+        raise ConfigError("SPOT", s.SPOT, "SPOT and RESERVATION exclude each other: use --spot or "
+                                          "--reservation=NAME, not both.")
+    if not 1 <= s.GPU_NODES <= 64:
+        raise ConfigError("GPU_NODES", s.GPU_NODES, "use 1 to 64 GPU nodes.")
+    if s.LUSTRE_THROUGHPUT not in LUSTRE_THROUGHPUTS:
+        raise ConfigError("LUSTRE_THROUGHPUT", s.LUSTRE_THROUGHPUT, "allowed values (MB/s per TiB): 125, 250, 500,"
+                                                                    " 1000.")
+    if not 9000 <= s.LUSTRE_CAPACITY_GIB <= 7_632_000 or s.LUSTRE_CAPACITY_GIB % 9000:
+        raise ConfigError("LUSTRE_CAPACITY_GIB", s.LUSTRE_CAPACITY_GIB,
+                          "use a multiple of 9000 GiB between 9000 and 7632000 (e.g. 18000).")
+    if not _IMAGE.match(s.NEMO_RL_IMAGE):
+        raise ConfigError("NEMO_RL_IMAGE", s.NEMO_RL_IMAGE, "use a full image reference with a tag, like "
+                                                            "nvcr.io/nvidia/nemo-rl:v0.5.0.")
+    if s.RAY_VERSION:
+        if not re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", s.RAY_VERSION):
+            raise ConfigError("RAY_VERSION", s.RAY_VERSION, "use the Ray version inside the image, like 2.49.2.")
+    elif s.NEMO_RL_IMAGE.rsplit(":", 1)[-1] not in RAY_VERSIONS:
+        known = ", ".join(RAY_VERSIONS)
+        raise ConfigError("NEMO_RL_IMAGE", s.NEMO_RL_IMAGE, f"the Ray version of this image is unknown (known tags: "
+                                                            f"{known}); set RAY_VERSION to the image's Ray version.")
+    if s.PROJECT_NUMBER and not _PROJECT_NUMBER.match(s.PROJECT_NUMBER):
+        raise ConfigError("PROJECT_NUMBER", s.PROJECT_NUMBER, "the project number is all digits; leave it empty to "
+                                                              "look it up.")
+    return s
+
+
+def _find_env_file(environ: dict[str, str], cwd: Path) -> tuple[Path | None, bool]:
+    """(path, is_example). ENV_FILE wins; then ./.env; else .env.example (cwd, then the repository)."""
+    chosen = environ.get("ENV_FILE")
+    if chosen:
+        path = Path(chosen)
+        if not path.is_absolute():
+            path = cwd / path
+        if not path.is_file():
+            raise ConfigError("ENV_FILE", chosen, "no such file; point ENV_FILE at your settings file.")
+        return path, False
+    if (cwd / ".env").is_file():
+        return cwd / ".env", False
+    for base in (cwd, REPO_ROOT):
+        if (base / ".env.example").is_file():
+            return base / ".env.example", True
+    return None, True
+
+
+def load(*, allow_example: bool, environ: dict[str, str] | None = None, cwd: Path | None = None,
+         **overrides: object) -> Settings:
+    """Read the settings file, apply the environment and the flags, validate.
+
+    allow_example: dry runs and offline tasks may fall back to .env.example; real runs may not, so that
+    nothing is ever created in a placeholder project.
+    """
+    from dotenv import dotenv_values
+
+    environ = dict(os.environ if environ is None else environ)
+    cwd = cwd or Path.cwd()
+    path, is_example = _find_env_file(environ, cwd)
+    if is_example and not allow_example:
+        raise ConfigError(".env", "", "no .env found. Copy .env.example to .env and set your PROJECT_ID, locations and"
+                                      " names (or point ENV_FILE at a settings file); real runs never use the example.")
+    raw: dict[str, object] = {}
+    if path is not None:
+        raw.update({k: v for k, v in dotenv_values(path).items() if k in KEYS and v is not None})
+    raw.update({k: v for k, v in environ.items() if k in KEYS})
+    source = f"{path.name} (placeholder values)" if is_example and path else (str(path) if path else "environment")
+    base = Settings(**{"PROJECT_ID": "", "CONTROL_PLANE_LOCATION": "", "NODE_LOCATION": "", "CLUSTER_NAME": "",
+                       **coerce(raw), "source": source})
+    return base.with_overrides(**overrides)

@@ -1,0 +1,50 @@
+"""The usual shapes of a step's actions, so each layer only lists its resources."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from .. import names
+from ..runner import ALREADY_EXISTS, NOT_FOUND, Runner
+
+
+def check(argv: list[str]) -> Callable[[Runner], bool]:
+    """Exists if the describe/get exits 0; absent if it says not found."""
+    return lambda r: r.exists(argv)
+
+
+def creator(argv: list[str], **run_options) -> Callable[[Runner], str | None]:
+    """Run a create; 'already exists' (a race with another run) counts as done."""
+
+    def create(r: Runner) -> str | None:
+        result = r.run(argv, accept=ALREADY_EXISTS, **run_options)
+        return "exists" if result.already_exists else None
+
+    return create
+
+
+def deleter(argv: list[str]) -> Callable[[Runner], str | None]:
+    """Run a delete; 'not found' (someone else deleted it) counts as done."""
+
+    def delete(r: Runner) -> str | None:
+        result = r.run(argv, accept=NOT_FOUND)
+        return "absent" if result.not_found else None
+
+    return delete
+
+
+def delete_if_ours(describe: list[str], delete: list[str], what: str) -> Callable[[Runner], str | None]:
+    """Delete only what carries our description: a pre-existing VPC named in NETWORK is the user's."""
+
+    def remove(r: Runner) -> str | None:
+        found = r.query(describe)
+        if found is not None and found.ok:
+            description = json.loads(found.stdout or "{}").get("description") or ""
+            if names.DESCRIPTION not in description:
+                r.say(f"kept {what}: not created by nemo-rl-gke (its description lacks '{names.DESCRIPTION}')",
+                      err=True)
+                return "kept"
+        return deleter(delete)(r)
+
+    return remove
