@@ -2,8 +2,10 @@
 
 from invoke import Collection
 
-from nemo_rl_gke import cluster, net
+from nemo_rl_gke import clean, cluster, job, lifecycle, net, ray, storage
 
 ns = Collection()
-for module in (net, cluster):
+for module in (net, cluster, storage, ray, job, clean):
     ns.add_collection(module.ns)
+for top_level_task in lifecycle.TASKS:
+    ns.add_task(top_level_task)

@@ -5,18 +5,13 @@ from __future__ import annotations
 from ..graph import Step
 from ..settings import Settings
 
+LAYERS = ("net", "cluster", "storage", "ray")
+
 
 def all_steps(s: Settings) -> list[Step]:
-    from . import cluster, net
+    from . import cluster, net, ray, storage
 
-    steps = net.steps(s) + cluster.steps(s)
-    for layer in ("storage", "ray"):
-        try:
-            module = __import__(f"{__name__}.{layer}", fromlist=["steps"])
-        except ModuleNotFoundError:
-            continue
-        steps += module.steps(s)
-    return steps
+    return net.steps(s) + cluster.steps(s) + storage.steps(s) + ray.steps(s)
 
 
 def layer_steps(s: Settings, layer: str) -> list[Step]:

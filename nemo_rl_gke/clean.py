@@ -1,0 +1,5 @@
+"""`clean` namespace (being built; see the issue tracker)."""
+
+from invoke import Collection
+
+ns = Collection("clean")

@@ -1,0 +1,5 @@
+"""`job` namespace (being built; see the issue tracker)."""
+
+from invoke import Collection
+
+ns = Collection("job")

@@ -1,0 +1,3 @@
+"""Top-level lifecycle tasks: up, down, plan, status, doctor (being built; see the issue tracker)."""
+
+TASKS: list = []

@@ -1,0 +1,5 @@
+"""`ray` namespace (being built; see the issue tracker)."""
+
+from invoke import Collection
+
+ns = Collection("ray")
