@@ -1,0 +1,1 @@
+"""The fake cloud: gcloud, kubectl and helm stand-ins for tests and benchmarks."""

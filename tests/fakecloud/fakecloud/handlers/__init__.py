@@ -1,0 +1,1 @@
+"""Handler modules: every module here is imported by fakecloud.main and registers commands."""

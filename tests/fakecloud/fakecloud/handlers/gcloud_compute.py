@@ -1,0 +1,133 @@
+"""gcloud compute: networks, subnets, firewall rules (with the dependency errors the real API gives)."""
+
+from __future__ import annotations
+
+import re
+
+from ..core import Ctx, Fail, command, create_resource, delete_resource, describe_resource, gcloud_error, public
+
+
+def _net_path(ctx: Ctx, name: str) -> str:
+    return f"projects/{ctx.project}/global/networks/{name}"
+
+
+def _name(ctx: Ctx) -> str:
+    if not ctx.positionals:
+        raise Fail(2, gcloud_error(ctx, "argument NAME: Must be specified."))
+    return ctx.positionals[0]
+
+
+@command("gcloud", "compute", "networks", "create", mutating=True, latency=25)
+def network_create(ctx: Ctx) -> None:
+    name = _name(ctx)
+    profile = ctx.flag("--network-profile")
+    if profile and not re.fullmatch(r"[a-z]+-[a-z]+[0-9]+-[a-z]-vpc-roce", str(profile)):
+        # The RoCE profile is zonal; a region here is the tutorial's mistake.
+        raise Fail(1, gcloud_error(ctx, f"Invalid value for field 'resource.networkProfile': '{profile}'. "
+                                        "The network profile was not found."))
+    obj = {"name": name, "kind": "compute#network", "selfLink": _net_path(ctx, name),
+           "description": ctx.flag("--description", ""), "autoCreateSubnetworks": ctx.flag("--subnet-mode") == "auto",
+           "networkProfile": profile or ""}
+    create_resource(ctx, "network", f"{ctx.project}/{name}", obj, _net_path(ctx, name))
+
+
+@command("gcloud", "compute", "networks", "describe", latency=1)
+def network_describe(ctx: Ctx) -> None:
+    name = _name(ctx)
+    describe_resource(ctx, "network", f"{ctx.project}/{name}", _net_path(ctx, name))
+
+
+@command("gcloud", "compute", "networks", "list", latency=1)
+def network_list(ctx: Ctx) -> None:
+    ctx.work()
+    ctx.emit([public(n) for key, n in ctx.state.items("network").items() if key.startswith(f"{ctx.project}/")])
+
+
+@command("gcloud", "compute", "networks", "delete", mutating=True, latency=20)
+def network_delete(ctx: Ctx) -> None:
+    name = _name(ctx)
+    users = [s["name"] for s in ctx.state.list("subnet") if s["network"] == name and s["project"] == ctx.project]
+    users += [f["name"] for f in ctx.state.list("firewall") if f["network"] == name and f["project"] == ctx.project]
+    users += [c["name"] for c in ctx.state.list("cluster") if c["network"] == name and c["project"] == ctx.project]
+    users += [a["name"] for a in ctx.state.list("address") if a.get("network") == name]
+    if users:
+        raise Fail(1, gcloud_error(ctx, f"The network resource '{_net_path(ctx, name)}' is already being used by "
+                                        f"'{users[0]}'"))
+    delete_resource(ctx, "network", f"{ctx.project}/{name}", _net_path(ctx, name))
+
+
+def _subnet_path(ctx: Ctx, region: str, name: str) -> str:
+    return f"projects/{ctx.project}/regions/{region}/subnetworks/{name}"
+
+
+def _region(ctx: Ctx) -> str:
+    region = ctx.flag("--region")
+    if not region:
+        raise Fail(2, gcloud_error(ctx, "argument --region: Must be specified."))
+    return str(region)
+
+
+@command("gcloud", "compute", "networks", "subnets", "create", mutating=True, latency=15)
+def subnet_create(ctx: Ctx) -> None:
+    name, region = _name(ctx), _region(ctx)
+    network = str(ctx.flag("--network", ""))
+    if ctx.state.get("network", f"{ctx.project}/{network}") is None:
+        raise Fail(1, gcloud_error(ctx, f"The resource '{_net_path(ctx, network)}' was not found"))
+    obj = {"name": name, "project": ctx.project, "region": region, "network": network,
+           "ipCidrRange": ctx.flag("--range"), "description": ctx.flag("--description", "")}
+    create_resource(ctx, "subnet", f"{ctx.project}/{region}/{name}", obj, _subnet_path(ctx, region, name))
+
+
+@command("gcloud", "compute", "networks", "subnets", "describe", latency=1)
+def subnet_describe(ctx: Ctx) -> None:
+    name, region = _name(ctx), _region(ctx)
+    describe_resource(ctx, "subnet", f"{ctx.project}/{region}/{name}", _subnet_path(ctx, region, name))
+
+
+@command("gcloud", "compute", "networks", "subnets", "list", latency=1)
+def subnet_list(ctx: Ctx) -> None:
+    ctx.work()
+    ctx.emit([public(s) for s in ctx.state.list("subnet") if s["project"] == ctx.project])
+
+
+@command("gcloud", "compute", "networks", "subnets", "delete", mutating=True, latency=15)
+def subnet_delete(ctx: Ctx) -> None:
+    name, region = _name(ctx), _region(ctx)
+    for pool in ctx.state.list("nodepool"):
+        if any(net.get("subnetwork") == name for net in pool.get("additionalNodeNetworks", [])):
+            raise Fail(1, gcloud_error(ctx, f"The subnetwork resource '{_subnet_path(ctx, region, name)}' is already "
+                                            f"being used by node pool '{pool['name']}'"))
+    delete_resource(ctx, "subnet", f"{ctx.project}/{region}/{name}", _subnet_path(ctx, region, name))
+
+
+def _fw_path(ctx: Ctx, name: str) -> str:
+    return f"projects/{ctx.project}/global/firewalls/{name}"
+
+
+@command("gcloud", "compute", "firewall-rules", "create", mutating=True, latency=10)
+def firewall_create(ctx: Ctx) -> None:
+    name = _name(ctx)
+    network = str(ctx.flag("--network", "default"))
+    if ctx.state.get("network", f"{ctx.project}/{network}") is None:
+        raise Fail(1, gcloud_error(ctx, f"The resource '{_net_path(ctx, network)}' was not found"))
+    obj = {"name": name, "project": ctx.project, "network": network, "allowed": ctx.flag("--rules"),
+           "sourceRanges": ctx.flag("--source-ranges"), "description": ctx.flag("--description", "")}
+    create_resource(ctx, "firewall", f"{ctx.project}/{name}", obj, _fw_path(ctx, name))
+
+
+@command("gcloud", "compute", "firewall-rules", "describe", latency=1)
+def firewall_describe(ctx: Ctx) -> None:
+    name = _name(ctx)
+    describe_resource(ctx, "firewall", f"{ctx.project}/{name}", _fw_path(ctx, name))
+
+
+@command("gcloud", "compute", "firewall-rules", "list", latency=1)
+def firewall_list(ctx: Ctx) -> None:
+    ctx.work()
+    ctx.emit([public(f) for f in ctx.state.list("firewall") if f["project"] == ctx.project])
+
+
+@command("gcloud", "compute", "firewall-rules", "delete", mutating=True, latency=10)
+def firewall_delete(ctx: Ctx) -> None:
+    name = _name(ctx)
+    delete_resource(ctx, "firewall", f"{ctx.project}/{name}", _fw_path(ctx, name))

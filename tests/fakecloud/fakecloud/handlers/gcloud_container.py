@@ -1,0 +1,141 @@
+"""gcloud container: clusters (Standard and Autopilot), node pools, get-credentials.
+
+Deleting a cluster removes its node pools, its kubectl context and every in-cluster object (state kinds
+ending in ':<context>', such as 'k8s:<context>' and 'helm:<context>')."""
+
+from __future__ import annotations
+
+from ..core import Ctx, Fail, command, create_resource, delete_resource, describe_resource, gcloud_error, public
+
+
+def context_name(project: str, location: str, cluster: str) -> str:
+    return f"gke_{project}_{location}_{cluster}"
+
+
+def _location(ctx: Ctx) -> str:
+    location = ctx.flag("--location") or ctx.flag("--region") or ctx.flag("--zone")
+    if not location:
+        raise Fail(2, gcloud_error(ctx, "argument --location: Must be specified."))
+    return str(location)
+
+
+def _cluster_key(ctx: Ctx, name: str) -> str:
+    return f"{ctx.project}/{_location(ctx)}/{name}"
+
+
+def _cluster_path(ctx: Ctx, name: str) -> str:
+    return f"projects/{ctx.project}/locations/{_location(ctx)}/clusters/{name}"
+
+
+def _create(ctx: Ctx, autopilot: bool) -> None:
+    name = ctx.positionals[0]
+    network = str(ctx.flag("--network", "default"))
+    if ctx.state.get("network", f"{ctx.project}/{network}") is None:
+        raise Fail(1, gcloud_error(ctx, f"ResponseError: code=400, message=Network \"{network}\" does not exist."))
+    obj = {"name": name, "project": ctx.project, "location": _location(ctx), "network": network,
+           "autopilot": {"enabled": autopilot}, "status": "RUNNING",
+           "currentMasterVersion": ctx.flag("--cluster-version", "1.33.5-gke.1000000"),
+           "resourceLabels": dict(kv.split("=", 1) for kv in str(ctx.flag("--labels", "")).split(",") if "=" in kv),
+           "addons": str(ctx.flag("--addons", "")).split(",") if ctx.flag("--addons") else [],
+           "workloadPool": ctx.flag("--workload-pool", f"{ctx.project}.svc.id.goog" if autopilot else None)}
+    create_resource(ctx, "cluster", _cluster_key(ctx, name), obj, _cluster_path(ctx, name))
+
+
+@command("gcloud", "container", "clusters", "create", mutating=True, latency=420)
+def cluster_create(ctx: Ctx) -> None:
+    _create(ctx, autopilot=False)
+
+
+@command("gcloud", "container", "clusters", "create-auto", mutating=True, latency=540)
+def cluster_create_auto(ctx: Ctx) -> None:
+    _create(ctx, autopilot=True)
+
+
+@command("gcloud", "container", "clusters", "describe", latency=1)
+def cluster_describe(ctx: Ctx) -> None:
+    name = ctx.positionals[0]
+    describe_resource(ctx, "cluster", _cluster_key(ctx, name), _cluster_path(ctx, name))
+
+
+@command("gcloud", "container", "clusters", "list", latency=1)
+def cluster_list(ctx: Ctx) -> None:
+    ctx.work()
+    ctx.emit([public(c) for c in ctx.state.list("cluster") if c["project"] == ctx.project])
+
+
+@command("gcloud", "container", "clusters", "delete", mutating=True, latency=300)
+def cluster_delete(ctx: Ctx) -> None:
+    name = ctx.positionals[0]
+    key = _cluster_key(ctx, name)
+    delete_resource(ctx, "cluster", key, _cluster_path(ctx, name))
+    context = context_name(ctx.project, _location(ctx), name)
+    with ctx.state.locked():
+        for pool_key in [k for k in ctx.state.items("nodepool") if k.startswith(key + "/")]:
+            ctx.state.delete("nodepool", pool_key)
+        ctx.state.delete("kubecontext", context)
+        for kind in ctx.state.kinds():
+            if kind.endswith(f":{context}"):
+                ctx.state.drop_kind(kind)
+
+
+@command("gcloud", "container", "clusters", "get-credentials", latency=2)
+def get_credentials(ctx: Ctx) -> None:
+    name = ctx.positionals[0]
+    cluster = ctx.state.get("cluster", _cluster_key(ctx, name))
+    if cluster is None:
+        raise Fail(1, gcloud_error(ctx, f"ResponseError: code=404, message=Not found: {_cluster_path(ctx, name)}."))
+    ctx.work()
+    context = context_name(ctx.project, _location(ctx), name)
+    ctx.state.put("kubecontext", context, {"name": context, "cluster": _cluster_key(ctx, name),
+                                           "autopilot": cluster["autopilot"]["enabled"]})
+    ctx.err(f"Fetching cluster endpoint and auth data.\nkubeconfig entry generated for {name}.")
+
+
+def _pool_key(ctx: Ctx, name: str) -> str:
+    return f"{ctx.project}/{_location(ctx)}/{ctx.flag('--cluster')}/{name}"
+
+
+@command("gcloud", "container", "node-pools", "create", mutating=True, latency=600)
+def node_pool_create(ctx: Ctx) -> None:
+    name = ctx.positionals[0]
+    cluster = ctx.state.get("cluster", _cluster_key(ctx, str(ctx.flag("--cluster"))))
+    if cluster is None:
+        raise Fail(1, gcloud_error(ctx, f"ResponseError: code=404, message=Not found: cluster {ctx.flag('--cluster')}"))
+    if cluster["autopilot"]["enabled"]:
+        raise Fail(1, gcloud_error(ctx, "ResponseError: code=400, message=This operation is not supported on "
+                                        "Autopilot clusters."))
+    networks = []
+    for spec in ctx.multi.get("--additional-node-network", []):
+        parts = dict(kv.split("=", 1) for kv in spec.split(","))
+        subnet_key = f"{ctx.project}/{_location(ctx)}/{parts.get('subnetwork')}"
+        if ctx.state.get("subnet", subnet_key) is None:
+            raise Fail(1, gcloud_error(ctx, f"ResponseError: code=400, message=Subnetwork "
+                                            f"\"{parts.get('subnetwork')}\" not found."))
+        networks.append({"network": parts.get("network"), "subnetwork": parts.get("subnetwork")})
+    obj = {"name": name, "cluster": ctx.flag("--cluster"), "status": "RUNNING",
+           "initialNodeCount": int(ctx.flag("--num-nodes", 3)),  # GKE's default is 3 nodes
+           "config": {"machineType": ctx.flag("--machine-type"), "accelerators": ctx.flag("--accelerator"),
+                      "spot": bool(ctx.flag("--spot"))},
+           "reservation": ctx.flag("--reservation"), "locations": str(ctx.flag("--node-locations", "")).split(","),
+           "additionalNodeNetworks": networks}
+    create_resource(ctx, "nodepool", _pool_key(ctx, name), obj, f"{_cluster_path(ctx, str(ctx.flag('--cluster')))}"
+                                                               f"/nodePools/{name}")
+
+
+@command("gcloud", "container", "node-pools", "describe", latency=1)
+def node_pool_describe(ctx: Ctx) -> None:
+    name = ctx.positionals[0]
+    describe_resource(ctx, "nodepool", _pool_key(ctx, name), f"nodePools/{name}")
+
+
+@command("gcloud", "container", "node-pools", "list", latency=1)
+def node_pool_list(ctx: Ctx) -> None:
+    ctx.work()
+    prefix = f"{ctx.project}/{_location(ctx)}/{ctx.flag('--cluster')}/"
+    ctx.emit([public(p) for k, p in ctx.state.items("nodepool").items() if k.startswith(prefix)])
+
+
+@command("gcloud", "container", "node-pools", "delete", mutating=True, latency=240)
+def node_pool_delete(ctx: Ctx) -> None:
+    name = ctx.positionals[0]
+    delete_resource(ctx, "nodepool", _pool_key(ctx, name), f"nodePools/{name}")

@@ -1,0 +1,275 @@
+"""kubectl: a generic object store per cluster context (apply/get/delete/wait), and `exec` dispatching to
+registered pod commands.
+
+Objects live in state kind 'k8s:<context>' under 'Kind/namespace/name' (namespace '' for cluster-scoped
+kinds). A pod is Ready once time passes its private '_ready_at' (set by whoever creates it)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..core import POD_COMMANDS, Ctx, Fail, command, public
+
+CLUSTER_SCOPED = {"Namespace", "PersistentVolume", "GKENetworkParamSet", "Network", "ClusterRole",
+                  "ClusterRoleBinding", "CustomResourceDefinition", "StorageClass", "Node"}
+ALIASES = {
+    "pod": "Pod", "pods": "Pod", "po": "Pod",
+    "daemonset": "DaemonSet", "daemonsets": "DaemonSet", "ds": "DaemonSet",
+    "deployment": "Deployment", "deployments": "Deployment", "deploy": "Deployment",
+    "service": "Service", "services": "Service", "svc": "Service",
+    "serviceaccount": "ServiceAccount", "serviceaccounts": "ServiceAccount", "sa": "ServiceAccount",
+    "secret": "Secret", "secrets": "Secret",
+    "configmap": "ConfigMap", "configmaps": "ConfigMap", "cm": "ConfigMap",
+    "persistentvolume": "PersistentVolume", "persistentvolumes": "PersistentVolume", "pv": "PersistentVolume",
+    "persistentvolumeclaim": "PersistentVolumeClaim", "persistentvolumeclaims": "PersistentVolumeClaim",
+    "pvc": "PersistentVolumeClaim",
+    "namespace": "Namespace", "namespaces": "Namespace", "ns": "Namespace",
+    "node": "Node", "nodes": "Node", "no": "Node",
+    "gkenetworkparamset": "GKENetworkParamSet", "gkenetworkparamsets": "GKENetworkParamSet",
+    "network": "Network", "networks": "Network",
+    "raycluster": "RayCluster", "rayclusters": "RayCluster", "rayjob": "RayJob", "rayjobs": "RayJob",
+    "customresourcedefinition": "CustomResourceDefinition", "customresourcedefinitions": "CustomResourceDefinition",
+    "crd": "CustomResourceDefinition", "crds": "CustomResourceDefinition",
+}
+# What `kubectl apply -f <url>` of a known manifest creates.
+KNOWN_URLS = {
+    "nccl-rdma-installer-autopilot.yaml": [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "rdma-system"}},
+        {"apiVersion": "apps/v1", "kind": "DaemonSet",
+         "metadata": {"name": "nccl-rdma-installer", "namespace": "rdma-system"}}],
+    "nccl-rdma-installer.yaml": [
+        {"apiVersion": "apps/v1", "kind": "DaemonSet",
+         "metadata": {"name": "nccl-rdma-installer", "namespace": "kube-system"}}],
+}
+
+
+def kind_of(word: str) -> str:
+    base = word.split(".", 1)[0].lower()
+    if base in ALIASES:
+        return ALIASES[base]
+    raise Fail(1, f'error: the server doesn\'t have a resource type "{word}"')
+
+
+def store_kind(ctx: Ctx) -> str:
+    context = ctx.flag("--context")
+    if not context:
+        raise Fail(1, "error: no --context given (the fake insists, as our code always names one)")
+    if ctx.state.get("kubecontext", str(context)) is None:
+        raise Fail(1, f'error: context "{context}" does not exist')
+    return f"k8s:{context}"
+
+
+def namespace_of(kind: str, obj_ns: str | None, ctx: Ctx) -> str:
+    if kind in CLUSTER_SCOPED:
+        return ""
+    return obj_ns or str(ctx.flag("--namespace") or "default")
+
+
+def key_of(kind: str, namespace: str, name: str) -> str:
+    return f"{kind}/{namespace}/{name}"
+
+
+def _resource_word(kind: str, obj: dict[str, Any]) -> str:
+    api = obj.get("apiVersion", "v1")
+    group = api.split("/")[0] if "/" in api else ""
+    return f"{kind.lower()}{'.' + group if group else ''}"
+
+
+def put_object(ctx: Ctx, obj: dict[str, Any]) -> str:
+    """Store obj; returns 'created', 'configured' or 'unchanged' as kubectl apply says."""
+    kind = obj["kind"]
+    meta = obj.setdefault("metadata", {})
+    namespace = namespace_of(kind, meta.get("namespace"), ctx)
+    if namespace:
+        meta["namespace"] = namespace
+    key = key_of(kind, namespace, meta["name"])
+    skind = store_kind(ctx)
+    with ctx.state.locked():
+        old = ctx.state.get(skind, key)
+        if old is not None and public(old) == obj:
+            return "unchanged"
+        merged = dict(obj)
+        if old is not None:
+            merged.update({k: v for k, v in old.items() if k.startswith("_")})
+            merged.setdefault("status", old.get("status"))
+        else:
+            merged["_created"] = time.time()
+        if kind == "PersistentVolumeClaim":
+            merged["status"] = {"phase": "Bound" if obj.get("spec", {}).get("volumeName") else "Pending"}
+        ctx.state.put(skind, key, merged)
+    return "configured" if old is not None else "created"
+
+
+@command("kubectl", "apply", mutating=True, latency=2)
+def apply(ctx: Ctx) -> None:
+    import yaml
+
+    source = str(ctx.flag("--filename", ""))
+    if source == "-":
+        docs = [d for d in yaml.safe_load_all(ctx.stdin()) if d]
+    else:
+        docs = next((objs for suffix, objs in KNOWN_URLS.items() if source.endswith("/" + suffix)), None)
+        if docs is None:
+            raise Fail(1, f"error: the path \"{source}\" does not exist (fakecloud knows no such manifest)")
+        docs = [dict(d, metadata=dict(d["metadata"])) for d in docs]
+    store_kind(ctx)
+    ctx.work()
+    for doc in docs:
+        if doc.get("kind", "").endswith("List"):
+            docs.extend(doc.get("items", []))
+            continue
+        verdict = put_object(ctx, doc)
+        ctx.out(f"{_resource_word(doc['kind'], doc)}/{doc['metadata']['name']} {verdict}")
+
+
+def _selected(obj: dict[str, Any], selector: str) -> bool:
+    labels = obj.get("metadata", {}).get("labels", {}) or {}
+    for term in [t for t in selector.split(",") if t]:
+        if "!=" in term:
+            k, v = term.split("!=", 1)
+            if labels.get(k) == v:
+                return False
+        elif "=" in term:
+            k, v = term.split("=", 1)
+            if labels.get(k) != v.lstrip("="):
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+def with_status(obj: dict[str, Any]) -> dict[str, Any]:
+    """Public view of an object, with a pod's phase and Ready condition computed from its '_ready_at'."""
+    view = public(obj)
+    if obj.get("kind") == "Pod" and "_ready_at" in obj:
+        ready = time.time() >= obj["_ready_at"] and not obj.get("_never_ready")
+        status = dict(view.get("status") or {})
+        status["phase"] = "Running" if ready else "Pending"
+        status["conditions"] = [{"type": "Ready", "status": "True" if ready else "False"}]
+        view["status"] = status
+    return view
+
+
+def list_objects(ctx: Ctx, kind: str, namespace: str | None, selector: str = "") -> list[dict[str, Any]]:
+    skind = store_kind(ctx)
+    out = []
+    for key, obj in sorted(ctx.state.items(skind).items()):
+        okind, ons, _ = key.split("/", 2)
+        if okind == kind and (namespace is None or ons == namespace) and _selected(obj, selector):
+            out.append(obj)
+    return out
+
+
+@command("kubectl", "get", latency=0.3)
+def get(ctx: Ctx) -> int:
+    if not ctx.positionals:
+        raise Fail(1, "error: you must specify the type of resource to get")
+    kind = kind_of(ctx.positionals[0])
+    names = ctx.positionals[1:]
+    namespace = None if ctx.flag("--all-namespaces") else namespace_of(kind, None, ctx)
+    skind = store_kind(ctx)
+    ctx.work()
+    selector = str(ctx.flag("--selector", ""))
+    missing = []
+    if names:
+        found = []
+        for name in names:
+            obj = ctx.state.get(skind, key_of(kind, namespace or "", name))
+            if obj is None:
+                missing.append(name)
+            else:
+                found.append(obj)
+    else:
+        found = list_objects(ctx, kind, namespace, selector)
+    views = [with_status(o) for o in found]
+    if len(names) == 1 and views:
+        ctx.emit(views[0])
+    elif views or not names:
+        ctx.emit({"apiVersion": "v1", "kind": "List", "items": views})
+    for name in missing:
+        ctx.err(f'Error from server (NotFound): {kind.lower()}s "{name}" not found')
+    return 1 if missing else 0
+
+
+@command("kubectl", "delete", mutating=True, latency=2)
+def delete(ctx: Ctx) -> int:
+    skind = store_kind(ctx)
+    source = ctx.flag("--filename")
+    targets: list[tuple[str, str, str]] = []
+    if source:
+        import yaml
+
+        docs = ([d for d in yaml.safe_load_all(ctx.stdin()) if d] if source == "-" else
+                next((objs for suffix, objs in KNOWN_URLS.items() if str(source).endswith("/" + suffix)), []))
+        for doc in docs:
+            kind = doc["kind"]
+            targets.append((kind, namespace_of(kind, doc["metadata"].get("namespace"), ctx), doc["metadata"]["name"]))
+    else:
+        kind = kind_of(ctx.positionals[0])
+        targets = [(kind, namespace_of(kind, None, ctx), name) for name in ctx.positionals[1:]]
+    ctx.work()
+    code = 0
+    for kind, namespace, name in targets:
+        if ctx.state.delete(skind, key_of(kind, namespace, name)):
+            ctx.out(f'{kind.lower()} "{name}" deleted')
+        elif not ctx.flag("--ignore-not-found"):
+            ctx.err(f'Error from server (NotFound): {kind.lower()}s "{name}" not found')
+            code = 1
+    return code
+
+
+@command("kubectl", "wait", latency=0.3)
+def wait(ctx: Ctx) -> int:
+    """`kubectl wait --for=condition=Ready pod -l SEL --timeout=Ns`: sleeps (scaled) until Ready or timeout."""
+    from ..core import time_scale
+
+    kind = kind_of(ctx.positionals[0]) if ctx.positionals else "Pod"
+    timeout = float(str(ctx.flag("--timeout", "30s")).rstrip("s") or 30)
+    deadline = time.time() + timeout * max(time_scale(), 0.0)
+    selector = str(ctx.flag("--selector", ""))
+    while True:
+        objs = list_objects(ctx, kind, namespace_of(kind, None, ctx), selector)
+        if not objs:
+            ctx.err("error: no matching resources found")
+            return 1
+        pending = [o for o in objs if with_status(o).get("status", {}).get("phase") != "Running"]
+        if not pending:
+            for o in objs:
+                ctx.out(f"{kind.lower()}/{o['metadata']['name']} condition met")
+            return 0
+        if time.time() >= deadline or any(o.get("_never_ready") for o in pending):
+            names = ", ".join(o["metadata"]["name"] for o in pending)
+            ctx.err(f"error: timed out waiting for the condition on {kind.lower()}s/{names}")
+            return 1
+        time.sleep(min(0.05, max(deadline - time.time(), 0.001)))
+
+
+@command("kubectl", "exec", latency=0.5)
+def exec_(ctx: Ctx) -> int:
+    if not ctx.positionals:
+        raise Fail(1, "error: expected 'exec POD -- COMMAND [args...]'")
+    pod_name = ctx.positionals[0]
+    skind = store_kind(ctx)
+    namespace = namespace_of("Pod", None, ctx)
+    pod = ctx.state.get(skind, key_of("Pod", namespace, pod_name))
+    if pod is None:
+        raise Fail(1, f'Error from server (NotFound): pods "{pod_name}" not found')
+    container = str(ctx.flag("--container", ""))
+    containers = [c["name"] for c in pod.get("spec", {}).get("containers", [])]
+    if container and containers and container not in containers:
+        raise Fail(1, f"error: container {container} not found in pod {pod_name}")
+    if with_status(pod).get("status", {}).get("phase") not in (None, "Running"):
+        raise Fail(1, f"error: unable to upgrade connection: pod {pod_name} is not running")
+    if not ctx.after_dashdash:
+        raise Fail(1, "error: you must specify at least one command for the container")
+    program = ctx.after_dashdash[0].rsplit("/", 1)[-1]
+    handler = POD_COMMANDS.get(program)
+    if handler is None:
+        raise Fail(126, f"fakecloud: no pod command registered for {program!r}")
+    return handler(ctx, pod, container, ctx.after_dashdash) or 0
+
+
+@command("kubectl", "version", latency=0)
+def version(ctx: Ctx) -> None:
+    ctx.out("Client Version: v1.32.4 (fakecloud)\nKustomize Version: v5.5.0")
