@@ -1,10 +1,330 @@
-"""storage steps (being built; see the issue tracker)."""
+"""Storage: the bucket (durable home of exported checkpoints) with its Workload Identity binding, the
+Kubernetes service account and Secret, and Managed Lustre end to end (peering range -> VPC peering ->
+instance -> PV/PVC). The bucket and the Lustre instance hold data: `destroy` keeps them without consent.
+"""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+from .. import gcloud, gcs, kubectl, lustre, names
 from ..graph import Step
+from ..runner import ALREADY_EXISTS, NOT_FOUND, Runner, ToolError
 from ..settings import Settings
+from . import cluster, net
+from .common import check, creator, delete_if_ours, deleter
+
+BUCKET = "storage.bucket"
+KSA = "storage.ksa"
+BINDING = "storage.bucket-binding"
+SECRET = "storage.secret"
+RANGE = "storage.range"
+PEERING = "storage.peering"
+LUSTRE = "storage.lustre"
+PV = "storage.pv"
+PVC = "storage.pvc"
+
+LUSTRE_TIMEOUT_SECONDS = 3600
+DRY_PROJECT_NUMBER = "PROJECT_NUMBER"
+
+_project_numbers: dict[tuple[int, str], str] = {}
+
+
+def project_number(r: Runner, s: Settings) -> str:
+    """PROJECT_NUMBER from settings, else `gcloud projects describe` (once per runner)."""
+    if s.PROJECT_NUMBER:
+        return s.PROJECT_NUMBER
+    if r.dry:
+        return DRY_PROJECT_NUMBER
+    key = (id(r), s.PROJECT_ID)
+    if key not in _project_numbers:
+        result = r.query(gcloud.project_number(s), ok_codes=(0,))
+        number = (result.stdout if result else "").strip()
+        if not number.isdigit():
+            raise ToolError(f"gcloud projects describe {s.PROJECT_ID} gave no project number ({number!r}); "
+                            f"set PROJECT_NUMBER in .env.", 1)
+        _project_numbers[key] = number
+    return _project_numbers[key]
+
+
+# ---- Kubernetes objects through stdin --------------------------------------------------------------------
+def _apply(s: Settings, docs: list[dict[str, Any]], label: str):
+    def apply(r: Runner) -> None:
+        r.run(kubectl.apply_stdin(s), stdin=lustre.to_yaml(docs), stdin_label=label)
+
+    return apply
+
+
+def secret_present(r: Runner, s: Settings) -> bool:
+    """The Secret exists with exactly our values (a changed token makes this False: the apply updates it).
+
+    Its JSON carries the values (base64): never echoed, and on failure only stderr is reported.
+    """
+    result = r.query(kubectl.get(s, "secret", names.SECRET_NAME, namespace=s.NAMESPACE), ok_codes=range(256))
+    if result is None:
+        return False
+    if result.ok:
+        return lustre.secret_matches(s, result.stdout)
+    if result.not_found:
+        return False
+    raise ToolError(r.redact(f"kubectl could not read Secret {names.SECRET_NAME}: {result.stderr.strip()}"),
+                    result.exit_code)
+
+
+def _apply_secret(s: Settings):
+    def apply(r: Runner) -> None:
+        keys = ", ".join(lustre.secret_values(s))
+        r.run(kubectl.apply_stdin(s), stdin=lustre.to_yaml([lustre.secret(s)]),
+              stdin_label=f"Secret {names.SECRET_NAME} ({keys}; values hidden)")
+
+    return apply
+
+
+# ---- the peering -----------------------------------------------------------------------------------------
+def existing_peering_ranges(r: Runner, s: Settings) -> list[str] | None:
+    result = r.query(lustre.peering_list(s), ok_codes=(0,))
+    return None if result is None else lustre.peering_ranges(result.stdout)
+
+
+def _peering_exists(s: Settings):
+    def exists(r: Runner) -> bool:
+        ranges = existing_peering_ranges(r, s)
+        return ranges is not None and names.lustre_range(s) in ranges
+
+    return exists
+
+
+def _peering_create(s: Settings):
+    def create(r: Runner) -> str | None:
+        action, ranges = lustre.peering_plan(existing_peering_ranges(r, s), names.lustre_range(s))
+        if action == "connect":
+            r.run(lustre.peering_connect(s), timeout=1800)
+        elif action == "update":
+            # Another service's peering on this VPC: keep its ranges and add ours.
+            r.run(lustre.peering_update(s, ranges), timeout=1800)
+        else:
+            return "exists"
+        return None
+
+    return create
+
+
+def _peering_delete(s: Settings):
+    def delete(r: Runner) -> str | None:
+        if r.dry:
+            r.run(lustre.peering_delete(s))
+            return None
+        action, remaining = lustre.peering_teardown(existing_peering_ranges(r, s), names.lustre_range(s))
+        if action == "delete":
+            r.run(lustre.peering_delete(s), accept=NOT_FOUND, timeout=1800)
+        elif action == "update":
+            # Others still use the peering: remove only our range (removing one needs --force).
+            r.run(lustre.peering_update(s, remaining, force=True), timeout=1800)
+        else:
+            return "absent"
+        return None
+
+    return delete
+
+
+# ---- Managed Lustre --------------------------------------------------------------------------------------
+def lustre_state(r: Runner, s: Settings) -> dict[str, Any] | None:
+    """state, capacity_gib, mount_point, ip of the instance, or None if it does not exist."""
+    result = r.query(lustre.lustre_describe(s))
+    if result is None:
+        return None
+    if result.ok:
+        return lustre.lustre_info(result.stdout)
+    if result.not_found:
+        return None
+    raise r.failure(result)
+
+
+def _lustre_ready(s: Settings):
+    def exists(r: Runner) -> bool:
+        # An instance still CREATING (an interrupted run) is not done: create() then waits for it.
+        info = lustre_state(r, s)
+        return info is not None and info["state"] == lustre.LUSTRE_READY_STATE
+
+    return exists
+
+
+def _lustre_create(s: Settings):
+    def create(r: Runner) -> str | None:
+        result = r.run(lustre.lustre_create(s), accept=ALREADY_EXISTS, timeout=600)
+        seen: dict[str, str] = {}
+
+        def ready() -> bool:
+            info = lustre_state(r, s)
+            state = info["state"] if info else "NOT_FOUND"
+            seen["state"] = state
+            if state in lustre.LUSTRE_FAILED_STATES or state == "NOT_FOUND":
+                raise ToolError(f"Lustre instance {s.LUSTRE_NAME} is {state} instead of becoming "
+                                f"{lustre.LUSTRE_READY_STATE}; see `gcloud lustre instances describe "
+                                f"{s.LUSTRE_NAME} --location={s.lustre_zone}`.", 1)
+            return state == lustre.LUSTRE_READY_STATE
+
+        label = f"Lustre instance {s.LUSTRE_NAME} ({s.LUSTRE_CAPACITY_GIB} GiB) becoming ready (~15 min)"
+        if not r.poll(label, ready, timeout=LUSTRE_TIMEOUT_SECONDS):
+            raise ToolError(f"Lustre instance {s.LUSTRE_NAME} still {seen.get('state', 'CREATING')} after "
+                            f"{LUSTRE_TIMEOUT_SECONDS // 60} minutes; re-run `invoke storage.create` to keep "
+                            f"waiting.", 1)
+        return "exists" if result.already_exists else None
+
+    return create
+
+
+def _apply_pv(s: Settings):
+    def apply(r: Runner) -> None:
+        # In a dry run the describe is printed and the PV gets a placeholder address.
+        described = r.run(lustre.lustre_describe(s), dry_stdout=lustre.dry_describe(s))
+        info = lustre.lustre_info(described.stdout)
+        ip = lustre.mount_ip(info["mount_point"])
+        capacity = info["capacity_gib"] or s.LUSTRE_CAPACITY_GIB
+        pv, _ = lustre.pv_pvc_yaml(s, ip, capacity)
+        r.run(kubectl.apply_stdin(s), stdin=pv,
+              stdin_label=f"manifests/lustre-pv.yaml rendered (ip {ip}{' placeholder' if r.dry else ''}, "
+                          f"{capacity}Gi)")
+
+    return apply
+
+
+def pv_capacity_gib(r: Runner, s: Settings) -> int:
+    result = r.query(kubectl.get(s, "persistentvolume", names.LUSTRE_PV), ok_codes=(0, 1))
+    if result is None or not result.ok:
+        return s.LUSTRE_CAPACITY_GIB
+    storage = json.loads(result.stdout or "{}").get("spec", {}).get("capacity", {}).get("storage", "")
+    return int(storage[:-2]) if storage.endswith("Gi") and storage[:-2].isdigit() else s.LUSTRE_CAPACITY_GIB
+
+
+def _apply_pvc(s: Settings):
+    def apply(r: Runner) -> None:
+        capacity = pv_capacity_gib(r, s)
+        _, pvc = lustre.pv_pvc_yaml(s, lustre.DRY_RUN_IP, capacity)
+        r.run(kubectl.apply_stdin(s), stdin=pvc,
+              stdin_label=f"manifests/lustre-pvc.yaml rendered ({capacity}Gi)")
+
+    return apply
 
 
 def steps(s: Settings) -> list[Step]:
-    return []
+    """In the order a dry run prints them: bucket, KSA, binding, secret, range, peering, Lustre, PV, PVC."""
+    in_cluster = {"deps": (cluster.CREDENTIALS,), "parent": cluster.CLUSTER, "create_seconds": 2,
+                  "delete_seconds": 2}
+    return [
+        Step(BUCKET, f"bucket gs://{s.bucket} ({s.region})",
+             lambda r: gcs.bucket_exists(r, s, project_number(r, s)),
+             lambda r: gcs.create_bucket(r, s, project_number(r, s)), lambda r: gcs.delete_bucket(r, s),
+             holds_data=True, create_seconds=3, delete_seconds=5),
+        Step(KSA, f"service account {s.NAMESPACE}/{s.KSA_NAME}",
+             check(kubectl.get(s, "serviceaccount", s.KSA_NAME, namespace=s.NAMESPACE)),
+             _apply(s, lustre.service_account(s), f"ServiceAccount {s.NAMESPACE}/{s.KSA_NAME}"),
+             deleter(kubectl.delete(s, "serviceaccount", s.KSA_NAME, namespace=s.NAMESPACE)), **in_cluster),
+        Step(BINDING, f"{lustre.OBJECT_USER_ROLE} on gs://{s.bucket} for {s.NAMESPACE}/{s.KSA_NAME}",
+             lambda r: gcs.binding_exists(r, s, project_number(r, s)),
+             lambda r: gcs.ensure_binding(r, s, project_number(r, s)),
+             lambda r: gcs.drop_binding(r, s, project_number(r, s)),
+             deps=(BUCKET,), create_seconds=5, delete_seconds=5),
+        Step(SECRET, f"Secret {s.NAMESPACE}/{names.SECRET_NAME}", lambda r: secret_present(r, s),
+             _apply_secret(s), deleter(kubectl.delete(s, "secret", names.SECRET_NAME, namespace=s.NAMESPACE)),
+             **in_cluster),
+        Step(RANGE, f"peering range {names.lustre_range(s)} (/{lustre.PEERING_PREFIX_LENGTH} on {s.NETWORK})",
+             check(lustre.range_describe(s)), creator(lustre.range_create(s)),
+             delete_if_ours(lustre.range_describe(s), lustre.range_delete(s),
+                            f"range {names.lustre_range(s)}"),
+             deps=(net.MAIN,), create_seconds=30, delete_seconds=10),
+        Step(PEERING, f"VPC peering {s.NETWORK} <-> {lustre.SERVICE_NETWORKING}", _peering_exists(s),
+             _peering_create(s), _peering_delete(s), deps=(RANGE,), create_seconds=90, delete_seconds=60),
+        Step(LUSTRE, f"Lustre instance {s.LUSTRE_NAME} ({s.LUSTRE_CAPACITY_GIB} GiB, {s.lustre_zone})",
+             _lustre_ready(s), _lustre_create(s), deleter(lustre.lustre_delete(s)), deps=(PEERING,),
+             holds_data=True, create_seconds=900, delete_seconds=480),
+        Step(PV, f"PersistentVolume {names.LUSTRE_PV}",
+             check(kubectl.get(s, "persistentvolume", names.LUSTRE_PV)),
+             _apply_pv(s), deleter(kubectl.delete(s, "persistentvolume", names.LUSTRE_PV)),
+             **{**in_cluster, "deps": (cluster.CREDENTIALS, LUSTRE)}),
+        Step(PVC, f"PersistentVolumeClaim {s.NAMESPACE}/{names.LUSTRE_PVC}",
+             check(kubectl.get(s, "persistentvolumeclaim", names.LUSTRE_PVC, namespace=s.NAMESPACE)),
+             _apply_pvc(s), deleter(kubectl.delete(s, "persistentvolumeclaim", names.LUSTRE_PVC,
+                                                   namespace=s.NAMESPACE)),
+             **{**in_cluster, "deps": (cluster.CREDENTIALS, PV)}),
+    ]
+
+
+# ---- what the namespace tasks ask ------------------------------------------------------------------------
+def credentials_if_cluster(r: Runner, s: Settings) -> None:
+    """kubectl needs credentials for the deletes; without a cluster its objects are gone already."""
+    if not r.dry and r.exists(gcloud.cluster_describe(s)):
+        r.run(gcloud.get_credentials(s))
+
+
+def data_at_risk(r: Runner, s: Settings) -> list[str]:
+    """What `--delete-data` would destroy, one line each (empty in a dry run: it assumes nothing exists)."""
+    if r.dry:
+        r.say("# a real run first checks for an export of /data/runs from the last 24 h")
+        return []
+    lost = []
+    info = lustre_state(r, s)
+    if info is not None:
+        lost.append(f"Lustre instance {s.LUSTRE_NAME} ({info['capacity_gib']} GiB, {info['state']}): every "
+                    f"checkpoint and run record under /data")
+    bucket = gcs.summary(s)
+    if bucket is not None and bucket["objects"]:
+        lost.append(f"bucket gs://{s.bucket}: {bucket['objects']} objects, {_size(bucket['bytes'])}")
+    return lost
+
+
+def recent_export(r: Runner, s: Settings) -> bool:
+    """A full export within lustre.EXPORT_FRESH, as recorded in the bucket (object lustre.EXPORT_MARKER)."""
+    from datetime import UTC, datetime
+
+    if r.dry:
+        return True
+    if lustre_state(r, s) is None:
+        return True  # no Lustre instance: nothing on it to lose
+    if gcs.get_bucket(gcs.client(s), s) is None:
+        return False
+    return lustre.export_is_fresh(gcs.read_export_record(s), datetime.now(UTC))
+
+
+def export(r: Runner, s: Settings, run: str | None) -> list[tuple[str, int]]:
+    """Managed Lustre's export-data to the bucket, record it, then list what the bucket holds there."""
+    lustre_path, uri, prefix = lustre.export_paths(s, run)
+    r.run(lustre.lustre_export(s, lustre_path, uri), timeout=6 * 3600)
+    if r.dry:
+        gcs.show(r, lustre.list_equivalent(s, prefix))
+        return []
+    gcs.write_export_record(s, lustre_path, uri)
+    objects = [o for o in gcs.list_prefix(s, prefix)]
+    total = sum(size for _, size in objects)
+    r.say(f"gs://{s.bucket}/{prefix}: {len(objects)} objects, {_size(total)}")
+    for name, size in objects:
+        r.say(f"  {_size(size):>10}  gs://{s.bucket}/{name}")
+    return objects
+
+
+def status_rows(r: Runner, s: Settings) -> list[tuple[str, str]]:
+    rows: list[tuple[str, str]] = []
+    bucket = gcs.summary(s)
+    rows.append((f"bucket gs://{s.bucket}", "absent" if bucket is None else
+                 f"{bucket['location']}, {bucket['objects']} objects, {_size(bucket['bytes'])}"))
+    info = lustre_state(r, s)
+    rows.append((f"Lustre {s.LUSTRE_NAME}", "absent" if info is None else
+                 f"{info['state']}, {info['capacity_gib']} GiB, IP {info['ip'] or '-'}"))
+    pvc = r.query(kubectl.get(s, "persistentvolumeclaim", names.LUSTRE_PVC, namespace=s.NAMESPACE,
+                              output="jsonpath={.status.phase}"))
+    rows.append((f"PVC {s.NAMESPACE}/{names.LUSTRE_PVC}",
+                 (pvc.stdout.strip() or "present") if pvc is not None and pvc.ok else "absent"))
+    # Only the name: the values never leave the cluster.
+    secret = r.query(kubectl.get(s, "secret", names.SECRET_NAME, namespace=s.NAMESPACE, output="name"))
+    rows.append((f"Secret {s.NAMESPACE}/{names.SECRET_NAME}", "present" if secret is not None and secret.ok
+                 else "absent"))
+    return rows
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"

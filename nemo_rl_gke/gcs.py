@@ -1,0 +1,255 @@
+"""The bucket, through the google-cloud-storage client (imported lazily: `invoke --list` stays fast).
+
+The client is not a process, so it does not go through the Runner's `run`; it does honour the Runner's
+dry mode: in `invoke --dry` nothing here touches the network, and each operation prints its gcloud
+equivalent (`$ gcloud storage buckets create gs://… --location=…`) after a comment line saying so, which
+keeps the dry-run plan complete and every line parseable by the real gcloud. Real runs print the same
+equivalent to stderr, as the Runner does for commands.
+
+STORAGE_EMULATOR_HOST (e.g. http://127.0.0.1:9023) points the client at a local GCS server with
+anonymous credentials: the tests and the fake-cloud flows use gcp-storage-emulator that way.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from . import lustre
+from .runner import Runner, ToolError
+from .settings import ConfigError, Settings
+
+EQUIVALENT_NOTE = "# google-cloud-storage client call; the equivalent gcloud command:"
+
+
+class StorageError(ToolError):
+    """A Cloud Storage API call failed (exit 1), with the API's message and what to do."""
+
+    def __init__(self, message: str):
+        super().__init__(message, 1)
+
+
+def client(s: Settings) -> Any:
+    from google.cloud import storage
+
+    if os.environ.get("STORAGE_EMULATOR_HOST"):
+        from google.auth.credentials import AnonymousCredentials
+
+        return storage.Client(project=s.PROJECT_ID, credentials=AnonymousCredentials())
+    try:
+        return storage.Client(project=s.PROJECT_ID)
+    except Exception as exc:  # google.auth.exceptions.DefaultCredentialsError, imported lazily
+        raise StorageError(f"no Google Cloud credentials for the storage client ({exc}). Run "
+                           f"`gcloud auth application-default login` and try again.") from None
+
+
+def show(r: Runner, argv: Sequence[str]) -> None:
+    """The equivalent command: on stdout in a dry run (the plan), on stderr otherwise (the log)."""
+    r.say(EQUIVALENT_NOTE, err=not r.dry)
+    r.show_command(list(argv))
+
+
+def _api_error(what: str, exc: Exception) -> StorageError:
+    message = getattr(exc, "message", None) or str(exc)
+    return StorageError(f"Cloud Storage: {what} failed: {message}")
+
+
+def unreachable(s: Settings, detail: str) -> ConfigError:
+    return ConfigError("GS_BUCKET", s.bucket,
+                       f"the bucket exists but is not ours ({detail}). Bucket names are global: pick another "
+                       f"GS_BUCKET, e.g. nemo-rl-{s.PROJECT_ID}, or get access to this one.")
+
+
+# ---- the bucket --------------------------------------------------------------------------------------------
+def new_bucket(gcs: Any, s: Settings) -> Any:
+    """The Bucket we create: in the region, uniform bucket-level access, hierarchical namespace (which
+    needs uniform access). Built apart from the create so tests can read what is sent."""
+    bucket = gcs.bucket(s.bucket)
+    bucket.location = s.region
+    bucket.iam_configuration.uniform_bucket_level_access_enabled = True
+    bucket.hierarchical_namespace_enabled = True
+    bucket.labels = {"managed-by": "nemo-rl-gke"}
+    return bucket
+
+
+def get_bucket(gcs: Any, s: Settings, project_number: str | None = None) -> Any | None:
+    """Our bucket, or None if there is none. Raises ConfigError if it exists and is another project's."""
+    from google.api_core import exceptions
+
+    try:
+        bucket = gcs.get_bucket(s.bucket)
+    except exceptions.NotFound:
+        return None
+    except exceptions.Forbidden as exc:
+        raise unreachable(s, f"access denied: {getattr(exc, 'message', exc)}") from None
+    except exceptions.GoogleAPICallError as exc:
+        raise _api_error(f"reading gs://{s.bucket}", exc) from None
+    owner = str(bucket.project_number or "")
+    if project_number and owner and owner != str(project_number):
+        raise unreachable(s, f"it belongs to project number {owner}, not {project_number}")
+    return bucket
+
+
+def bucket_exists(r: Runner, s: Settings, project_number: str | None = None) -> bool:
+    if r.dry:
+        return False
+    return get_bucket(client(s), s, project_number) is not None
+
+
+def create_bucket(r: Runner, s: Settings, project_number: str | None = None) -> str | None:
+    """Create the bucket; "exists" if it appeared meanwhile and is ours; ConfigError if another's."""
+    from google.api_core import exceptions
+
+    show(r, lustre.bucket_create_equivalent(s))
+    if r.dry:
+        return None
+    gcs = client(s)
+    try:
+        gcs.create_bucket(new_bucket(gcs, s), project=s.PROJECT_ID)
+    except exceptions.Conflict:
+        # The name is taken: by us (a race, or a create that timed out) or by another project.
+        if get_bucket(gcs, s, project_number) is None:
+            raise unreachable(s, "the name is taken") from None
+        return "exists"
+    except exceptions.Forbidden as exc:
+        raise unreachable(s, f"access denied: {getattr(exc, 'message', exc)}") from None
+    except exceptions.GoogleAPICallError as exc:
+        raise _api_error(f"creating gs://{s.bucket}", exc) from None
+    return None
+
+
+def delete_bucket(r: Runner, s: Settings) -> str | None:
+    """Delete every object, then the bucket."""
+    from google.api_core import exceptions
+
+    show(r, lustre.bucket_delete_equivalent(s))
+    if r.dry:
+        return None
+    gcs = client(s)
+    try:
+        bucket = gcs.bucket(s.bucket)
+        for blob in gcs.list_blobs(s.bucket):
+            blob.delete()
+        bucket.delete()
+    except exceptions.NotFound:
+        return "absent"
+    except exceptions.GoogleAPICallError as exc:
+        raise _api_error(f"deleting gs://{s.bucket}", exc) from None
+    return None
+
+
+def summary(s: Settings) -> dict[str, Any] | None:
+    """location, object count and bytes held, or None without a bucket (for status)."""
+    gcs = client(s)
+    bucket = get_bucket(gcs, s)
+    if bucket is None:
+        return None
+    count = size = 0
+    for blob in gcs.list_blobs(s.bucket):
+        count += 1
+        size += int(blob.size or 0)
+    return {"location": bucket.location or "", "objects": count, "bytes": size}
+
+
+def list_prefix(s: Settings, prefix: str) -> list[tuple[str, int]]:
+    """(object name, size) under prefix, in name order."""
+    from google.api_core import exceptions
+
+    try:
+        return sorted((b.name, int(b.size or 0)) for b in client(s).list_blobs(s.bucket, prefix=prefix))
+    except exceptions.NotFound:
+        return []
+    except exceptions.GoogleAPICallError as exc:
+        raise _api_error(f"listing gs://{s.bucket}/{prefix}", exc) from None
+
+
+# ---- the Workload Identity binding -------------------------------------------------------------------------
+def _policy(bucket: Any) -> Any:
+    return bucket.get_iam_policy(requested_policy_version=3)
+
+
+def has_binding(bucket: Any, member: str, role: str = lustre.OBJECT_USER_ROLE) -> bool:
+    return any(b.get("role") == role and member in b.get("members", ()) for b in _policy(bucket).bindings)
+
+
+def add_binding(bucket: Any, member: str, role: str = lustre.OBJECT_USER_ROLE) -> bool:
+    """Add member to role (read-modify-write; the policy's etag guards a concurrent change). True if added."""
+    policy = _policy(bucket)
+    for binding in policy.bindings:
+        if binding.get("role") == role and not binding.get("condition"):
+            if member in binding["members"]:
+                return False
+            binding["members"] = set(binding["members"]) | {member}
+            break
+    else:
+        policy.bindings.append({"role": role, "members": {member}})
+    bucket.set_iam_policy(policy)
+    return True
+
+
+def remove_binding(bucket: Any, member: str, role: str = lustre.OBJECT_USER_ROLE) -> bool:
+    """Remove member from role, leaving every other member and role alone. True if removed."""
+    policy = _policy(bucket)
+    changed = False
+    for binding in list(policy.bindings):
+        if binding.get("role") == role and member in binding.get("members", ()):
+            binding["members"] = set(binding["members"]) - {member}
+            changed = True
+            if not binding["members"]:
+                policy.bindings.remove(binding)
+    if changed:
+        bucket.set_iam_policy(policy)
+    return changed
+
+
+def binding_exists(r: Runner, s: Settings, project_number: str) -> bool:
+    if r.dry:
+        return False
+    bucket = get_bucket(client(s), s)
+    return bucket is not None and has_binding(bucket, lustre.workload_principal(s, project_number))
+
+
+def ensure_binding(r: Runner, s: Settings, project_number: str) -> str | None:
+    from google.api_core import exceptions
+
+    show(r, lustre.binding_add_equivalent(s, project_number))
+    if r.dry:
+        return None
+    try:
+        added = add_binding(client(s).bucket(s.bucket), lustre.workload_principal(s, project_number))
+    except exceptions.GoogleAPICallError as exc:
+        raise _api_error(f"granting {lustre.OBJECT_USER_ROLE} on gs://{s.bucket}", exc) from None
+    return None if added else "exists"
+
+
+def drop_binding(r: Runner, s: Settings, project_number: str) -> str | None:
+    from google.api_core import exceptions
+
+    show(r, lustre.binding_remove_equivalent(s, project_number))
+    if r.dry:
+        return None
+    try:
+        removed = remove_binding(client(s).bucket(s.bucket), lustre.workload_principal(s, project_number))
+    except exceptions.NotFound:
+        return "absent"
+    except exceptions.GoogleAPICallError as exc:
+        raise _api_error(f"removing {lustre.OBJECT_USER_ROLE} on gs://{s.bucket}", exc) from None
+    return None if removed else "absent"
+
+
+# ---- export records ----------------------------------------------------------------------------------------
+def write_export_record(s: Settings, lustre_path: str, gcs_uri: str, when: datetime | None = None) -> None:
+    record = lustre.export_record(s, lustre_path, gcs_uri, when or datetime.now(UTC))
+    client(s).bucket(s.bucket).blob(lustre.EXPORT_MARKER).upload_from_string(record,
+                                                                           content_type="application/json")
+
+
+def read_export_record(s: Settings) -> str | None:
+    from google.api_core import exceptions
+
+    try:
+        return client(s).bucket(s.bucket).blob(lustre.EXPORT_MARKER).download_as_text()
+    except exceptions.NotFound:
+        return None

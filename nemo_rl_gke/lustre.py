@@ -1,0 +1,269 @@
+"""Pure builders for storage: gcloud argv (peering range, VPC peering, Managed Lustre, export), the gcloud
+equivalents of what the google-cloud-storage client does (printed in dry runs), the Kubernetes objects
+(ServiceAccount, Secret) and the rendered Lustre PV/PVC, and the small decisions around them.
+
+Nothing here runs anything; `steps/storage.py` wires these to the runner.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from . import names
+from .settings import Settings
+
+Argv = list[str]
+
+SERVICE_NETWORKING = "servicenetworking.googleapis.com"
+PEERING_PREFIX_LENGTH = 20
+OBJECT_USER_ROLE = "roles/storage.objectUser"
+# Runs live at /data/runs/<id>/ in the pods (the PV is mounted at /data): /runs/<id> on the filesystem.
+RUNS_PATH = "/runs"
+# The bucket mirrors the Lustre layout: gs://BUCKET/runs/<id>/...
+RUNS_PREFIX = "runs/"
+# A small JSON object in the bucket recording each export; storage.delete reads it before deleting data.
+EXPORT_MARKER = "nemo-rl-gke/last-export.json"
+EXPORT_FRESH = timedelta(hours=24)
+# In a dry run the instance does not exist yet: the PV is rendered with this documentation-range address.
+DRY_RUN_IP = "192.0.2.1"
+LUSTRE_READY_STATE = "ACTIVE"
+LUSTRE_FAILED_STATES = ("FAILED", "DELETING", "STOPPED")
+_LABELS = {"app.kubernetes.io/managed-by": names.MANAGED_BY}
+
+
+def _p(s: Settings) -> str:
+    return f"--project={s.PROJECT_ID}"
+
+
+def network_uri(s: Settings) -> str:
+    return f"projects/{s.PROJECT_ID}/global/networks/{s.NETWORK}"
+
+
+def volume_handle(s: Settings) -> str:
+    return f"{s.PROJECT_ID}/{s.lustre_zone}/{s.LUSTRE_NAME}"
+
+
+def workload_principal(s: Settings, project_number: str) -> str:
+    """The Workload Identity principal of KSA_NAME in NAMESPACE (no GCP service account in between)."""
+    return (f"principal://iam.googleapis.com/projects/{project_number}/locations/global/workloadIdentityPools/"
+            f"{s.PROJECT_ID}.svc.id.goog/subject/ns/{s.NAMESPACE}/sa/{s.KSA_NAME}")
+
+
+# ---- peering address range -------------------------------------------------------------------------
+def range_describe(s: Settings) -> Argv:
+    return ["gcloud", "compute", "addresses", "describe", names.lustre_range(s), _p(s), "--global",
+            "--format=json"]
+
+
+def range_create(s: Settings) -> Argv:
+    return ["gcloud", "compute", "addresses", "create", names.lustre_range(s), _p(s), "--global",
+            "--purpose=VPC_PEERING", f"--prefix-length={PEERING_PREFIX_LENGTH}", f"--network={s.NETWORK}",
+            f"--description={names.DESCRIPTION}"]
+
+
+def range_delete(s: Settings) -> Argv:
+    return ["gcloud", "compute", "addresses", "delete", names.lustre_range(s), _p(s), "--global", "--quiet"]
+
+
+# ---- VPC peering to Service Networking ----------------------------------------------------------------
+def peering_list(s: Settings) -> Argv:
+    return ["gcloud", "services", "vpc-peerings", "list", f"--network={s.NETWORK}",
+            f"--service={SERVICE_NETWORKING}", _p(s), "--format=json"]
+
+
+def peering_connect(s: Settings) -> Argv:
+    return ["gcloud", "services", "vpc-peerings", "connect", f"--service={SERVICE_NETWORKING}",
+            f"--ranges={names.lustre_range(s)}", f"--network={s.NETWORK}", _p(s)]
+
+
+def peering_update(s: Settings, ranges: list[str], *, force: bool = False) -> Argv:
+    argv = ["gcloud", "services", "vpc-peerings", "update", f"--service={SERVICE_NETWORKING}",
+            f"--ranges={','.join(ranges)}", f"--network={s.NETWORK}", _p(s)]
+    return argv + (["--force"] if force else [])
+
+
+def peering_delete(s: Settings) -> Argv:
+    return ["gcloud", "services", "vpc-peerings", "delete", f"--service={SERVICE_NETWORKING}",
+            f"--network={s.NETWORK}", _p(s), "--quiet"]
+
+
+def peering_ranges(list_json: str) -> list[str] | None:
+    """The reserved ranges of the Service Networking peering on NETWORK, or None if there is none."""
+    connections = json.loads(list_json or "[]") or []
+    for connection in connections:
+        if str(connection.get("service", "")).endswith(SERVICE_NETWORKING):
+            return list(connection.get("reservedPeeringRanges") or [])
+    return None
+
+
+def peering_plan(existing: list[str] | None, ours: str) -> tuple[str, list[str]]:
+    """What to do about the peering: ("connect"|"update"|"none", ranges to pass).
+
+    A peering another service already made (Cloud SQL, Filestore...) keeps its ranges: `connect` again with
+    a different range fails ("use UpdateConnection"), so we `update` with the union instead.
+    """
+    if existing is None:
+        return "connect", [ours]
+    if ours in existing:
+        return "none", existing
+    return "update", [*existing, ours]
+
+
+def peering_teardown(existing: list[str] | None, ours: str) -> tuple[str, list[str]]:
+    """("delete"|"update"|"none", remaining ranges): only our range goes; other services keep theirs."""
+    if existing is None or ours not in existing:
+        return "none", existing or []
+    remaining = [r for r in existing if r != ours]
+    return ("update", remaining) if remaining else ("delete", [])
+
+
+# ---- Managed Lustre ----------------------------------------------------------------------------------
+def lustre_describe(s: Settings, *, fmt: str = "json") -> Argv:
+    return ["gcloud", "lustre", "instances", "describe", s.LUSTRE_NAME, f"--location={s.lustre_zone}", _p(s),
+            f"--format={fmt}"]
+
+
+def lustre_create(s: Settings) -> Argv:
+    # --async: the create takes ~15 minutes; we poll describe and show progress instead of a silent wait.
+    return ["gcloud", "lustre", "instances", "create", s.LUSTRE_NAME, f"--location={s.lustre_zone}", _p(s),
+            f"--capacity-gib={s.LUSTRE_CAPACITY_GIB}", f"--per-unit-storage-throughput={s.LUSTRE_THROUGHPUT}",
+            f"--filesystem={names.LUSTRE_FILESYSTEM}", f"--network={network_uri(s)}", "--gke-support-enabled",
+            f"--description={names.DESCRIPTION}", f"--labels={names.LABELS}", "--async"]
+
+
+def lustre_delete(s: Settings) -> Argv:
+    return ["gcloud", "lustre", "instances", "delete", s.LUSTRE_NAME, f"--location={s.lustre_zone}", _p(s),
+            "--quiet"]
+
+
+def lustre_export(s: Settings, lustre_path: str, gcs_uri: str) -> Argv:
+    return ["gcloud", "lustre", "instances", "export-data", s.LUSTRE_NAME, f"--location={s.lustre_zone}",
+            _p(s), f"--lustre-path={lustre_path}", f"--gcs-path-uri={gcs_uri}"]
+
+
+def export_paths(s: Settings, run: str | None) -> tuple[str, str, str]:
+    """(lustre path, gs:// URI, bucket prefix) of an export: every run, or one run."""
+    if run:
+        return f"{RUNS_PATH}/{run}", f"gs://{s.bucket}/{RUNS_PREFIX}{run}/", f"{RUNS_PREFIX}{run}/"
+    return RUNS_PATH, f"gs://{s.bucket}/{RUNS_PREFIX}", RUNS_PREFIX
+
+
+def mount_ip(mount_point: str) -> str:
+    """`10.90.0.2@tcp:/lustrefs` -> `10.90.0.2`."""
+    ip = (mount_point or "").split("@", 1)[0].strip()
+    if not ip:
+        raise ValueError(f"no IP in the Lustre mountPoint {mount_point!r}")
+    return ip
+
+
+def lustre_info(describe_json: str) -> dict[str, Any]:
+    body = json.loads(describe_json or "{}")
+    mount = body.get("mountPoint") or ""
+    return {"state": body.get("state", "UNKNOWN"), "capacity_gib": int(body.get("capacityGib") or 0),
+            "mount_point": mount, "ip": mount.split("@", 1)[0] if mount else ""}
+
+
+def dry_describe(s: Settings) -> str:
+    return json.dumps({"name": s.LUSTRE_NAME, "state": LUSTRE_READY_STATE,
+                       "capacityGib": str(s.LUSTRE_CAPACITY_GIB),
+                       "mountPoint": f"{DRY_RUN_IP}@tcp:/{names.LUSTRE_FILESYSTEM}"})
+
+
+# ---- gcloud equivalents of the google-cloud-storage client calls (printed, never run) ---------------------
+def bucket_create_equivalent(s: Settings) -> Argv:
+    return ["gcloud", "storage", "buckets", "create", f"gs://{s.bucket}", _p(s), f"--location={s.region}",
+            "--enable-hierarchical-namespace", "--uniform-bucket-level-access"]
+
+
+def bucket_delete_equivalent(s: Settings) -> Argv:
+    return ["gcloud", "storage", "rm", "--recursive", f"gs://{s.bucket}", _p(s)]
+
+
+def binding_add_equivalent(s: Settings, project_number: str) -> Argv:
+    return ["gcloud", "storage", "buckets", "add-iam-policy-binding", f"gs://{s.bucket}", _p(s),
+            f"--member={workload_principal(s, project_number)}", f"--role={OBJECT_USER_ROLE}"]
+
+
+def binding_remove_equivalent(s: Settings, project_number: str) -> Argv:
+    return ["gcloud", "storage", "buckets", "remove-iam-policy-binding", f"gs://{s.bucket}", _p(s),
+            f"--member={workload_principal(s, project_number)}", f"--role={OBJECT_USER_ROLE}"]
+
+
+def list_equivalent(s: Settings, prefix: str) -> Argv:
+    return ["gcloud", "storage", "ls", "--recursive", f"gs://{s.bucket}/{prefix}", _p(s)]
+
+
+# ---- export records ------------------------------------------------------------------------------------
+def export_record(s: Settings, lustre_path: str, gcs_uri: str, when: datetime) -> str:
+    return json.dumps({"instance": volume_handle(s), "lustre_path": lustre_path, "gcs_uri": gcs_uri,
+                       "time": when.astimezone(UTC).isoformat()}, sort_keys=True)
+
+
+def export_is_fresh(record_json: str | None, now: datetime) -> bool:
+    """A full export (every run) finished less than EXPORT_FRESH ago: deleting Lustre loses nothing new."""
+    if not record_json:
+        return False
+    try:
+        record = json.loads(record_json)
+        when = datetime.fromisoformat(record["time"])
+    except (ValueError, KeyError, TypeError):
+        return False
+    return record.get("lustre_path") == RUNS_PATH and now - when < EXPORT_FRESH
+
+
+# ---- Kubernetes objects -----------------------------------------------------------------------------------
+def service_account(s: Settings) -> list[dict[str, Any]]:
+    """The KSA (and its namespace when it is not `default`): the Ray pods' identity on the bucket."""
+    docs: list[dict[str, Any]] = []
+    if s.NAMESPACE != "default":
+        docs.append({"apiVersion": "v1", "kind": "Namespace",
+                     "metadata": {"name": s.NAMESPACE, "labels": _LABELS}})
+    docs.append({"apiVersion": "v1", "kind": "ServiceAccount",
+                 "metadata": {"name": s.KSA_NAME, "namespace": s.NAMESPACE,
+                              "labels": _LABELS}})
+    return docs
+
+
+def secret_values(s: Settings) -> dict[str, str]:
+    return {"HF_TOKEN": s.HF_TOKEN, "WANDB_API_KEY": s.WANDB_API_KEY}
+
+
+def secret(s: Settings) -> dict[str, Any]:
+    """The Secret with the tokens: only ever sent on kubectl's stdin, never printed or written to disk."""
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": names.SECRET_NAME, "namespace": s.NAMESPACE,
+                         "labels": _LABELS},
+            "stringData": secret_values(s)}
+
+
+def secret_matches(s: Settings, get_json: str) -> bool:
+    """The Secret in the cluster holds exactly our values (`data` is base64; a fake may keep stringData)."""
+    body = json.loads(get_json or "{}")
+    found = {k: base64.b64decode(v).decode() for k, v in (body.get("data") or {}).items()}
+    found.update(body.get("stringData") or {})
+    return found == secret_values(s)
+
+
+def to_yaml(docs: list[dict[str, Any]]) -> str:
+    import yaml
+
+    return "---\n".join(yaml.safe_dump(doc, sort_keys=False) for doc in docs)
+
+
+def pv_values(s: Settings, ip: str, capacity_gib: int) -> dict[str, object]:
+    return {"PV_NAME": names.LUSTRE_PV, "PVC_NAME": names.LUSTRE_PVC, "NAMESPACE": s.NAMESPACE,
+            "CAPACITY": f"{capacity_gib}Gi", "VOLUME_HANDLE": volume_handle(s), "LUSTRE_IP": ip,
+            "FILESYSTEM": names.LUSTRE_FILESYSTEM}
+
+
+def pv_pvc_yaml(s: Settings, ip: str, capacity_gib: int) -> tuple[str, str]:
+    from . import render
+
+    values = pv_values(s, ip, capacity_gib)
+    pv = render.render_file("lustre-pv.yaml", values)
+    pvc = render.render_file("lustre-pvc.yaml", {k: values[k] for k in ("PV_NAME", "PVC_NAME", "NAMESPACE",
+                                                                         "CAPACITY")})
+    return pv, pvc
