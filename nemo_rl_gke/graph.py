@@ -95,6 +95,19 @@ def order(steps: Sequence[Step]) -> list[Step]:
     return ordered
 
 
+def _waits_order(steps: Sequence[Step], waits: dict[str, set[str]]) -> list[Step]:
+    """Stable order in which every step comes after the names it waits for."""
+    done: set[str] = set()
+    ordered: list[Step] = []
+    remaining = list(steps)
+    while remaining:
+        step = next((s for s in remaining if waits[s.name] <= done), remaining[0])
+        ordered.append(step)
+        done.add(step.name)
+        remaining.remove(step)
+    return ordered
+
+
 def _run_graph(runner: Runner, steps: Sequence[Step], ready_after: Callable[[Step], Iterable[str]],
                work: Callable[[Step], str], listener: Listener | None, max_workers: int) -> Report:
     """Run work(step) for each step once every name in ready_after(step) has finished; parallel."""
@@ -129,7 +142,8 @@ def _run_graph(runner: Runner, steps: Sequence[Step], ready_after: Callable[[Ste
             finished.add(step.name)
         notify(step, outcome, seconds)
 
-    pending = list(order(steps)) if runner.dry else list(steps)
+    # Dry runs follow `waits` (deps forward, dependents backward) so a teardown plan prints deletes in order.
+    pending = _waits_order(steps, waits) if runner.dry else list(steps)
     if runner.dry:
         # A dry run prints the plan in one stable order; nothing to wait for.
         for step in pending:
