@@ -1,0 +1,87 @@
+"""helm argv builders (pure). Every call that talks to a cluster names its context and namespace, so a
+stale current-context can never point a release at another cluster.
+
+Values always reach helm through `--values=-` (stdin, written by the runner) or a values file, never
+through `--set`: the generated values are long, and a typo in a `--set` key is silently ignored unless the
+chart's schema rejects it (ours does).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from . import names
+from .settings import Settings
+
+Argv = list[str]
+MIN_VERSION = (3, 14)
+# How long helm may take for the install itself. The RayCluster is one custom object; the pods' readiness
+# is awaited by ray.deploy, because helm's --wait does not understand a RayCluster (it returns at once).
+INSTALL_TIMEOUT = "10m"
+
+
+def chart_path(chart: Path, cwd: Path | None = None) -> str:
+    """The chart relative to the working directory when below it (short dry-run lines), else absolute."""
+    cwd = cwd or Path.cwd()
+    try:
+        return os.path.relpath(chart, cwd) if chart.resolve().is_relative_to(cwd.resolve()) else str(chart)
+    except ValueError:  # another drive on Windows
+        return str(chart)
+
+
+def _cluster(s: Settings) -> Argv:
+    return [f"--kube-context={s.kube_context}", f"--namespace={s.NAMESPACE}"]
+
+
+def _values(values_file: str) -> Argv:
+    return [f"--values={values_file}"]
+
+
+def upgrade_install(s: Settings, chart: str, *, values_file: str = "-", wait: bool = False,
+                    timeout: str = INSTALL_TIMEOUT, release: str = names.RAY_RELEASE) -> Argv:
+    """Idempotent install: creates the release, or upgrades it to the current values.
+
+    --reset-values: the release gets exactly the generated values, never a leftover from an earlier run.
+    wait=False by default: see INSTALL_TIMEOUT.
+    """
+    argv = ["helm", "upgrade", "--install", release, chart, *_cluster(s), *_values(values_file),
+            "--reset-values", f"--timeout={timeout}"]
+    if wait:
+        argv.append("--wait")
+    return argv
+
+
+def template(s: Settings, chart: str, *, values_file: str = "-", release: str = names.RAY_RELEASE) -> Argv:
+    """Render offline: no cluster is contacted, so no context either."""
+    return ["helm", "template", release, chart, f"--namespace={s.NAMESPACE}", *_values(values_file)]
+
+
+def lint(chart: str, *, values_file: str | None = None) -> Argv:
+    argv = ["helm", "lint", "--strict", chart]
+    return argv + (_values(values_file) if values_file else [])
+
+
+def uninstall(s: Settings, *, wait: bool = True, release: str = names.RAY_RELEASE) -> Argv:
+    # --wait: the pods are gone (GPUs free) when the command returns; a missing release is not an error.
+    argv = ["helm", "uninstall", release, *_cluster(s), "--ignore-not-found"]
+    return argv + (["--wait", f"--timeout={INSTALL_TIMEOUT}"] if wait else [])
+
+
+def status(s: Settings, *, release: str = names.RAY_RELEASE) -> Argv:
+    return ["helm", "status", release, *_cluster(s), "--output=json"]
+
+
+def list_releases(s: Settings) -> Argv:
+    return ["helm", "list", *_cluster(s), "--output=json"]
+
+
+def version() -> Argv:
+    return ["helm", "version", "--short"]
+
+
+def parse_version(text: str) -> tuple[int, int] | None:
+    """`v3.17.3+ge4da497` -> (3, 17)."""
+    match = re.search(r"v(\d+)\.(\d+)", text or "")
+    return (int(match.group(1)), int(match.group(2))) if match else None
