@@ -1,3 +1,428 @@
-"""Top-level lifecycle tasks: up, down, plan, status, doctor (being built; see the issue tracker)."""
+"""Top-level lifecycle tasks: `up`, `down`, `plan`, `status`, `doctor`.
 
-TASKS: list = []
+They run the one resource graph (`steps.all_steps`): `up` creates what is missing, independent steps in
+parallel, with a live board; `down` walks it backwards and ends with a leftover scan; `plan` and `status`
+only ask. Two `up`/`down`/`clean` runs against the same project and cluster never interleave: each holds
+a lock file (~/.cache/nemo-rl-gke/<project>-<cluster>.lock); a second run refuses at once and says who
+holds it (the lock frees itself when that process ends, even if it crashed).
+
+Examples:
+    invoke --dry up                      # the whole plan, offline, nothing runs
+    invoke up --gpu=h200 --nodes=2 --spot --yes
+    invoke plan
+    invoke down --yes                    # keeps Lustre and the bucket (checkpoints)
+    invoke down --yes --delete-data      # everything, back to zero spend
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from typing import Any
+
+from invoke import Exit
+
+from . import context
+from .cluster import FLAG_HELP, cluster_settings
+
+YES_HELP = "Answer yes to the confirmation (needed without a terminal)."
+DATA_HELP = "Also delete the Lustre instance and the bucket, with the checkpoints they hold."
+
+
+# ---- helpers shared with clean.py ----------------------------------------------------------------
+def describe(s: Any) -> str:
+    capacity = f"reservation {s.RESERVATION}" if s.RESERVATION else "spot" if s.SPOT else "on-demand"
+    return (f"project {s.PROJECT_ID}, cluster {s.CLUSTER_NAME} ({s.CLUSTER_MODE}) in {s.region}, "
+            f"{s.GPU_NODES} × {s.gpu.machine_type} ({s.gpu.short}, {capacity}) in {s.zone}")
+
+
+def lock_path(s: Any) -> Any:
+    import os
+    from pathlib import Path
+
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nemo-rl-gke"
+    return base / f"{s.PROJECT_ID}-{s.CLUSTER_NAME}.lock"
+
+
+@contextmanager
+def state_lock(s: Any, what: str):
+    """Hold the per project+cluster lock; refuse (exit 1) if another run holds it."""
+    import fcntl
+    import json
+    import os
+    import time
+
+    path = lock_path(s)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            try:
+                holder = json.loads(handle.read() or "{}")
+            except json.JSONDecodeError:
+                holder = {}
+            who = (f"`invoke {holder.get('what', '?')}` (pid {holder.get('pid', '?')}, "
+                   f"since {holder.get('since', '?')})")
+            raise Exit(f"error: another run holds {path}: {who} works on {s.PROJECT_ID}/{s.CLUSTER_NAME}. "
+                       f"Two runs must not interleave; wait for it to finish, then run this again (the lock "
+                       f"frees itself when that process ends).", code=1) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps({"what": what, "pid": os.getpid(),
+                                 "since": time.strftime("%Y-%m-%d %H:%M:%S")}))
+        handle.flush()
+        try:
+            yield path
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def present_map(r: Any, steps: list[Any]) -> dict[str, bool]:
+    """step name -> exists, asked in parallel (read-only); `always` steps count as absent."""
+    checked = [step for step in steps if not step.always]
+    found = r.parallel([lambda step=step: step.exists(r) for step in checked])
+    answer = {step.name: False for step in steps}
+    answer.update({step.name: bool(ok) for step, ok in zip(checked, found, strict=True)})
+    return answer
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+
+
+def _say_cost(r: Any, est: Any, *, prefix: str) -> None:
+    from . import cost
+
+    r.say(f"{prefix}estimated cost while up:", err=not r.dry)
+    for line in cost.summary_lines(est):
+        r.say(f"{prefix}  {line}", err=not r.dry)
+
+
+def bring_up(c: Any, s: Any, *, yes: bool) -> None:
+    from . import cost, graph
+    from .board import Board
+    from .steps import all_steps
+
+    steps = all_steps(s)
+    r = context.runner(c, s)
+    est = cost.estimate(s)
+    critical = graph.critical_path_seconds(steps)
+    if r.dry:
+        r.say(f"# up: {describe(s)}")
+        r.say(f"# {len(steps)} steps, independent ones in parallel; critical path about {_minutes(critical)}")
+        _say_cost(r, est, prefix="# ")
+        graph.apply(r, steps)
+        return
+    with state_lock(s, "up"):
+        present = present_map(r, steps)
+        missing = [step for step in steps if not step.always and not present[step.name]]
+        r.say(f"up: {describe(s)}", err=True)
+        if missing:
+            r.say(f"will create {len(missing)} of {len(steps)} (about {_minutes(critical)} end to end): "
+                  + ", ".join(step.title for step in missing), err=True)
+        else:
+            r.say("everything exists already; only refreshing credentials and checks.", err=True)
+        _say_cost(r, est, prefix="")
+        if any(step.mutating for step in missing):
+            context.confirm(c, f"Create {len(missing)} resources in {s.PROJECT_ID}, about "
+                               f"{cost.money(est.total)}/hour while up?", yes=yes)
+        with Board(steps, title=f"up {s.CLUSTER_NAME}") as board:
+            try:
+                graph.apply(r, steps, listener=board.listener)
+            except graph.GraphError:
+                r.say("up stopped: steps already running were let finish; nothing new was started. Fix the "
+                      "cause above, then run `invoke up` again: it keeps what exists and continues "
+                      "(`invoke plan` shows what is left).", err=True)
+                raise
+    r.say(f"up: done. Next: `invoke status`, `invoke job.submit NAME`; `invoke down` when finished "
+          f"(about {cost.money(est.total)}/hour until then).", err=True)
+
+
+def kept_message(kept: list[Any]) -> str:
+    data = [step.title for step in kept if step.holds_data]
+    if not data:
+        return ""
+    others = [step.title for step in kept if not step.holds_data]
+    text = (f"kept {' and '.join(data)}: they hold checkpoints; run `invoke storage.export` then "
+            f"`invoke down --delete-data` to delete them.")
+    if others:
+        text += " Also kept what they need: " + ", ".join(others) + "."
+    return text
+
+
+def tear_down(c: Any, s: Any, steps: list[Any], *, delete_data: bool, yes: bool, what: str,
+              layers: tuple[str, ...] = ()) -> None:
+    """`down` and `clean.*`: confirm, destroy in parallel with the board, then scan for leftovers."""
+    from . import graph, leftovers
+    from .board import Board
+
+    r = context.runner(c, s)
+    scope = ", ".join(layers) if layers else "everything"
+    data = ("INCLUDING the Lustre instance and the bucket with their checkpoints" if delete_data else
+            "keeping the Lustre instance and the bucket (add --delete-data to delete them too)")
+    context.confirm(c, f"Delete {scope} of nemo-rl-gke in {s.PROJECT_ID} (cluster {s.CLUSTER_NAME}), {data}?",
+                    yes=yes)
+    if r.dry:
+        r.say(f"# {what}: {scope} in {s.PROJECT_ID}, {data}")
+        graph.destroy(r, steps, delete_data=delete_data)
+        r.say("# then: leftover scan (read-only lists of networks, subnets, firewall rules, clusters, Lustre "
+              "instances, address ranges, peerings, buckets)")
+        return
+    failure = None
+    with state_lock(s, what):
+        with Board(steps, title=f"{what} {s.CLUSTER_NAME}") as board:
+            try:
+                report = graph.destroy(r, steps, delete_data=delete_data, listener=board.listener)
+            except graph.GraphError as exc:
+                failure, report = exc, exc.report
+        kept = report.by_outcome("kept")
+        message = kept_message(kept)
+        if message:
+            r.say(message, err=True)
+        from .steps import all_steps
+
+        result = leftovers.scan(r, s, all_steps(s), kept=kept, layers=layers)
+    for warning in result.warnings:
+        r.say(f"? {warning}", err=True)
+    if failure is not None:
+        r.say(f"{what} stopped: fix the cause above, then run `invoke {what}` again (it skips what is gone).",
+              err=True)
+        raise failure
+    if result.left:
+        lines = "\n".join(f"  {found.line()}" for found in result.left)
+        raise Exit(f"error: still there after {what} (and possibly billing):\n{lines}\n"
+                   f"Run `invoke {what}` again, or delete them in the console.", code=1)
+    tail = " except the data kept on purpose." if message else "."
+    r.say(f"{what}: nothing of ours is left{tail}", err=True)
+
+
+# ---- tasks -------------------------------------------------------------------------------------
+@context.task(help={**FLAG_HELP, "yes": YES_HELP})
+def up(c, gpu=None, mode=None, nodes=None, spot=False, reservation=None, yes=False):
+    """Create everything (networks, cluster, GPU nodes, storage, Ray) in parallel; skips what exists."""
+    s = cluster_settings(c, gpu, mode, nodes, spot, reservation)
+    bring_up(c, s, yes=yes)
+
+
+@context.task(help={"delete_data": DATA_HELP, "yes": YES_HELP})
+def down(c, delete_data=False, yes=False):
+    """Delete everything `up` made, in parallel, then scan for leftovers (data kept unless --delete-data)."""
+    from .steps import all_steps
+
+    s = context.settings(c)
+    tear_down(c, s, all_steps(s), delete_data=delete_data, yes=yes, what="down")
+
+
+@context.task(help=FLAG_HELP)
+def plan(c, gpu=None, mode=None, nodes=None, spot=False, reservation=None):
+    """Show what `up` would create and what it would leave as is, with the cost per hour (read-only)."""
+    from . import cost
+    from .steps import all_steps
+
+    s = cluster_settings(c, gpu, mode, nodes, spot, reservation)
+    steps = all_steps(s)
+    r = context.runner(c, s)
+    present = present_map(r, steps)
+    est = cost.estimate(s)
+    hourly = cost.hourly_by_step(est, steps)
+    rows = []
+    for step in steps:
+        action = "run" if step.always else "leave" if present[step.name] else "create"
+        rows.append((step.title, action, cost.money(hourly[step.name]) + "/h" if step.name in hourly else ""))
+    context.print_table(f"plan: {describe(s)}", ("resource", "up would", "cost"), rows)
+    creating = sum(1 for row in rows if row[1] == "create")
+    now = sum(v for name, v in hourly.items() if present.get(name))
+    leaving = sum(1 for row in rows if row[1] == "leave")
+    print(f"up would create {creating} of {len(steps)} and leave {leaving}. Everything up: about "
+          f"{cost.money(est.total)}/hour; what exists now: about {cost.money(now)}/hour.")
+    print(f"({est.caveat()})")
+
+
+@context.task
+def status(c):
+    """One table of every resource: state, age and cost per hour; then the Ray cluster and the latest job."""
+    from . import cost
+    from .steps import all_steps
+
+    s = context.settings(c)
+    steps = all_steps(s)
+    r = context.runner(c, s)
+    present = present_map(r, steps)
+    est = cost.estimate(s)
+    hourly = cost.hourly_by_step(est, steps)
+    ages = _ages(r, s, steps, present)
+    rows = []
+    for step in steps:
+        if step.always:
+            continue
+        here = present[step.name]
+        rate = hourly.get(step.name, 0.0) if here else 0.0
+        age = ages.get(step.name)
+        so_far = cost.money(rate * age / 3600) if age is not None and rate else ""
+        rows.append((step.title, "present" if here else "absent", cost.money(rate) + "/h" if rate else "",
+                     _age_text(age), so_far))
+    context.print_table(f"status: {describe(s)}", ("resource", "state", "cost", "age", "so far"), rows)
+    total = sum(hourly.get(name, 0.0) for name, here in present.items() if here)
+    print(f"now: about {cost.money(total)}/hour ({est.caveat()})")
+    _extra_status(c, s)
+
+
+def _age_text(age: float | None) -> str:
+    if age is None:
+        return ""
+    if age >= 2 * 86400:
+        return f"{age / 86400:.0f} d"
+    if age >= 2 * 3600:
+        return f"{age / 3600:.0f} h"
+    return f"{age / 60:.0f} min"
+
+
+def _ages(r: Any, s: Any, steps: list[Any], present: dict[str, bool]) -> dict[str, float]:
+    """Seconds since creation, for the resources that bill by the hour and report a creation time."""
+    import json
+
+    from . import cost, gcloud
+
+    asks = {"cluster.cluster": gcloud.cluster_describe(s)}
+    lustre_step = cost.attach_step("lustre", steps)
+    try:
+        from . import lustre
+
+        if lustre_step:
+            asks[lustre_step] = lustre.lustre_describe(s)
+    except ImportError:  # storage layer not there
+        pass
+    wanted = [(name, argv) for name, argv in asks.items() if present.get(name)]
+    answers = r.parallel([lambda argv=argv: r.query(argv) for _, argv in wanted])
+    out = {}
+    for (name, _), result in zip(wanted, answers, strict=True):
+        if result is None or not result.ok:
+            continue
+        body = json.loads(result.stdout or "{}")
+        created = _parse_time(body.get("createTime") or body.get("creationTimestamp"))
+        if created is not None:
+            out[name] = max(0.0, _now() - created)
+    # The GPU pool and the CPU pool are billed from the cluster's age at most.
+    if "cluster.cluster" in out:
+        for name in present:
+            if name.startswith("cluster.") and name not in out and present[name]:
+                out.setdefault(name, out["cluster.cluster"])
+    return out
+
+
+def _now() -> float:
+    import time
+
+    return time.time()
+
+
+def _parse_time(text: Any) -> float | None:
+    from datetime import UTC, datetime
+
+    if not text:
+        return None
+    try:
+        value = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.timestamp()
+
+
+def _extra_status(c: Any, s: Any) -> None:
+    """The Ray cluster and the latest job, through those modules' public status helpers when they exist."""
+    import importlib
+
+    for module_name, function in (("ray", "cluster_summary"), ("job", "latest_summary")):
+        module = importlib.import_module(f"nemo_rl_gke.{module_name}")
+        helper = getattr(module, function, None)
+        if helper is None:
+            continue
+        try:
+            for line in helper(c, s) or []:
+                print(line)
+        except Exception as exc:  # noqa: BLE001 - status must still print the rest
+            print(f"{module_name}: could not read status: {str(exc).splitlines()[0] if str(exc) else exc}",
+                  file=sys.stderr)
+
+
+@context.task
+def doctor(c):
+    """Check tools, account, project, APIs, GPU quota and reservation; each ✓/✗ with the fix."""
+    from . import doctor as checks
+
+    s = context.settings(c)
+    r = context.runner(c, s)
+    if r.dry:
+        r.say("# doctor asks (read-only):")
+        for argv in checks.queries(s):
+            r.say("#   " + " ".join(argv))
+        return
+    results = run_checks(r, s)
+    for check in results:
+        for line in check.lines():
+            print(line)
+    failed = [check for check in results if not check.ok]
+    if failed:
+        raise Exit(f"doctor: {len(failed)} of {len(results)} checks failed; fix them before `invoke up`.",
+                   code=1)
+    print(f"doctor: all {len(results)} checks passed.")
+
+
+def run_checks(r: Any, s: Any) -> list[Any]:
+    """Run doctor's read-only queries in parallel and turn each answer into a Check."""
+    from . import doctor as checks
+    from .runner import INSTALL_HINTS, MissingTool
+
+    def tool(name: str, argv: list[str], parse: Any) -> Any:
+        try:
+            result = r.query(argv)
+        except MissingTool:
+            return checks.missing_tool(name, INSTALL_HINTS.get(name, f"install {name}"))
+        if not result.ok:
+            return checks.Check(name, False, (result.stderr.strip().splitlines() or ["failed"])[-1],
+                                INSTALL_HINTS.get(name, ""))
+        return parse(result.stdout)
+
+    def answer(argv: list[str]) -> Any:
+        try:
+            return r.query(argv, ok_codes=range(256))
+        except MissingTool:
+            return None
+
+    def cloud(name: str, argv: list[str], parse: Any) -> Any:
+        result = answer(argv)
+        if result is None:
+            return checks.Check(name, False, "gcloud is missing", INSTALL_HINTS["gcloud"])
+        return parse(result)
+
+    thunks = [
+        lambda: tool("gcloud", checks.gcloud_version(), checks.check_gcloud),
+        lambda: tool("kubectl", checks.kubectl_version(), checks.check_kubectl),
+        lambda: tool("helm", checks.helm_version(), checks.check_helm),
+        lambda: tool("gke-gcloud-auth-plugin", checks.auth_plugin_version(), checks.check_auth_plugin),
+        lambda: cloud("account", checks.active_account(), lambda res: checks.check_account(res.stdout)),
+        lambda: cloud("project", checks.project_describe(s),
+                      lambda res: checks.check_project(s, res.exit_code, res.stdout, res.stderr)),
+        lambda: cloud("APIs", checks.enabled_services(s), lambda res: checks.check_apis(s, res.stdout)),
+    ]
+    if s.RESERVATION:
+        thunks.append(lambda: cloud(f"reservation {s.RESERVATION}", checks.reservation_describe(s),
+                                    lambda res: checks.check_reservation(s, res.exit_code, res.stdout,
+                                                                         res.stderr)))
+    else:
+        def quota(res: Any) -> Any:
+            if res.ok:
+                return checks.check_quota(s, res.stdout)
+            return checks.Check(f"GPU quota ({s.region})", False,
+                                (res.stderr.strip().splitlines() or ["cannot read quotas"])[-1],
+                                "check the project and region, and that compute.googleapis.com is enabled")
+
+        thunks.append(lambda: cloud(f"GPU quota ({s.region})", checks.region_quotas(s), quota))
+    return r.parallel(thunks)
+
+
+TASKS = [up, down, plan, status, doctor]

@@ -1,0 +1,168 @@
+"""The leftover scan that ends `down` and `clean`: is anything of ours still there (and billing)?
+
+Two ways to find a resource, so neither a renamed prefix nor a missing label hides one:
+- by name: every step of the graph with its own delete is asked whether its resource exists;
+- by label/description: networks, subnets, firewall rules, clusters, Lustre instances, address ranges,
+  peerings and buckets are listed, and those carrying `managed-by=nemo-rl-gke` (or one of our names) count.
+Resources kept on purpose (the data `down` keeps without --delete-data, and what it needs) are expected.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import names
+from .runner import Runner, ToolError
+from .settings import Settings
+
+Argv = list[str]
+
+
+@dataclass(frozen=True)
+class Found:
+    kind: str
+    name: str
+    why: str  # "exists" (asked by name) or "label managed-by=nemo-rl-gke" / "description ..." / "name"
+
+    def line(self) -> str:
+        return f"{self.kind} {self.name} ({self.why})"
+
+
+@dataclass(frozen=True)
+class Listing:
+    kind: str
+    layer: str
+    argv: Argv
+
+
+def listings(s: Settings) -> list[Listing]:
+    """Read-only list commands, one per kind of resource we create (pure)."""
+    p = f"--project={s.PROJECT_ID}"
+    return [
+        Listing("network", "net", ["gcloud", "compute", "networks", "list", p, "--format=json"]),
+        Listing("subnet", "net", ["gcloud", "compute", "networks", "subnets", "list", p, "--format=json"]),
+        Listing("firewall rule", "net", ["gcloud", "compute", "firewall-rules", "list", p, "--format=json"]),
+        Listing("cluster", "cluster", ["gcloud", "container", "clusters", "list", p, "--format=json"]),
+        Listing("Lustre instance", "storage", ["gcloud", "lustre", "instances", "list", p,
+                                               f"--location={s.lustre_zone}", "--format=json"]),
+        Listing("address range", "storage", ["gcloud", "compute", "addresses", "list", p, "--global",
+                                             "--format=json"]),
+        Listing("VPC peering", "storage", ["gcloud", "services", "vpc-peerings", "list", p,
+                                           f"--network={s.NETWORK}", "--format=json"]),
+        Listing("bucket", "storage", ["gcloud", "storage", "buckets", "list", p, "--format=json"]),
+    ]
+
+
+def our_names(s: Settings) -> dict[str, set[str]]:
+    """Names we give, per kind (the main VPC only counts by its description: it may be the user's)."""
+    return {
+        "network": {names.gvnic_network(s), names.rdma_network(s)},
+        "subnet": {names.gvnic_subnet(s)} | {names.rdma_subnet(s, n) for n in range(names.RDMA_SUBNETS)},
+        "firewall rule": {names.gvnic_firewall(s)},
+        "cluster": {s.CLUSTER_NAME},
+        "Lustre instance": {s.LUSTRE_NAME},
+        "address range": {names.lustre_range(s)},
+        "bucket": {s.bucket},
+    }
+
+
+def _short(name: str) -> str:
+    return name.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _marker(item: dict[str, Any]) -> str:
+    for key in ("labels", "resourceLabels"):
+        labels = item.get(key) or {}
+        if isinstance(labels, dict) and any(v == names.MANAGED_BY for v in labels.values()):
+            return f"label managed-by={names.MANAGED_BY}"
+    if names.DESCRIPTION in str(item.get("description") or ""):
+        return f"description {names.DESCRIPTION}"
+    return ""
+
+
+def ours(kind: str, items: list[dict[str, Any]], s: Settings) -> list[Found]:
+    """The listed items that are ours: carrying our marker, or (where names are ours alone) our name."""
+    wanted = our_names(s).get(kind, set())
+    found = []
+    for item in items:
+        if kind == "VPC peering":
+            ranges = item.get("reservedPeeringRanges") or []
+            if names.lustre_range(s) in ranges:
+                found.append(Found(kind, f"{item.get('service', 'peering')} on {s.NETWORK}",
+                                   f"uses range {names.lustre_range(s)}"))
+            continue
+        name = _short(str(item.get("name") or item.get("id") or ""))
+        why = _marker(item)
+        # A network, subnet or firewall rule of ours always carries the description; one with our name but
+        # without it is someone else's (down leaves it alone), so it is not a leftover.
+        if not why and name in wanted and kind not in ("network", "subnet", "firewall rule"):
+            why = "name"
+        if why:
+            found.append(Found(kind, name, why))
+    return found
+
+
+def _parse(stdout: str) -> list[dict[str, Any]]:
+    try:
+        body = json.loads(stdout or "[]")
+    except json.JSONDecodeError:
+        return []
+    if isinstance(body, dict):
+        body = body.get("items") or body.get("instances") or [body]
+    return [item for item in body if isinstance(item, dict)]
+
+
+def _expected(found: Found, kept_titles: Sequence[str]) -> bool:
+    return any(found.name in title.split() or f"{found.name}:" in title for title in kept_titles)
+
+
+@dataclass
+class Scan:
+    left: list[Found]
+    warnings: list[str]
+
+
+def scan(r: Runner, s: Settings, steps: Sequence[Any], *, kept: Sequence[Any] = (), layers: Sequence[str] = ()
+         ) -> Scan:
+    """Everything of ours still there, except what was kept on purpose. Read-only."""
+    layers = tuple(layers) or tuple(dict.fromkeys(step.layer for step in steps))
+    kept_names = {step.name for step in kept}
+    kept_titles = [step.title for step in kept]
+    by_name = [step for step in steps if step.layer in layers and step.delete is not None and not step.always
+               and step.name not in kept_names]
+    selected = [item for item in listings(s) if item.layer in layers]
+    warnings: list[str] = []
+
+    def ask(step: Any) -> list[Found]:
+        try:
+            return [Found("resource", step.title, "exists")] if step.exists(r) else []
+        except ToolError as exc:
+            warnings.append(f"could not check {step.title}: {str(exc).splitlines()[0]}")
+            return []
+
+    def listed(item: Listing) -> list[Found]:
+        try:
+            result = r.query(item.argv)
+        except ToolError as exc:
+            warnings.append(f"could not list {item.kind}s: {str(exc).splitlines()[0]}")
+            return []
+        if result is None or not result.ok:
+            return []
+        return [f for f in ours(item.kind, _parse(result.stdout), s) if not _expected(f, kept_titles)]
+
+    named = r.parallel([lambda st=st: ask(st) for st in by_name])
+    labelled = r.parallel([lambda it=it: listed(it) for it in selected])
+    left = [found for group in named for found in group]
+    present = [found.name for found in left]
+    seen: set[str] = set()
+    for found in (f for group in labelled for f in group):
+        # Found both by name and by label: reported once, under the step's title.
+        if any(found.name in title.split() for title in present):
+            continue
+        if f"{found.kind}/{found.name}" not in seen:
+            seen.add(f"{found.kind}/{found.name}")
+            left.append(found)
+    return Scan(left, warnings)
