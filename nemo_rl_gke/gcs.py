@@ -64,10 +64,9 @@ def unreachable(s: Settings, detail: str) -> ConfigError:
 
 # ---- the bucket --------------------------------------------------------------------------------------------
 def new_bucket(gcs: Any, s: Settings) -> Any:
-    """The Bucket we create: in the region, uniform bucket-level access, hierarchical namespace (which
-    needs uniform access). Built apart from the create so tests can read what is sent."""
+    """The Bucket we create: uniform bucket-level access and hierarchical namespace (which needs uniform
+    access); the create passes the location (the region)."""
     bucket = gcs.bucket(s.bucket)
-    bucket.location = s.region
     bucket.iam_configuration.uniform_bucket_level_access_enabled = True
     bucket.hierarchical_namespace_enabled = True
     bucket.labels = {"managed-by": "nemo-rl-gke"}
@@ -107,7 +106,7 @@ def create_bucket(r: Runner, s: Settings, project_number: str | None = None) -> 
         return None
     gcs = client(s)
     try:
-        gcs.create_bucket(new_bucket(gcs, s), project=s.PROJECT_ID)
+        gcs.create_bucket(new_bucket(gcs, s), project=s.PROJECT_ID, location=s.region)
     except exceptions.Conflict:
         # The name is taken: by us (a race, or a create that timed out) or by another project.
         if get_bucket(gcs, s, project_number) is None:

@@ -1,0 +1,167 @@
+"""gcloud lustre instances: create (async or not), describe, list, delete, export-data.
+
+An instance is CREATING until its typical latency (15 min × FAKECLOUD_TIME_SCALE) has passed, then ACTIVE
+with a mountPoint `IP@tcp:/lustrefs`; before that it has no mountPoint, as a half-made instance would not.
+Creating needs a private services connection (VPC peering) on the network, as the real API does.
+
+The instance's files live in $FAKECLOUD_STATE/lustre/<name>/ (tests plant checkpoints there); export-data
+copies the files under --lustre-path to --gcs-path-uri in the GCS emulator when STORAGE_EMULATOR_HOST is set.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+from ..core import Ctx, Fail, command, public, time_scale
+from ..core import gcloud_error as _error
+
+CREATE_SECONDS = 900
+THROUGHPUTS = ("125", "250", "500", "1000")
+
+
+def _name(ctx: Ctx) -> str:
+    if not ctx.positionals:
+        raise Fail(2, _error(ctx, "argument INSTANCE: Must be specified."))
+    location = ctx.flag("--location")
+    if not location:
+        raise Fail(2, _error(ctx, "argument --location: Must be specified."))
+    return ctx.positionals[0]
+
+
+def _key(ctx: Ctx, name: str) -> str:
+    return f"{ctx.project}/{ctx.flag('--location')}/{name}"
+
+
+def _path(ctx: Ctx, name: str) -> str:
+    return f"projects/{ctx.project}/locations/{ctx.flag('--location')}/instances/{name}"
+
+
+def files_root(ctx: Ctx, name: str) -> Path:
+    return ctx.state.root / "lustre" / name
+
+
+def view(obj: dict) -> dict:
+    """The instance as describe shows it now: ACTIVE (with its mountPoint) once its time has come."""
+    out = public(obj)
+    if time.time() >= obj.get("_ready_at", 0):
+        out["state"] = "ACTIVE"
+        out["mountPoint"] = f"{obj['_ip']}@tcp:/{obj['filesystem']}"
+    else:
+        out["state"] = "CREATING"
+    return out
+
+
+def _get(ctx: Ctx, name: str) -> dict:
+    obj = ctx.state.get("lustre", _key(ctx, name))
+    if obj is None:
+        raise Fail(1, _error(ctx, f"NOT_FOUND: Resource '{_path(ctx, name)}' was not found"))
+    return obj
+
+
+@command("gcloud", "lustre", "instances", "create", mutating=True, latency=CREATE_SECONDS)
+def lustre_create(ctx: Ctx) -> None:
+    name = _name(ctx)
+    for flag in ("--capacity-gib", "--filesystem", "--network", "--per-unit-storage-throughput"):
+        if not ctx.flag(flag):
+            raise Fail(2, _error(ctx, f"argument {flag}: Must be specified."))
+    throughput = str(ctx.flag("--per-unit-storage-throughput"))
+    if throughput not in THROUGHPUTS:
+        raise Fail(1, _error(ctx, f"INVALID_ARGUMENT: per_unit_storage_throughput {throughput} is not one of "
+                                  f"{', '.join(THROUGHPUTS)}"))
+    capacity = int(ctx.flag("--capacity-gib"))
+    if capacity < 9000 or capacity % 9000:
+        raise Fail(1, _error(ctx, f"INVALID_ARGUMENT: capacity_gib {capacity} is not a multiple of 9000"))
+    match = re.fullmatch(r"projects/([^/]+)/global/networks/([^/]+)", str(ctx.flag("--network")))
+    if not match:
+        raise Fail(1, _error(ctx, "INVALID_ARGUMENT: network must be projects/P/global/networks/N"))
+    network = match.group(2)
+    if ctx.state.get("network", f"{match.group(1)}/{network}") is None:
+        raise Fail(1, _error(ctx, f"NOT_FOUND: network {ctx.flag('--network')} was not found"))
+    if not any(c.get("_network") == network for c in ctx.state.list("peering")):
+        raise Fail(1, _error(ctx, f"FAILED_PRECONDITION: network {network} has no private services access "
+                                  f"connection (gcloud services vpc-peerings connect)"))
+    index = len(ctx.state.list("lustre"))
+    obj = {"name": _path(ctx, name), "capacityGib": str(capacity), "perUnitStorageThroughput": throughput,
+           "filesystem": str(ctx.flag("--filesystem")), "network": str(ctx.flag("--network")),
+           "gkeSupportEnabled": bool(ctx.flag("--gke-support-enabled")),
+           "description": ctx.flag("--description", ""), "labels": ctx.flag("--labels", ""),
+           "_network": network, "_ip": f"10.90.{index}.2"}
+    with ctx.state.locked():
+        if ctx.state.get("lustre", _key(ctx, name)) is not None:
+            raise Fail(1, _error(ctx, f"ALREADY_EXISTS: Resource '{_path(ctx, name)}' already exists"))
+        obj["_ready_at"] = time.time() + CREATE_SECONDS * time_scale()
+        ctx.state.put("lustre", _key(ctx, name), obj)
+    files_root(ctx, name).mkdir(parents=True, exist_ok=True)
+    if ctx.flag("--async"):
+        ctx.err(f"Create request issued for: [{name}]\nCheck operation [operations/fake-{index}] for status.")
+        return
+    ctx.work()
+    ctx.err(f"Created instance [{name}].")
+
+
+@command("gcloud", "lustre", "instances", "describe", latency=1)
+def lustre_describe(ctx: Ctx) -> None:
+    name = _name(ctx)
+    obj = _get(ctx, name)
+    ctx.work()
+    ctx.emit(view(obj))
+
+
+@command("gcloud", "lustre", "instances", "list", latency=1)
+def lustre_list(ctx: Ctx) -> None:
+    ctx.work()
+    location = ctx.flag("--location")
+    ctx.emit([view(o) for k, o in ctx.state.items("lustre").items()
+              if k.startswith(f"{ctx.project}/")
+              and (not location or f"/locations/{location}/" in o["name"])])
+
+
+@command("gcloud", "lustre", "instances", "delete", mutating=True, latency=480)
+def lustre_delete(ctx: Ctx) -> None:
+    name = _name(ctx)
+    _get(ctx, name)
+    ctx.work()
+    ctx.state.delete("lustre", _key(ctx, name))
+    root = files_root(ctx, name)
+    if root.exists():
+        import shutil
+
+        shutil.rmtree(root)
+    ctx.err(f"Deleted instance [{name}].")
+
+
+@command("gcloud", "lustre", "instances", "export-data", mutating=True, latency=120)
+def lustre_export(ctx: Ctx) -> None:
+    name = _name(ctx)
+    obj = _get(ctx, name)
+    if view(obj)["state"] != "ACTIVE":
+        raise Fail(1, _error(ctx, f"FAILED_PRECONDITION: instance {name} is not ACTIVE"))
+    uri = str(ctx.flag("--gcs-path-uri", ""))
+    match = re.fullmatch(r"gs://([a-z0-9][a-z0-9._-]+)(/.*)?", uri)
+    if not match:
+        raise Fail(2, _error(ctx, f"argument --gcs-path-uri: {uri!r} is not a gs:// URI"))
+    prefix = (match.group(2) or "/").lstrip("/")
+    if prefix and not prefix.endswith("/"):
+        raise Fail(1, _error(ctx, "INVALID_ARGUMENT: a path inside the bucket must end with '/'"))
+    lustre_path = str(ctx.flag("--lustre-path", "/"))
+    if not lustre_path.startswith("/"):
+        raise Fail(1, _error(ctx, "INVALID_ARGUMENT: --lustre-path must start with '/'"))
+    source = files_root(ctx, name) / lustre_path.lstrip("/")
+    files = sorted(p for p in source.rglob("*") if p.is_file()) if source.is_dir() else []
+    ctx.work()
+    if files and os.environ.get("STORAGE_EMULATOR_HOST"):
+        from google.auth.credentials import AnonymousCredentials
+        from google.cloud import storage
+
+        gcs = storage.Client(project=ctx.project, credentials=AnonymousCredentials())
+        bucket = gcs.bucket(match.group(1))
+        for path in files:
+            bucket.blob(prefix + str(path.relative_to(source))).upload_from_filename(str(path))
+    exports = ctx.state.get("lustre-export", _key(ctx, name)) or {"runs": []}
+    exports["runs"].append({"lustre_path": lustre_path, "gcs_path_uri": uri, "files": len(files),
+                            "time": time.time()})
+    ctx.state.put("lustre-export", _key(ctx, name), exports)
+    ctx.err(f"Exported {len(files)} files from [{name}]:{lustre_path} to [{uri}].")

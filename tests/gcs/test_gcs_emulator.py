@@ -1,0 +1,168 @@
+"""nemo_rl_gke.gcs against a real local GCS server (gcp-storage-emulator)."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from nemo_rl_gke import gcs, lustre
+from nemo_rl_gke.runner import Runner
+from nemo_rl_gke.settings import ConfigError, Settings, validate
+
+NUMBER = "1234"  # the emulator's project number (support.gcs_emulator.DEFAULT_PROJECT_NUMBER)
+
+
+def make_settings(**overrides) -> Settings:
+    base = dict(PROJECT_ID="my-nemo-project", CONTROL_PLANE_LOCATION="us-central1",
+                NODE_LOCATION="us-central1-b", CLUSTER_NAME="nemo-rl", GS_BUCKET="nemo-ckpt-test")
+    return validate(Settings(**{**base, **overrides}))
+
+
+def runner(dry: bool = False) -> Runner:
+    return Runner(dry=dry, out=io.StringIO(), err=io.StringIO())
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    """Every POST body the storage client sends (what the real service would receive)."""
+    from google.cloud.storage.client import Client
+
+    sent: list[tuple[str, dict]] = []
+    original = Client._post_resource
+
+    def record(self, path, data, *args, **kwargs):
+        sent.append((path, json.loads(json.dumps(data, default=list))))
+        return original(self, path, data, *args, **kwargs)
+
+    monkeypatch.setattr(Client, "_post_resource", record)
+    return sent
+
+
+def test_gcs_create_bucket_sends_region_uniform_access_and_hierarchical_namespace(gcs_emulator, recorded):
+    s = make_settings()
+    gcs.create_bucket(runner(), s, NUMBER)
+    (path, body), = [(p, b) for p, b in recorded if p == "/b"]
+    assert (body["name"], body["location"]) == ("nemo-ckpt-test", "us-central1")
+    assert body["iamConfiguration"]["uniformBucketLevelAccess"]["enabled"] is True
+    assert body["hierarchicalNamespace"] == {"enabled": True}
+
+
+def test_gcs_create_bucket_makes_it_exist(gcs_emulator):
+    s = make_settings()
+    r = runner()
+    assert gcs.bucket_exists(r, s, NUMBER) is False
+    gcs.create_bucket(r, s, NUMBER)
+    assert gcs.bucket_exists(r, s, NUMBER) is True
+
+
+def test_gcs_create_bucket_again_says_exists(gcs_emulator):
+    s = make_settings()
+    gcs.create_bucket(runner(), s, NUMBER)
+    assert gcs.create_bucket(runner(), s, NUMBER) == "exists"
+
+
+def test_gcs_bucket_of_another_project_names_gs_bucket(gcs_emulator):
+    s = make_settings()
+    gcs.create_bucket(runner(), s, NUMBER)
+    with pytest.raises(ConfigError) as error:
+        gcs.bucket_exists(runner(), s, "999999999")
+    assert error.value.key == "GS_BUCKET" and "another GS_BUCKET" in error.value.fix
+
+
+def test_gcs_binding_round_trip_adds_and_removes_only_our_member(gcs_emulator):
+    s = make_settings()
+    r = runner()
+    gcs.create_bucket(r, s, NUMBER)
+    bucket = gcs.client(s).bucket(s.bucket)
+    other = "user:someone@example.com"
+    gcs.add_binding(bucket, other)
+    gcs.ensure_binding(r, s, NUMBER)
+    member = lustre.workload_principal(s, NUMBER)
+    policy = bucket.get_iam_policy(requested_policy_version=3)
+    assert {other, member} <= set(policy[lustre.OBJECT_USER_ROLE])
+    gcs.drop_binding(r, s, NUMBER)
+    policy = bucket.get_iam_policy(requested_policy_version=3)
+    assert set(policy[lustre.OBJECT_USER_ROLE]) == {other}
+
+
+def test_gcs_binding_exists_after_ensure(gcs_emulator):
+    s = make_settings()
+    r = runner()
+    gcs.create_bucket(r, s, NUMBER)
+    assert gcs.binding_exists(r, s, NUMBER) is False
+    gcs.ensure_binding(r, s, NUMBER)
+    assert gcs.binding_exists(r, s, NUMBER) is True
+
+
+def test_gcs_ensure_binding_twice_changes_nothing(gcs_emulator):
+    s = make_settings()
+    r = runner()
+    gcs.create_bucket(r, s, NUMBER)
+    gcs.ensure_binding(r, s, NUMBER)
+    assert gcs.ensure_binding(r, s, NUMBER) == "exists"
+
+
+def test_gcs_list_prefix_lists_one_runs_checkpoints(gcs_emulator):
+    s = make_settings()
+    gcs.create_bucket(runner(), s, NUMBER)
+    bucket = gcs.client(s).bucket(s.bucket)
+    for name in ("runs/a/step_10/config.yaml", "runs/a/step_20/config.yaml", "runs/ab/step_5/config.yaml",
+                 "runs/b/step_10/config.yaml"):
+        bucket.blob(name).upload_from_string("x" * 3)
+    _, _, prefix = lustre.export_paths(s, "a")
+    assert gcs.list_prefix(s, prefix) == [("runs/a/step_10/config.yaml", 3),
+                                          ("runs/a/step_20/config.yaml", 3)]
+
+
+def test_gcs_summary_counts_objects_and_bytes(gcs_emulator):
+    s = make_settings()
+    gcs.create_bucket(runner(), s, NUMBER)
+    bucket = gcs.client(s).bucket(s.bucket)
+    bucket.blob("runs/a/x").upload_from_string("12345")
+    bucket.blob("runs/b/y").upload_from_string("123")
+    summary = gcs.summary(s)
+    assert (summary["objects"], summary["bytes"]) == (2, 8)
+
+
+def test_gcs_export_record_round_trip_is_fresh(gcs_emulator):
+    s = make_settings()
+    gcs.create_bucket(runner(), s, NUMBER)
+    now = datetime.now(UTC)
+    gcs.write_export_record(s, lustre.RUNS_PATH, f"gs://{s.bucket}/runs/", now)
+    assert lustre.export_is_fresh(gcs.read_export_record(s), now + timedelta(hours=1))
+
+
+def test_gcs_read_export_record_without_one_is_none(gcs_emulator):
+    s = make_settings()
+    gcs.create_bucket(runner(), s, NUMBER)
+    assert gcs.read_export_record(s) is None
+
+
+def test_gcs_delete_bucket_removes_it_with_its_objects(gcs_emulator):
+    s = make_settings()
+    r = runner()
+    gcs.create_bucket(r, s, NUMBER)
+    gcs.client(s).bucket(s.bucket).blob("runs/a/x").upload_from_string("1")
+    gcs.delete_bucket(r, s)
+    assert gcs.bucket_exists(r, s, NUMBER) is False
+
+
+def test_gcs_dry_create_touches_no_server(gcs_emulator):
+    s = make_settings()
+    r = runner(dry=True)
+    gcs.create_bucket(r, s, NUMBER)
+    gcs.ensure_binding(r, s, NUMBER)
+    assert gcs.client(s).lookup_bucket(s.bucket) is None
+
+
+def test_gcs_dry_create_prints_the_gcloud_equivalent(gcs_emulator):
+    s = make_settings()
+    r = runner(dry=True)
+    gcs.create_bucket(r, s, NUMBER)
+    lines = r.out.getvalue().splitlines()
+    assert lines == [gcs.EQUIVALENT_NOTE, "$ gcloud storage buckets create gs://nemo-ckpt-test "
+                     "--project=my-nemo-project --location=us-central1 --enable-hierarchical-namespace "
+                     "--uniform-bucket-level-access"]
