@@ -1,5 +1,141 @@
-"""`ray` namespace (being built; see the issue tracker)."""
+"""`ray`: the Ray cluster, as our Helm release of manifests/ray-cluster (one RayCluster: a head on the CPU
+pool, GPU_NODES workers with 8 GPUs and nine extra NICs each: gVNIC + 8 RDMA).
+
+`ray.deploy` is idempotent (`helm upgrade --install` with values computed from your settings, on stdin),
+waits for the head and every worker to be Ready, then asks Ray how many GPUs it sees and explains any
+shortfall. `ray.render` shows the same manifests offline, without a cluster.
+
+Examples:
+    invoke --dry ray.deploy                 # prints the helm upgrade --install; runs nothing
+    invoke ray.deploy --nodes=4             # 4 GPU workers (32 GPUs)
+    GPU_TYPE=h200 invoke ray.render         # the RayCluster for H200 (a3u tuner file, H200 selector)
+    invoke ray.render --values              # just the Helm values from your settings
+    invoke ray.status                       # pods and Ray's own count of nodes and GPUs
+    invoke ray.dashboard                    # http://localhost:8265 until Ctrl-C
+    invoke ray.delete --yes
+"""
 
 from invoke import Collection
 
-ns = Collection("ray")
+from . import context
+
+SIZE_HELP = {
+    "nodes": "GPU workers (one per 8-GPU node); overrides GPU_NODES.",
+    "head_cpu": "CPU of the Ray head (default 12; at most 15 on Standard's n2-highmem-16 pool).",
+    "head_memory": "Memory of the Ray head in GiB (default 96 on Standard, 78 on Autopilot).",
+}
+
+
+def _settings(c, nodes=None, offline=False):
+    return context.settings(c, offline=offline, GPU_NODES=nodes)
+
+
+def _head(head_cpu, head_memory):
+    from .settings import _int
+
+    return {"head_cpu": None if head_cpu is None else _int("--head-cpu", head_cpu),
+            "head_memory_gi": None if head_memory is None else _int("--head-memory", head_memory)}
+
+
+def _credentials(r, s):
+    from .steps import cluster
+
+    for step in cluster.steps(s):
+        if step.name == cluster.CREDENTIALS:
+            step.create(r)
+
+
+@context.task(help={**SIZE_HELP, "timeout": "Seconds to wait for every Ray pod to be Ready (default 1800)."})
+def deploy(c, nodes=None, head_cpu=None, head_memory=None, timeout=None):
+    """Install or upgrade the Ray cluster, wait for every pod, and check Ray sees GPU_NODES x 8 GPUs."""
+    from .raychart import values
+    from .steps import ray as ray_steps
+
+    s = _settings(c, nodes)
+    head = _head(head_cpu, head_memory)
+    values(s, **head)  # bad head sizes fail here, before any command runs
+    r = context.runner(c, s)
+    _credentials(r, s)
+    wait = ray_steps.READY_TIMEOUT_SECONDS if timeout is None else float(timeout)
+    ray_steps.deploy(r, s, timeout=wait, **head)
+
+
+@context.task(help={**SIZE_HELP, "values": "Print the generated Helm values instead of the manifests."})
+def render(c, nodes=None, head_cpu=None, head_memory=None, values=False):
+    """Print the manifests ray.deploy would install (helm template, offline; --dry prints the command)."""
+    from . import helm, raychart
+
+    s = _settings(c, nodes, offline=True)
+    text = raychart.values_yaml(s, **_head(head_cpu, head_memory))
+    r = context.runner(c, s)
+    if values:
+        r.say(text.rstrip("\n"))
+        return
+    argv = helm.template(s, helm.chart_path(raychart.CHART_DIR))
+    # A local, offline command; still, --dry runs nothing external, so it prints the command instead.
+    result = r.run(argv, stdin=text, echo=False, retry=False,
+                   stdin_label=f"Helm values from settings ({len(text.splitlines())} lines)")
+    if not r.dry:
+        r.say(result.stdout.rstrip("\n"))
+
+
+@context.task
+def status(c):
+    """Show the Helm release, the Ray pods (and why any is not Ready), and Ray's count of nodes and GPUs."""
+    from . import helm, names, raychart
+    from .steps import ray as ray_steps
+
+    s = context.settings(c)
+    r = context.runner(c, s)
+    if r.dry:
+        r.say("# ray.status reads the cluster; a dry run shows nothing.")
+        return
+    if not r.exists(helm.status(s)):
+        r.say(f"Ray cluster {names.RAY_RELEASE} is not deployed in {s.NAMESPACE} (run `invoke ray.deploy`).")
+        return
+    states = ray_steps.query_pods(r, s)
+    rows = [(p.name, p.node_type, "Ready" if p.ready else "not Ready", p.why) for p in states]
+    context.print_table(f"Ray cluster {names.RAY_RELEASE} ({ray_steps.progress_line(states, s.GPU_NODES)})",
+                        ("pod", "type", "state", "why"), rows)
+    gpus = ray_steps.query_gpus(r, s, states)
+    wanted = raychart.expected_gpus(s)
+    if gpus is None:
+        r.say("Ray: no Ready head to ask.")
+    else:
+        mark = "✓" if gpus >= wanted else "✗"
+        r.say(f"{mark} Ray sees {gpus:g} of {wanted} GPUs (GPU_NODES={s.GPU_NODES} × {s.gpu.gpus_per_node}).")
+
+
+@context.task(help={"port": "Local port for the dashboard (default 8265)."})
+def dashboard(c, port=8265):
+    """Port-forward the Ray dashboard to localhost and print its URL; Ctrl-C stops it."""
+    from .steps import ray as ray_steps
+
+    s = context.settings(c)
+    r = context.runner(c, s)
+    port = int(port)
+    r.say(f"Ray dashboard: http://localhost:{port}  (Ctrl-C to stop)", err=True)
+    code = r.stream(ray_steps.port_forward_argv(s, port))
+    if code == 130:
+        r.say("dashboard stopped.", err=True)
+    elif code:
+        from .runner import ToolError
+
+        raise ToolError(f"kubectl port-forward exited with code {code}: is the Ray cluster deployed "
+                        "(`invoke ray.status`)?", code)
+
+
+@context.task(help={"yes": "Answer yes to the confirmation (needed without a terminal)."})
+def delete(c, yes=False):
+    """Uninstall the Ray cluster (pods and RayCluster); Lustre data and the cluster stay."""
+    from . import names
+    from .steps import ray as ray_steps
+
+    s = context.settings(c)
+    context.confirm(c, f"Delete the Ray cluster {names.RAY_RELEASE} in {s.CLUSTER_NAME}/{s.NAMESPACE}? "
+                       "Running jobs stop; /data stays.", yes=yes)
+    r = context.runner(c, s)
+    ray_steps.uninstall(r, s)
+
+
+ns = Collection("ray", deploy, render, status, dashboard, delete)

@@ -1,10 +1,246 @@
-"""ray steps (being built; see the issue tracker)."""
+"""The Ray cluster: our Helm release of manifests/ray-cluster, its pods' readiness, and Ray's own count of
+GPUs. `deploy` is the step's create and `invoke ray.deploy`; the pure helpers read pod JSON and explain
+what keeps the cluster short of GPUs (pending pods and the scheduler's words, quota, the pool's size).
+"""
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .. import gcloud, helm, kubectl, names, raychart
 from ..graph import Step
+from ..runner import Runner, ToolError
 from ..settings import Settings
+from . import cluster
+
+RELEASE = "ray.release"
+# Created by the storage layer; deps outside a selection are ignored by the graph.
+STORAGE_DEPS = ("storage.pvc", "storage.secret", "storage.ksa")
+READY_TIMEOUT_SECONDS = 1800  # image pull of a 20+ GB image on fresh GPU nodes, with margin
+GPU_CHECK_SECONDS = 120  # Ready pods register with the head within seconds; give Ray some slack
+
+# Runs in the head pod: Ray's view of the cluster, as one JSON line.
+GPU_QUERY = ("import json, ray; ray.init(address='auto', logging_level='ERROR'); "
+             "alive = [n for n in ray.nodes() if n['Alive']]; "
+             "print(json.dumps({'gpus': ray.cluster_resources().get('GPU', 0), 'nodes': len(alive)}))")
+
+
+class RayNotReady(ToolError):
+    """The release is installed but Ray is short of pods or GPUs; the message says why."""
+
+    def __init__(self, message: str):
+        super().__init__(message, 1)
+
+
+# ---- argv -----------------------------------------------------------------------------------------
+def pods_argv(s: Settings) -> list[str]:
+    return kubectl.get(s, "pods", namespace=s.NAMESPACE, selector=f"ray.io/cluster={names.RAY_RELEASE}")
+
+
+def gpu_query_argv(s: Settings, head_pod: str) -> list[str]:
+    return kubectl.base(s) + ["exec", head_pod, f"--namespace={s.NAMESPACE}",
+                              f"--container={raychart.HEAD_CONTAINER}", "--", "python", "-c", GPU_QUERY]
+
+
+def head_service(s: Settings) -> str:
+    # KubeRay names the head's Service <RayCluster name>-head-svc; the RayCluster is named after the release.
+    return f"{names.RAY_RELEASE}-head-svc"
+
+
+def port_forward_argv(s: Settings, port: int = 8265) -> list[str]:
+    return kubectl.base(s) + ["port-forward", f"service/{head_service(s)}", f"{port}:8265",
+                              f"--namespace={s.NAMESPACE}"]
+
+
+# ---- pod state (pure) -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PodState:
+    name: str
+    node_type: str  # head | worker
+    ready: bool
+    why: str  # empty when ready
+
+
+def why_not_ready(pod: dict[str, Any]) -> str:
+    """Kubernetes' words for a pod that is not Ready: scheduler message, container waiting reason, phase."""
+    status = pod.get("status") or {}
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return condition.get("message") or condition.get("reason") or "not scheduled"
+    for container in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        waiting = (container.get("state") or {}).get("waiting")
+        if waiting:
+            reason = waiting.get("reason", "waiting")
+            return f"{reason}: {waiting['message']}" if waiting.get("message") else reason
+        terminated = (container.get("state") or {}).get("terminated")
+        if terminated:
+            return f"container exited with code {terminated.get('exitCode')} ({terminated.get('reason', '')})"
+    return str(status.get("phase") or "starting")
+
+
+def pod_states(pods_json: str) -> list[PodState]:
+    body = json.loads(pods_json or "{}")
+    out = []
+    for pod in body.get("items", []):
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+        node_type = ((pod.get("metadata") or {}).get("labels") or {}).get("ray.io/node-type", "?")
+        out.append(PodState(pod["metadata"]["name"], node_type, ready, "" if ready else why_not_ready(pod)))
+    return out
+
+
+def progress_line(states: list[PodState], workers_wanted: int) -> str:
+    heads = [p for p in states if p.node_type == "head"]
+    ready_workers = sum(p.ready for p in states if p.node_type == "worker")
+    head = "Ready" if heads and all(p.ready for p in heads) else ("starting" if heads else "not created yet")
+    return f"head {head}, {ready_workers}/{workers_wanted} GPU workers Ready"
+
+
+def all_ready(states: list[PodState], workers_wanted: int) -> bool:
+    heads = [p for p in states if p.node_type == "head"]
+    workers = [p for p in states if p.node_type == "worker"]
+    return (len(heads) == 1 and heads[0].ready and len(workers) == workers_wanted
+            and all(p.ready for p in workers))
+
+
+def shortfall_message(s: Settings, states: list[PodState], seen_gpus: float | None,
+                      pool_nodes: int | None) -> str:
+    """Why Ray has fewer than GPU_NODES × 8 GPUs, and what to do about it."""
+    wanted = raychart.expected_gpus(s)
+    workers = [p for p in states if p.node_type == "worker"]
+    ready = sum(p.ready for p in workers)
+    seen = "cannot be asked (the head is not Ready)" if seen_gpus is None else f"sees {seen_gpus:g}"
+    lines = [f"Ray {seen} of the {wanted} GPUs wanted (GPU_NODES={s.GPU_NODES} × {s.gpu.gpus_per_node}); "
+             f"{ready} of {s.GPU_NODES} GPU workers are Ready."]
+    for pod in states:
+        if not pod.ready:
+            lines.append(f"  {pod.name} ({pod.node_type}): {pod.why}")
+    hints = []
+    text = " ".join(p.why for p in states)
+    if any(word in text for word in ("Insufficient nvidia.com/gpu", "free nvidia.com/gpu", "affinity")):
+        if s.autopilot:
+            hints.append(f"Autopilot could not provision {s.gpu.machine_type} nodes: check the GPU quota of "
+                         f"{s.zone} and, with SPOT/RESERVATION, their capacity.")
+        elif pool_nodes is not None and pool_nodes < s.GPU_NODES:
+            hints.append(f"the GPU node pool {names.GPU_POOL} has {pool_nodes} node(s) but "
+                         f"GPU_NODES={s.GPU_NODES}: resize it (gcloud container clusters resize "
+                         f"{s.CLUSTER_NAME} --node-pool={names.GPU_POOL} --num-nodes={s.GPU_NODES} "
+                         f"--location={s.region}) or deploy with --nodes={pool_nodes}.")
+        else:
+            hints.append(f"not enough free GPU nodes: see `invoke cluster.status`, the {s.gpu.machine_type} "
+                         f"quota in {s.zone}, and whether Spot capacity was reclaimed.")
+    if "secret" in text:
+        hints.append(f"the Secret {names.SECRET_NAME} is missing: run `invoke storage.create`.")
+    if "persistentvolumeclaim" in text:
+        hints.append(f"the Lustre claim {names.LUSTRE_PVC} is missing: run `invoke storage.create`.")
+    if "ImagePull" in text or "ErrImage" in text:
+        hints.append(f"the image {s.NEMO_RL_IMAGE} cannot be pulled: check NEMO_RL_IMAGE and egress.")
+    if workers and ready == len(workers) == s.GPU_NODES and seen_gpus is not None:
+        hints.append("every worker pod is Ready but Ray counts fewer GPUs: look at `invoke ray.status` and "
+                     "the workers' logs (NVIDIA driver or device plugin).")
+    if hints:
+        lines.append("What to do: " + " ".join(hints))
+    return "\n".join(lines)
+
+
+# ---- actions --------------------------------------------------------------------------------------
+def query_pods(r: Runner, s: Settings) -> list[PodState]:
+    result = r.query(pods_argv(s), ok_codes=(0,))
+    return [] if result is None else pod_states(result.stdout)
+
+
+def query_gpus(r: Runner, s: Settings, states: list[PodState]) -> float | None:
+    """Ray's GPU count, asked in the head; None when there is no Ready head to ask."""
+    heads = [p for p in states if p.node_type == "head" and p.ready]
+    if not heads:
+        return None
+    result = r.query(gpu_query_argv(s, heads[0].name), ok_codes=(0, 1))
+    if result is None or not result.ok:
+        return None
+    for line in reversed(result.stdout.strip().splitlines()):
+        if line.startswith("{"):
+            return float(json.loads(line).get("gpus", 0))
+    return None
+
+
+def _pool_nodes(r: Runner, s: Settings) -> int | None:
+    if s.autopilot:
+        return None
+    result = r.query(gcloud.node_pool_describe(s))
+    if result is None or not result.ok:
+        return None
+    return json.loads(result.stdout or "{}").get("initialNodeCount")
+
+
+def install(r: Runner, s: Settings, *, head_cpu: int | None = None,
+            head_memory_gi: int | None = None) -> None:
+    text = raychart.values_yaml(s, head_cpu=head_cpu, head_memory_gi=head_memory_gi)
+    chart = helm.chart_path(raychart.CHART_DIR)
+    r.run(helm.upgrade_install(s, chart), stdin=text, timeout=900,
+          stdin_label=f"Helm values from settings: {s.GPU_NODES} × {s.gpu.short} workers, {s.CLUSTER_MODE} "
+                      f"({len(text.splitlines())} lines; `invoke ray.render --values` shows them)")
+
+
+def wait_ready(r: Runner, s: Settings, *, timeout: float = READY_TIMEOUT_SECONDS) -> list[PodState]:
+    """Poll the pods until the head and every worker are Ready (progress on stderr); returns the last view."""
+    last: dict[str, Any] = {"line": None, "states": []}
+
+    def check() -> bool:
+        states = query_pods(r, s)
+        last["states"] = states
+        line = progress_line(states, s.GPU_NODES)
+        if line != last["line"]:
+            r.say(f"  {line}", err=True)
+            last["line"] = line
+        return all_ready(states, s.GPU_NODES)
+
+    r.poll(f"Ray head and {s.GPU_NODES} GPU workers Ready", check, timeout=timeout)
+    return last["states"]
+
+
+def verify_gpus(r: Runner, s: Settings, states: list[PodState], *,
+                timeout: float = GPU_CHECK_SECONDS) -> float:
+    """Ray must see GPU_NODES × 8 GPUs; otherwise raise RayNotReady saying why."""
+    wanted = raychart.expected_gpus(s)
+    seen: dict[str, float | None] = {"gpus": None}
+
+    def enough() -> bool:
+        seen["gpus"] = query_gpus(r, s, states)
+        return seen["gpus"] is not None and seen["gpus"] >= wanted
+
+    if all_ready(states, s.GPU_NODES) and r.poll(f"Ray reports {wanted} GPUs", enough, timeout=timeout):
+        return float(seen["gpus"] or 0)
+    if seen["gpus"] is None:
+        seen["gpus"] = query_gpus(r, s, states)
+    raise RayNotReady(shortfall_message(s, states, seen["gpus"], _pool_nodes(r, s)))
+
+
+def deploy(r: Runner, s: Settings, *, head_cpu: int | None = None, head_memory_gi: int | None = None,
+           timeout: float = READY_TIMEOUT_SECONDS) -> None:
+    """helm upgrade --install, wait for every pod, then check Ray's GPU count. Idempotent."""
+    install(r, s, head_cpu=head_cpu, head_memory_gi=head_memory_gi)
+    if r.dry:
+        return
+    states = wait_ready(r, s, timeout=timeout)
+    gpus = verify_gpus(r, s, states)
+    r.say(f"✓ Ray cluster {names.RAY_RELEASE}: {s.GPU_NODES} GPU workers, Ray sees {gpus:g} GPUs", err=True)
+
+
+def release_exists(r: Runner, s: Settings) -> bool:
+    return r.exists(helm.status(s))
+
+
+def uninstall(r: Runner, s: Settings) -> None:
+    r.run(helm.uninstall(s), timeout=900)
 
 
 def steps(s: Settings) -> list[Step]:
-    return []
+    deps = (cluster.NETWORK_MAPPING, cluster.NCCL, *STORAGE_DEPS)
+    if not s.autopilot:
+        deps = (cluster.GPU_POOL, *deps)
+    title = f"Ray cluster {names.RAY_RELEASE} ({s.GPU_NODES} × {s.gpu.gpus_per_node} {s.gpu.short} GPUs)"
+    return [Step(RELEASE, title,
+                 lambda r: release_exists(r, s), lambda r: deploy(r, s), lambda r: uninstall(r, s), deps=deps,
+                 parent=cluster.CLUSTER, create_seconds=600, delete_seconds=30)]

@@ -1,0 +1,194 @@
+"""helm: releases per kubectl context (`upgrade --install`, `uninstall`, `status`, `list`), and `template`
+handed to a real helm when one is on PATH behind the fake.
+
+Installing the ray-cluster chart stores the release, a RayCluster object and its pods (see ray_pods.py);
+the pods become Ready after the typical latency (FACTS §6: helm install + Ray pods Ready, 600 s).
+Releases live in state kind 'helm:<context>' under 'namespace/name', so a cluster delete removes them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from ..core import Ctx, Fail, command
+from . import ray_pods
+
+INSTALL_SECONDS = 600  # helm install + Ray pods Ready (image pull), FACTS §6
+HELM_CALL_SECONDS = 3  # the helm call itself: one custom object to apply
+UNINSTALL_SECONDS = 30
+
+
+def _context(ctx: Ctx) -> str:
+    context = ctx.flag("--kube-context")
+    if not context:
+        raise Fail(1, "Error: no --kube-context given (the fake insists, as our code always names one)")
+    if ctx.state.get("kubecontext", str(context)) is None:
+        raise Fail(1, f'Error: Kubernetes cluster unreachable: context "{context}" does not exist')
+    return str(context)
+
+
+def _namespace(ctx: Ctx) -> str:
+    return str(ctx.flag("--namespace") or "default")
+
+
+def _release_view(release: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": release["name"],
+        "namespace": release["namespace"],
+        "version": release["version"],
+        "info": {"status": release["status"], "last_deployed": release["updated"]},
+        "chart": {"metadata": {"name": Path(release["chart"]).name}},
+        "config": release["values"],
+    }
+
+
+@command("helm", "upgrade", mutating=True, latency=INSTALL_SECONDS)
+def upgrade(ctx: Ctx) -> int:
+    import yaml
+
+    if not ctx.flag("--install"):
+        raise Fail(1, "Error: fakecloud only knows `helm upgrade --install`")
+    if len(ctx.positionals) != 2:
+        raise Fail(1, f'Error: "helm upgrade" requires 2 arguments, got {ctx.positionals}')
+    release, chart = ctx.positionals
+    context, namespace = _context(ctx), _namespace(ctx)
+    if ctx.flag("--set") or ctx.flag("--set-string"):
+        raise Fail(1, "Error: fakecloud: our code passes values on stdin, never with --set")
+    source = ctx.flag("--values")
+    values = (
+        yaml.safe_load(ctx.stdin())
+        if source == "-"
+        else yaml.safe_load(Path(str(source)).read_text())
+        if source
+        else {}
+    ) or {}
+    ctx.work(HELM_CALL_SECONDS)
+    kind, key = f"helm:{context}", f"{namespace}/{release}"
+    with ctx.state.locked():
+        old = ctx.state.get(kind, key)
+        entry = {
+            "name": release,
+            "namespace": namespace,
+            "chart": chart,
+            "values": values,
+            "version": (old["version"] + 1) if old else 1,
+            "status": "deployed",
+            "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        ctx.state.put(kind, key, entry)
+    ray_pods.sync(
+        ctx,
+        context,
+        namespace,
+        release,
+        values,
+        ready_in=INSTALL_SECONDS - HELM_CALL_SECONDS,
+        changed=old is None or old["values"] != values,
+    )
+    verb = "upgraded" if old else "has been installed"
+    ctx.out(
+        f'Release "{release}" {verb}. Happy Helming!\nNAME: {release}\nNAMESPACE: {namespace}\n'
+        f"STATUS: deployed\nREVISION: {entry['version']}"
+    )
+    return 0
+
+
+@command("helm", "install", mutating=True, latency=INSTALL_SECONDS)
+def install(ctx: Ctx) -> int:
+    raise Fail(1, "Error: fakecloud: use `helm upgrade --install` (idempotent), as our code does")
+
+
+@command("helm", "uninstall", mutating=True, latency=UNINSTALL_SECONDS)
+def uninstall(ctx: Ctx) -> int:
+    if not ctx.positionals:
+        raise Fail(1, 'Error: "helm uninstall" requires at least 1 argument')
+    context, namespace = _context(ctx), _namespace(ctx)
+    code = 0
+    for release in ctx.positionals:
+        if not ctx.state.delete(f"helm:{context}", f"{namespace}/{release}"):
+            if ctx.flag("--ignore-not-found"):
+                continue
+            ctx.err(f"Error: uninstall: Release not loaded: {release}: release: not found")
+            code = 1
+            continue
+        ray_pods.remove(ctx, context, namespace, release)
+        ctx.work()
+        ctx.out(f'release "{release}" uninstalled')
+    return code
+
+
+@command("helm", "status", latency=1)
+def status(ctx: Ctx) -> int:
+    import json
+
+    if not ctx.positionals:
+        raise Fail(1, 'Error: "helm status" requires 1 argument')
+    context, namespace = _context(ctx), _namespace(ctx)
+    release = ctx.state.get(f"helm:{context}", f"{namespace}/{ctx.positionals[0]}")
+    if release is None:
+        raise Fail(1, "Error: release: not found")
+    ctx.out(json.dumps(_release_view(release)))
+    return 0
+
+
+@command("helm", "list", latency=1)
+def list_(ctx: Ctx) -> int:
+    import json
+
+    context, namespace = _context(ctx), _namespace(ctx)
+    rows = [
+        {
+            "name": r["name"],
+            "namespace": r["namespace"],
+            "revision": str(r["version"]),
+            "status": r["status"],
+            "chart": Path(r["chart"]).name,
+            "updated": r["updated"],
+        }
+        for key, r in sorted(ctx.state.items(f"helm:{context}").items())
+        if ctx.flag("--all-namespaces") or key.startswith(f"{namespace}/")
+    ]
+    ctx.out(json.dumps(rows))
+    return 0
+
+
+@command("helm", "version", latency=0)
+def version(ctx: Ctx) -> int:
+    ctx.out("v3.17.3+gfakecloud")
+    return 0
+
+
+def real_helm() -> str | None:
+    """The first helm on PATH that is not this fake (or FAKECLOUD_REAL_HELM)."""
+    chosen = os.environ.get("FAKECLOUD_REAL_HELM")
+    if chosen:
+        return chosen
+    ours = Path(__file__).resolve().parents[2] / "bin"
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        if folder and Path(folder).resolve() != ours:
+            found = shutil.which("helm", path=folder)
+            if found:
+                return found
+    return None
+
+
+@command("helm", "template", latency=0)
+def template(ctx: Ctx) -> int:
+    """Rendering is local and offline: the real helm does it, so the fake's output is the chart's."""
+    helm = real_helm()
+    if helm is None:
+        raise Fail(
+            127,
+            "fakecloud: `helm template` needs a real helm behind the fake on PATH "
+            "(python scripts/fetch_helm.py puts one in .tools/bin)",
+        )
+    done = subprocess.run([helm, *ctx.argv], input=ctx.stdin(), capture_output=True, text=True, check=False)
+    ctx.out(done.stdout)
+    if done.stderr:
+        ctx.err(done.stderr)
+    return done.returncode

@@ -1,0 +1,230 @@
+"""What KubeRay would make of our chart's release: a RayCluster object, one head pod and `replicas` worker
+pods with KubeRay's labels, Ready after the install latency; and `python -c <Ray GPU query>` in the head.
+
+Realism that our wait loop and GPU check must cope with:
+- Standard clusters schedule at most one GPU worker per node of the GPU pool (its node count, or
+  FAKECLOUD_GPU_NODES); the rest stay Pending with the scheduler's message, as on GKE.
+- A missing Secret or PersistentVolumeClaim keeps the pods from starting, with Kubernetes' own reasons.
+- Ray in the head reports the GPUs of the Ready workers (a pod's private '_ray_gpus' overrides its count).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from typing import Any
+
+from ..core import Ctx, Fail, pod_command, time_scale
+from .kubectl_objects import key_of, with_status
+
+GPU = "nvidia.com/gpu"
+
+
+def _suffix(*parts: object) -> str:
+    return hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()[:5]
+
+
+def _labels(cluster: str, node_type: str, group: str) -> dict[str, str]:
+    return {
+        "ray.io/cluster": cluster,
+        "ray.io/node-type": node_type,
+        "ray.io/group": group,
+        "ray.io/is-ray-node": "yes",
+        "app.kubernetes.io/created-by": "kuberay-operator",
+    }
+
+
+def cluster_name(release: str, values: dict[str, Any]) -> str:
+    return str(values.get("fullnameOverride") or release)[:50]
+
+
+def gpu_capacity(ctx: Ctx, context: str) -> int | None:
+    """How many 8-GPU workers can schedule: None = unlimited (Autopilot provisions nodes on demand)."""
+    if os.environ.get("FAKECLOUD_GPU_NODES"):
+        return int(os.environ["FAKECLOUD_GPU_NODES"])
+    kube = ctx.state.get("kubecontext", context) or {}
+    if kube.get("autopilot"):
+        return None
+    pool = ctx.state.get("nodepool", f"{kube.get('cluster')}/gpu-pool")
+    return int(pool["initialNodeCount"]) if pool else 0
+
+
+def _blocker(ctx: Ctx, skind: str, namespace: str, values: dict[str, Any]) -> dict[str, Any] | None:
+    """Why no Ray pod can start, as Kubernetes would say it (None: nothing blocks)."""
+    claim = (values.get("data") or {}).get("claimName")
+    if claim and ctx.state.get(skind, key_of("PersistentVolumeClaim", namespace, claim)) is None:
+        return {
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": f'persistentvolumeclaim "{claim}" not found',
+                }
+            ]
+        }
+    secret = values.get("secretName")
+    if secret and ctx.state.get(skind, key_of("Secret", namespace, secret)) is None:
+        return {
+            "containerStatuses": [
+                {
+                    "name": "ray",
+                    "ready": False,
+                    "state": {
+                        "waiting": {
+                            "reason": "CreateContainerConfigError",
+                            "message": f'secret "{secret}" not found',
+                        }
+                    },
+                }
+            ]
+        }
+    return None
+
+
+def unschedulable(capacity: int) -> dict[str, str]:
+    message = (f"0/{capacity + 1} nodes are available: {capacity} node(s) didn't have free {GPU}, 1 node(s) "
+               f"didn't match Pod's node affinity/selector. preemption: not helpful for scheduling.")
+    return {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+
+
+def _pod(name: str, namespace: str, labels: dict[str, str], container: str, gpus: int) -> dict[str, Any]:
+    limits = {GPU: str(gpus)} if gpus else {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {"containers": [{"name": container, "resources": {"limits": limits}}]},
+    }
+
+
+def sync(
+    ctx: Ctx,
+    context: str,
+    namespace: str,
+    release: str,
+    values: dict[str, Any],
+    *,
+    ready_in: float,
+    changed: bool,
+) -> None:
+    """Make the RayCluster and its pods match the release's values (new pods Ready after ready_in × scale)."""
+    skind = f"k8s:{context}"
+    cluster = cluster_name(release, values)
+    worker = values.get("worker") or {}
+    group = str(worker.get("groupName", "workers"))
+    replicas = int(worker.get("replicas", 1))
+    gpus = int(worker.get("gpus", 8))
+    capacity = gpu_capacity(ctx, context)
+    ready_at = time.time() + ready_in * time_scale()
+    with ctx.state.locked():
+        ctx.state.put(
+            skind,
+            key_of("RayCluster", namespace, cluster),
+            {
+                "apiVersion": "ray.io/v1",
+                "kind": "RayCluster",
+                "metadata": {
+                    "name": cluster,
+                    "namespace": namespace,
+                    "labels": {"app.kubernetes.io/instance": release},
+                },
+                "spec": {
+                    "rayVersion": values.get("rayVersion"),
+                    "workerGroupSpecs": [{"groupName": group, "replicas": replicas}],
+                },
+                "_release": release,
+            },
+        )
+        blocker = _blocker(ctx, skind, namespace, values)
+        wanted = [
+            (
+                f"{cluster}-head-{_suffix(cluster, 'head')}",
+                _labels(cluster, "head", "headgroup"),
+                "ray-head",
+                0,
+            )
+        ]
+        wanted += [
+            (
+                f"{cluster}-{group}-worker-{_suffix(cluster, group, i)}",
+                _labels(cluster, "worker", group),
+                "ray-worker",
+                gpus,
+            )
+            for i in range(replicas)
+        ]
+        existing = {
+            o["metadata"]["name"]: o
+            for o in ctx.state.list(skind)
+            if o.get("kind") == "Pod"
+            and o["metadata"].get("labels", {}).get("ray.io/cluster") == cluster
+            and o["metadata"].get("namespace") == namespace
+        }
+        for name in set(existing) - {w[0] for w in wanted}:
+            ctx.state.delete(skind, key_of("Pod", namespace, name))
+        workers_placed = 0
+        for name, labels, container, pod_gpus in wanted:
+            old = existing.get(name)
+            if old is not None and not changed and not old.get("_never_ready"):
+                if pod_gpus:
+                    workers_placed += 1
+                continue
+            pod = _pod(name, namespace, labels, container, pod_gpus)
+            pod["_ready_at"] = ready_at
+            if blocker is not None:
+                pod["_never_ready"] = True
+                pod["status"] = dict(blocker)
+            elif pod_gpus and capacity is not None and workers_placed >= capacity:
+                pod["_never_ready"] = True
+                pod["status"] = {"conditions": [unschedulable(capacity)]}
+            elif pod_gpus:
+                workers_placed += 1
+            ctx.state.put(skind, key_of("Pod", namespace, name), pod)
+
+
+def remove(ctx: Ctx, context: str, namespace: str, release: str) -> None:
+    skind = f"k8s:{context}"
+    with ctx.state.locked():
+        for key, obj in list(ctx.state.items(skind).items()):
+            labels = obj.get("metadata", {}).get("labels", {}) or {}
+            ours = obj.get("_release") == release or (
+                obj.get("kind") == "Pod" and labels.get("ray.io/cluster") == release
+            )
+            if ours and obj.get("metadata", {}).get("namespace") == namespace:
+                ctx.state.delete(skind, key)
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    conditions = with_status(pod).get("status", {}).get("conditions", [])
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+@pod_command("python")
+def python(ctx: Ctx, pod: dict[str, Any], container: str, argv: list[str]) -> int:
+    """Our GPU query (`python -c '...ray.cluster_resources()...'`): what Ray in the head would answer."""
+    code = argv[argv.index("-c") + 1] if "-c" in argv[:-1] else ""
+    if "cluster_resources" not in code:
+        raise Fail(1, f"fakecloud python: only the Ray GPU query is simulated, not {argv[1:]}")
+    labels = pod["metadata"].get("labels", {})
+    if labels.get("ray.io/node-type") != "head":
+        raise Fail(1, "ConnectionError: could not find any running Ray instance (not the head pod)")
+    skind = f"k8s:{ctx.flag('--context')}"
+    namespace = pod["metadata"]["namespace"]
+    workers = [
+        o
+        for o in ctx.state.list(skind)
+        if o.get("kind") == "Pod"
+        and o["metadata"].get("namespace") == namespace
+        and (o["metadata"].get("labels") or {}).get("ray.io/cluster") == labels.get("ray.io/cluster")
+        and (o["metadata"].get("labels") or {}).get("ray.io/node-type") == "worker"
+        and _ready(o)
+    ]
+    gpus = sum(
+        int(o.get("_ray_gpus", o["spec"]["containers"][0]["resources"]["limits"].get(GPU, 0)))
+        for o in workers
+    )
+    ctx.out(json.dumps({"gpus": float(gpus), "nodes": 1 + len(workers)}))
+    return 0
