@@ -1,5 +1,312 @@
-"""`job` namespace (being built; see the issue tracker)."""
+"""`job`: GRPO runs of NeMo RL on the Ray cluster. A job is a file, jobs/NAME.yaml; a run is a directory,
+/data/runs/<id>/, on Lustre. Jobs are validated against NeMo RL v0.5.0's rules and the deployed cluster
+before anything runs, start detached from this machine, and resume from their latest checkpoint.
+
+Examples:
+    invoke --dry job.submit gemma3-gsm8k                 # the kubectl exec and the script it would pipe
+    invoke job.submit qwen2.5-1.5b-gsm8k --follow         # smoke run; Ctrl-C stops the log, not the job
+    invoke job.submit gemma3-gsm8k --set grpo.max_num_steps=400 --id gemma3-gsm8k-20260101-120000
+    invoke job.status && invoke job.metrics --plot=reward.png
+    invoke job.stop
+"""
+
+from __future__ import annotations
+
+from typing import Any
 
 from invoke import Collection
 
-ns = Collection("job")
+from . import context
+
+ID_HELP = "Run id (default: the latest submitted run)."
+
+
+def _kubectl_exec(s: Any, pod: str) -> list[str]:
+    from . import jobscript, kubectl
+
+    return kubectl.base(s) + ["exec", "-i", pod, f"--namespace={s.NAMESPACE}",
+                              f"--container={jobscript.HEAD_CONTAINER}", "--", "bash"]
+
+
+def _pods_argv(s: Any) -> list[str]:
+    from . import kubectl, names
+
+    return kubectl.get(s, "pods", namespace=s.NAMESPACE, selector=f"ray.io/cluster={names.RAY_RELEASE}",
+                       output="json")
+
+
+def _head(r: Any, s: Any) -> tuple[str, int | None]:
+    """(head pod name, GPUs on Running Ray workers or None if unknown). Dry runs: a placeholder, None."""
+    import json
+
+    from . import names
+    from .runner import ToolError
+
+    result = r.query(_pods_argv(s))
+    if result is None:
+        return "HEAD_POD", None
+    if not result.ok:
+        raise ToolError(f"cannot list the Ray pods: {result.stderr.strip()}", result.exit_code)
+    items = json.loads(result.stdout or "{}").get("items", [])
+    heads = [p for p in items if p.get("metadata", {}).get("labels", {}).get("ray.io/node-type") == "head"]
+    if not heads:
+        raise ToolError(f"no Ray head pod (labels ray.io/node-type=head, ray.io/cluster={names.RAY_RELEASE}) "
+                        f"in namespace {s.NAMESPACE}: deploy the cluster with `invoke ray.deploy`.", 1)
+    running = [p for p in heads if p.get("status", {}).get("phase") == "Running"]
+    if not running:
+        phase = heads[0].get("status", {}).get("phase", "unknown")
+        raise ToolError(f"the Ray head pod {heads[0]['metadata']['name']} is {phase}, not Running: see "
+                        f"`invoke ray.status`.", 1)
+    return running[0]["metadata"]["name"], _worker_gpus(items)
+
+
+def _worker_gpus(items: list[dict]) -> int | None:
+    """nvidia.com/gpu over Running worker pods; None when no worker declares any (GPU_NODES then decides)."""
+    total, declared = 0, False
+    for pod in items:
+        if pod.get("metadata", {}).get("labels", {}).get("ray.io/node-type") != "worker":
+            continue
+        gpus = 0
+        for container in pod.get("spec", {}).get("containers", []):
+            limit = container.get("resources", {}).get("limits", {}).get("nvidia.com/gpu")
+            if limit is not None:
+                declared = True
+                gpus += int(limit)
+        if pod.get("status", {}).get("phase") == "Running":
+            total += gpus
+    return total if declared else None
+
+
+def _query(r: Any, s: Any, script: str) -> Any:
+    """Pipe a read-only script into the head pod. Dry run: show it, return None. 'No such run' is exit 3."""
+    from .runner import ToolError
+
+    if r.dry:
+        r.say("# dry run: would ask the head pod (read-only):")
+        r.show_command(_kubectl_exec(s, "HEAD_POD"), stdin=script, stdin_label="run-dir reader")
+        return None
+    pod, _ = _head(r, s)
+    result = r.query(_kubectl_exec(s, pod), stdin=script, ok_codes=(0, 3))
+    if result.exit_code == 3:
+        raise ToolError(result.stderr.strip().removeprefix("error: "), 1)
+    return result
+
+
+def _utc_stamp() -> str:
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+
+
+@context.task(iterable=["set_"], help={
+    "name": "Job file stem in jobs/ (e.g. gemma3-gsm8k, qwen2.5-1.5b-gsm8k).",
+    "set_": "A Hydra override key=value, +key=value or ++key=value; repeatable, passed verbatim.",
+    "id_": "Run id; an existing id resumes that run from its latest checkpoint (default: NAME-<UTC time>).",
+    "follow": "Stream the driver log after submitting; Ctrl-C stops the streaming, not the job.",
+})
+def submit(c, name, set_=None, id_=None, follow=False):
+    """Validate a job and start it detached in the Ray head pod; prints the run id."""
+    from . import jobscript, jobspec
+
+    s = context.settings(c)
+    spec = jobspec.load(name)
+    run_id = jobspec.check_run_id(id_) if id_ else jobspec.new_run_id(spec.name, _utc_stamp())
+    overrides = jobspec.final_overrides(spec, run_id, list(set_ or []))
+    checks = {"gpu_nodes": s.GPU_NODES, "gpus_per_node": s.gpu.gpus_per_node, "gpu_name": s.gpu.accelerator}
+    jobspec.validate(spec, overrides, **checks)  # before any command, even a query
+    r = context.runner(c, s)
+    head, ray_gpus = _head(r, s)
+    if ray_gpus is not None:
+        jobspec.validate(spec, overrides, ray_gpus=ray_gpus, **checks)
+    submission = jobscript.Submission(run_id, spec.name, spec.entry_point, spec.recipe, tuple(overrides),
+                                      spec.dataset)
+    script = jobscript.submit_script(submission)
+    result = r.run(_kubectl_exec(s, head), stdin=script, stdin_label=f"job script for run {run_id}",
+                   show_stdin=r.dry)
+    if not r.dry:
+        for line in result.stdout.splitlines():
+            r.say(line)
+    if follow:
+        r.say(f"following the driver log of {run_id}; Ctrl-C stops following, the job keeps running",
+              err=True)
+        r.stream(_kubectl_exec(s, head), stdin=jobscript.logs_script(run_id, follow=True))
+
+
+def _runs_rows(runs: list[dict]) -> list[tuple[str, ...]]:
+    from datetime import UTC, datetime
+
+    rows = []
+    for run in runs:
+        submitted = run.get("submitted")
+        when = datetime.fromtimestamp(submitted, UTC).strftime("%Y-%m-%d %H:%M") if submitted else "-"
+        latest = run.get("latest_checkpoint")
+        rows.append((run["id"], run.get("job") or "-", _state_text(run), _step_text(run),
+                     "-" if latest is None else str(latest), when))
+    return rows
+
+
+def _state_text(run: dict) -> str:
+    if run["state"] == "failed":
+        return f"failed (exit code {run['exit_code']})"
+    return run["state"]
+
+
+def _step_text(run: dict) -> str:
+    if run.get("step") is None:
+        return "-"
+    return f"{run['step']}/{run['max_steps']}" if run.get("max_steps") else str(run["step"])
+
+
+@context.task(name="list")
+def list_(c):
+    """List the runs on /data/runs with their state, step and latest checkpoint."""
+    import json
+
+    from . import jobscript
+
+    s = context.settings(c)
+    r = context.runner(c, s)
+    result = _query(r, s, jobscript.reader_script("list"))
+    if result is None:
+        return
+    runs = json.loads(result.stdout or "[]")
+    if not runs:
+        r.say("no runs yet: start one with `invoke job.submit NAME`")
+        return
+    header = ("id", "job", "state", "step", "checkpoint", "submitted (UTC)")
+    context.print_table("runs", header, _runs_rows(runs))
+
+
+@context.task(help={"id_": ID_HELP})
+def status(c, id_=None):
+    """Show one run's state (running, succeeded, failed, stopped, lost), step and latest checkpoint."""
+    import json
+
+    from . import jobscript
+
+    s = context.settings(c)
+    r = context.runner(c, s)
+    result = _query(r, s, jobscript.reader_script("status", id_ or ""))
+    if result is None:
+        return
+    run = json.loads(result.stdout)
+    r.say(f"run {run['id']} ({run.get('job')}): {_state_text(run)}")
+    r.say(f"  step: {_step_text(run)}, latest checkpoint: "
+          f"{run['latest_checkpoint'] if run.get('latest_checkpoint') is not None else '-'}")
+    r.say(f"  run dir: {run['run_dir']}, checkpoints: {run.get('checkpoint_dir') or '-'}")
+
+
+@context.task(help={"id_": ID_HELP,
+                    "follow": "Keep streaming until the driver exits; Ctrl-C stops only this.",
+                    "lines": "How many of the last lines to show first (default 200)."})
+def logs(c, id_=None, follow=False, lines=200):
+    """Print the driver log of a run (the latest by default); --follow streams it."""
+    from . import jobscript
+
+    s = context.settings(c)
+    r = context.runner(c, s)
+    pod = "HEAD_POD" if r.dry else _head(r, s)[0]
+    script = jobscript.logs_script(id_ or "", follow=follow, lines=int(lines))
+    code = r.stream(_kubectl_exec(s, pod), stdin=script)
+    if code not in (0, 130):
+        from .runner import ToolError
+
+        raise ToolError(f"reading the driver log failed (exit code {code})", code)
+
+
+@context.task(help={"id_": ID_HELP, "grace": "Seconds between SIGTERM and SIGKILL (default 30)."})
+def stop(c, id_=None, grace=30):
+    """Stop a run: signal the driver's whole process group, then confirm it is gone."""
+    import json
+
+    from . import jobscript
+
+    s = context.settings(c)
+    r = context.runner(c, s)
+    pod = "HEAD_POD" if r.dry else _head(r, s)[0]
+    script = jobscript.reader_script("stop", id_ or "", stop_grace_seconds=float(grace))
+    result = r.run(_kubectl_exec(s, pod), stdin=script, stdin_label="stop the run's process group",
+                   show_stdin=r.dry, dry_stdout="{}", ok_codes=(0, 1, 3))
+    if r.dry:
+        return
+    from .runner import ToolError
+
+    if result.exit_code == 3:
+        raise ToolError(result.stderr.strip().removeprefix("error: "), 1)
+    answer = json.loads(result.stdout or "{}")
+    r.say(answer.get("message", result.stdout.strip()))
+    if result.exit_code != 0:
+        raise ToolError(f"run {answer.get('id')} did not stop: {answer.get('message')}", 1)
+
+
+@context.task(help={"id_": ID_HELP})
+def checkpoints(c, id_=None):
+    """List a run's checkpoints on Lustre (training_info.json figures) and what was exported to the bucket."""
+    import json
+
+    from . import jobscript
+
+    s = context.settings(c)
+    r = context.runner(c, s)
+    result = _query(r, s, jobscript.reader_script("checkpoints", id_ or ""))
+    if result is None:
+        return
+    answer = json.loads(result.stdout)
+    rows = []
+    for ckpt in answer["checkpoints"]:
+        info = ckpt.get("training_info", {})
+        rows.append((str(ckpt["step"]), ckpt["path"], str(info.get("total_steps", "-")),
+                     str(info.get("consumed_samples", "-")), _number(info.get("val:accuracy"))))
+    if rows:
+        context.print_table(f"checkpoints of {answer['id']} on Lustre ({answer.get('checkpoint_dir')})",
+                            ("step", "path", "total_steps", "consumed_samples", "val:accuracy"), rows)
+    else:
+        r.say(f"no checkpoints yet for {answer['id']} in {answer.get('checkpoint_dir')}")
+    _exported(r, s, answer["id"])
+
+
+def _number(value: Any) -> str:
+    return f"{value:.4f}" if isinstance(value, int | float) else "-" if value is None else str(value)
+
+
+def _exported(r: Any, s: Any, run_id: str) -> None:
+    """What `storage.export` copied to gs://BUCKET/runs/<id>/ (best effort: no bucket is no error)."""
+    from . import gcs, lustre
+
+    _, uri, prefix = lustre.export_paths(s, run_id)
+    try:
+        objects = gcs.list_prefix(s, prefix)
+    except Exception as exc:  # noqa: BLE001 - credentials, network: say so, the Lustre part stands
+        r.say(f"bucket: not listed ({str(exc).splitlines()[0]})")
+        return
+    steps = sorted({name.split("/")[3] for name, _ in objects
+                    if len(name.split("/")) > 4 and name.split("/")[3].startswith("step_")})
+    if not objects:
+        r.say(f"bucket: nothing exported to {uri} yet (invoke storage.export --run={run_id})")
+        return
+    total = sum(size for _, size in objects)
+    r.say(f"bucket: {len(objects)} objects, {total / 2**20:.1f} MiB in {uri}"
+          + (f"; checkpoints {', '.join(steps)}" if steps else ""))
+
+
+@context.task(help={"id_": ID_HELP, "plot": "Also write a PNG plot of reward, accuracy and step time here."})
+def metrics(c, id_=None, plot=None):
+    """Per-step reward, validation accuracy and step time from the driver log, as a table (and a PNG)."""
+    from . import jobmetrics, jobscript
+
+    s = context.settings(c)
+    r = context.runner(c, s)
+    result = _query(r, s, jobscript.reader_script("log", id_ or ""))
+    if result is None:
+        return
+    parsed = jobmetrics.parse(result.stdout)
+    if parsed.steps:
+        context.print_table("metrics", ("step", "avg reward", "val accuracy", "step time"),
+                            jobmetrics.rows(parsed))
+    r.say(jobmetrics.summary(parsed))
+    if plot:
+        jobmetrics.plot(parsed, str(plot), title=f"run {id_ or 'latest'}")
+        r.say(f"plot written to {plot}")
+
+
+ns = Collection("job", submit, list_, status, logs, stop, checkpoints, metrics)

@@ -142,18 +142,19 @@ class Runner:
             return result
         raise self.failure(result)
 
-    def query(self, argv: Sequence[str], *, ok_codes: Iterable[int] = (0, 1), timeout: float | None = 120
-              ) -> Result | None:
+    def query(self, argv: Sequence[str], *, ok_codes: Iterable[int] = (0, 1), timeout: float | None = 120,
+              stdin: str | None = None) -> Result | None:
         """A read-only question (does X exist? what is its state?). A dry run assumes nothing exists: None.
 
         Exit codes outside ok_codes raise; within them the caller reads exit_code/stdout/stderr.
+        stdin: input for the question (e.g. a read-only script piped into `kubectl exec -i`).
         """
         if self.dry:
             return None
         argv = [str(a) for a in argv]
         if self.verbose:
             self.say("? " + shlex.join(argv), err=True)
-        result = self._execute(argv, stdin=None, retry=True, timeout=timeout)
+        result = self._execute(argv, stdin=stdin, retry=True, timeout=timeout)
         if result.exit_code in tuple(ok_codes):
             return result
         raise self.failure(result)
