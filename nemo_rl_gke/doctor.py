@@ -134,10 +134,11 @@ def check_kubectl(stdout: str) -> Check:
         version = json.loads(stdout or "{}").get("clientVersion", {}).get("gitVersion", "")
     except json.JSONDecodeError:
         version = stdout
-    if _version(version) is None:
+    match = re.search(r"v?\d+\.\d+\.\d+\S*", version or "")
+    if match is None:
         return Check("kubectl", False, f"cannot read its version from {stdout[:60]!r}",
                      "run `gcloud components install kubectl`")
-    return Check("kubectl", True, version)
+    return Check("kubectl", True, match.group(0))
 
 
 def check_helm(stdout: str) -> Check:

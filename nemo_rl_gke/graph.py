@@ -209,6 +209,11 @@ def destroy(runner: Runner, steps: Sequence[Step], *, delete_data: bool = False,
         for dep in step.deps:
             if dep in present and dep != waiter:
                 dependents[dep].add(waiter)
+                # A dependency that goes away with its parent (credentials, the GPU pool: with the cluster):
+                # the parent waits for this step's own delete too (helm uninstall needs the cluster).
+                parent = present[dep].parent
+                if present[dep].delete is None and parent in present and parent != waiter:
+                    dependents[parent].add(waiter)
     kept: set[str] = set()
 
     def keep(name: str) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import names
-from .runner import Runner, ToolError
+from .runner import NOT_FOUND, Runner, ToolError
 from .settings import Settings
 
 Argv = list[str]
@@ -91,8 +91,8 @@ def ours(kind: str, items: list[dict[str, Any]], s: Settings) -> list[Found]:
         if kind == "VPC peering":
             ranges = item.get("reservedPeeringRanges") or []
             if names.lustre_range(s) in ranges:
-                found.append(Found(kind, f"{item.get('service', 'peering')} on {s.NETWORK}",
-                                   f"uses range {names.lustre_range(s)}"))
+                found.append(Found(kind, _short(str(item.get("service") or "peering")),
+                                   f"on {s.NETWORK}, uses range {names.lustre_range(s)}"))
             continue
         name = _short(str(item.get("name") or item.get("id") or ""))
         why = _marker(item)
@@ -113,6 +113,15 @@ def _parse(stdout: str) -> list[dict[str, Any]]:
     if isinstance(body, dict):
         body = body.get("items") or body.get("instances") or [body]
     return [item for item in body if isinstance(item, dict)]
+
+
+def _buckets(s: Settings) -> list[dict[str, Any]] | None:
+    """Buckets through the google-cloud-storage client the storage layer uses (None: list with gcloud)."""
+    try:
+        from . import gcs
+    except ImportError:
+        return None
+    return [{"name": b.name, "labels": dict(b.labels or {})} for b in gcs.client(s).list_buckets()]
 
 
 def _expected(found: Found, kept_titles: Sequence[str]) -> bool:
@@ -140,18 +149,22 @@ def scan(r: Runner, s: Settings, steps: Sequence[Any], *, kept: Sequence[Any] = 
         try:
             return [Found("resource", step.title, "exists")] if step.exists(r) else []
         except ToolError as exc:
-            warnings.append(f"could not check {step.title}: {str(exc).splitlines()[0]}")
+            if not NOT_FOUND.search(str(exc)):  # e.g. a peering of a network that is gone: gone too
+                warnings.append(f"could not check {step.title}: {str(exc).splitlines()[0]}")
             return []
 
     def listed(item: Listing) -> list[Found]:
         try:
-            result = r.query(item.argv)
-        except ToolError as exc:
-            warnings.append(f"could not list {item.kind}s: {str(exc).splitlines()[0]}")
+            items = _buckets(s) if item.kind == "bucket" else None
+            if items is None:
+                result = r.query(item.argv)
+                if result is None or not result.ok:
+                    return []
+                items = _parse(result.stdout)
+        except Exception as exc:  # noqa: BLE001 - a scan that cannot list says so and goes on
+            warnings.append(f"could not list {item.kind}s: {str(exc).splitlines()[0] if str(exc) else exc}")
             return []
-        if result is None or not result.ok:
-            return []
-        return [f for f in ours(item.kind, _parse(result.stdout), s) if not _expected(f, kept_titles)]
+        return [f for f in ours(item.kind, items, s) if not _expected(f, kept_titles)]
 
     named = r.parallel([lambda st=st: ask(st) for st in by_name])
     labelled = r.parallel([lambda it=it: listed(it) for it in selected])

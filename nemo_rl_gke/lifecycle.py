@@ -79,12 +79,23 @@ def state_lock(s: Any, what: str):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def present_map(r: Any, steps: list[Any]) -> dict[str, bool]:
-    """step name -> exists, asked in parallel (read-only); `always` steps count as absent."""
+def present_map(r: Any, steps: list[Any]) -> dict[str, bool | None]:
+    """step name -> exists, asked in parallel (read-only); `always` steps count as absent.
+
+    None: the check could not tell (a peering cannot be listed before its network exists); `up` then
+    lets the graph ask again when the step's turn comes."""
+    from .runner import ToolError
+
+    def ask(step: Any) -> bool | None:
+        try:
+            return bool(step.exists(r))
+        except ToolError:
+            return None
+
     checked = [step for step in steps if not step.always]
-    found = r.parallel([lambda step=step: step.exists(r) for step in checked])
-    answer = {step.name: False for step in steps}
-    answer.update({step.name: bool(ok) for step, ok in zip(checked, found, strict=True)})
+    found = r.parallel([lambda step=step: ask(step) for step in checked])
+    answer: dict[str, bool | None] = {step.name: False for step in steps}
+    answer.update({step.name: ok for step, ok in zip(checked, found, strict=True)})
     return answer
 
 
@@ -229,7 +240,8 @@ def plan(c, gpu=None, mode=None, nodes=None, spot=False, reservation=None):
     hourly = cost.hourly_by_step(est, steps)
     rows = []
     for step in steps:
-        action = "run" if step.always else "leave" if present[step.name] else "create"
+        action = ("run" if step.always else "leave" if present[step.name] else "create" if present[step.name]
+                  is False else "create?")
         rows.append((step.title, action, cost.money(hourly[step.name]) + "/h" if step.name in hourly else ""))
     context.print_table(f"plan: {describe(s)}", ("resource", "up would", "cost"), rows)
     creating = sum(1 for row in rows if row[1] == "create")
@@ -261,7 +273,8 @@ def status(c):
         rate = hourly.get(step.name, 0.0) if here else 0.0
         age = ages.get(step.name)
         so_far = cost.money(rate * age / 3600) if age is not None and rate else ""
-        rows.append((step.title, "present" if here else "absent", cost.money(rate) + "/h" if rate else "",
+        state = "present" if here else "absent" if here is False else "unknown"
+        rows.append((step.title, state, cost.money(rate) + "/h" if rate else "",
                      _age_text(age), so_far))
     context.print_table(f"status: {describe(s)}", ("resource", "state", "cost", "age", "so far"), rows)
     total = sum(hourly.get(name, 0.0) for name, here in present.items() if here)

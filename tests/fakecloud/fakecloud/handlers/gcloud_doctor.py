@@ -1,0 +1,87 @@
+"""What `invoke doctor` asks: gcloud version, active account, config, enabled services, regional GPU
+quotas, reservations.
+
+Tests shape the answers through state kind "doctor", key "settings" (absent = a healthy project):
+    {"account": "me@example.com" or "", "services": [...enabled...],
+     "quotas": {"NVIDIA_B200_GPUS": {"limit": 16, "usage": 0}, ...}}
+Reservations live under kind "reservation", key "<project>/<zone>/<name>" (the describe body).
+"""
+
+from __future__ import annotations
+
+from ..core import Ctx, Fail, command, gcloud_error, public
+
+HEALTHY = {
+    "account": "tester@example.com",
+    "services": ["container.googleapis.com", "compute.googleapis.com", "storage.googleapis.com",
+                 "lustre.googleapis.com", "servicenetworking.googleapis.com", "iam.googleapis.com"],
+    "quotas": {metric: {"limit": 64, "usage": 0} for metric in (
+        "NVIDIA_B200_GPUS", "PREEMPTIBLE_NVIDIA_B200_GPUS",
+        "NVIDIA_H200_GPUS", "PREEMPTIBLE_NVIDIA_H200_GPUS")},
+}
+
+
+def _settings(ctx: Ctx) -> dict:
+    return {**HEALTHY, **(ctx.state.get("doctor", "settings") or {})}
+
+
+@command("gcloud", "version", latency=0)
+def version(ctx: Ctx) -> None:
+    body = {"Google Cloud SDK": "528.0.0", "bq": "2.1.18", "core": "2025.06.27", "gsutil": "5.35"}
+    if ctx.flag("--format"):
+        ctx.emit(body)
+    else:
+        ctx.out("\n".join(f"{k} {v}" for k, v in body.items()))
+
+
+@command("gcloud", "auth", "list", latency=0.5)
+def auth_list(ctx: Ctx) -> None:
+    account = _settings(ctx)["account"]
+    if not account:
+        ctx.err("No credentialed accounts.\n\nTo login, run:\n  $ gcloud auth login `ACCOUNT`")
+        return
+    ctx.emit([{"account": account, "status": "ACTIVE"}])
+
+
+@command("gcloud", "config", "get", latency=0)
+def config_get(ctx: Ctx) -> None:
+    key = ctx.positionals[0] if ctx.positionals else ""
+    values = {"project": ctx.project, "account": _settings(ctx)["account"]}
+    if key not in values:
+        raise Fail(1, gcloud_error(ctx, f"Section [core] has no property [{key}]."))
+    ctx.out(values[key])
+
+
+@command("gcloud", "services", "list", latency=1)
+def services_list(ctx: Ctx) -> None:
+    ctx.work()
+    ctx.emit([{"config": {"name": name}, "state": "ENABLED"} for name in _settings(ctx)["services"]])
+
+
+@command("gcloud", "compute", "regions", "describe", latency=1)
+def regions_describe(ctx: Ctx) -> None:
+    region = ctx.positionals[0] if ctx.positionals else ""
+    if not region:
+        raise Fail(2, gcloud_error(ctx, "argument NAME: Must be specified."))
+    ctx.work()
+    quotas = [{"metric": metric, **values} for metric, values in _settings(ctx)["quotas"].items()]
+    ctx.emit({"name": region, "status": "UP", "quotas": quotas})
+
+
+@command("gcloud", "compute", "project-info", "describe", latency=1)
+def project_info(ctx: Ctx) -> None:
+    ctx.work()
+    total = sum(v["limit"] for m, v in _settings(ctx)["quotas"].items() if not m.startswith("PREEMPTIBLE_"))
+    ctx.emit({"name": ctx.project, "quotas": [{"metric": "GPUS_ALL_REGIONS", "limit": total, "usage": 0}]})
+
+
+@command("gcloud", "compute", "reservations", "describe", latency=1)
+def reservations_describe(ctx: Ctx) -> None:
+    name = ctx.positionals[0] if ctx.positionals else ""
+    zone = ctx.flag("--zone", "")
+    body = ctx.state.get("reservation", f"{ctx.project}/{zone}/{name}")
+    if body is None:
+        raise Fail(1, gcloud_error(ctx, f"NOT_FOUND: The resource 'projects/{ctx.project}/zones/{zone}/"
+                                        f"reservations/{name}' was not found"))
+    ctx.work()
+    ctx.emit(public(body))
