@@ -57,7 +57,23 @@ def _head(r: Any, s: Any) -> tuple[str, int | None]:
         phase = heads[0].get("status", {}).get("phase", "unknown")
         raise ToolError(f"the Ray head pod {heads[0]['metadata']['name']} is {phase}, not Running: see "
                         f"`invoke ray.status`.", 1)
-    return running[0]["metadata"]["name"], _worker_gpus(items)
+    head = running[0]["metadata"]["name"]
+    return head, _ray_gpus(r, s, head, items)
+
+
+def _ray_gpus(r: Any, s: Any, head: str, items: list[dict]) -> int | None:
+    """What Ray in the head reports (one cheap exec); the Running workers' GPU limits if Ray cannot say."""
+    import json
+
+    from .steps import ray as ray_steps
+
+    answer = r.query(ray_steps.gpu_query_argv(s, head), ok_codes=range(256), timeout=60)
+    if answer is not None and answer.ok:
+        try:
+            return int(float(json.loads(answer.stdout.strip().splitlines()[-1])["gpus"]))
+        except (ValueError, KeyError, IndexError):
+            pass
+    return _worker_gpus(items)
 
 
 def _worker_gpus(items: list[dict]) -> int | None:
@@ -255,11 +271,11 @@ def checkpoints(c, id_=None):
     rows = []
     for ckpt in answer["checkpoints"]:
         info = ckpt.get("training_info", {})
-        rows.append((str(ckpt["step"]), ckpt["path"], str(info.get("total_steps", "-")),
+        rows.append((str(ckpt["step"]), ckpt["path"].rsplit("/", 1)[-1], str(info.get("total_steps", "-")),
                      str(info.get("consumed_samples", "-")), _number(info.get("val:accuracy"))))
     if rows:
         context.print_table(f"checkpoints of {answer['id']} on Lustre ({answer.get('checkpoint_dir')})",
-                            ("step", "path", "total_steps", "consumed_samples", "val:accuracy"), rows)
+                            ("step", "dir", "total_steps", "consumed_samples", "val:accuracy"), rows)
     else:
         r.say(f"no checkpoints yet for {answer['id']} in {answer.get('checkpoint_dir')}")
     _exported(r, s, answer["id"])
@@ -277,7 +293,8 @@ def _exported(r: Any, s: Any, run_id: str) -> None:
     try:
         objects = gcs.list_prefix(s, prefix)
     except Exception as exc:  # noqa: BLE001 - credentials, network: say so, the Lustre part stands
-        r.say(f"bucket: not listed ({str(exc).splitlines()[0]})")
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        r.say(f"bucket: not listed ({reason[:160]})")
         return
     steps = sorted({name.split("/")[3] for name, _ in objects
                     if len(name.split("/")) > 4 and name.split("/")[3].startswith("step_")})

@@ -1,0 +1,106 @@
+"""`kubectl exec -i POD [-c C] -- bash`: run the piped script LOCALLY with bash, against a pod root.
+
+The pod root ($FAKECLOUD_STATE/podfs/<context>/) stands for the pod's `/` and is shared by the cluster's
+pods like the Lustre volume at /data: it is seeded from tests/fakecloud/pod/root (a stand-in NeMo RL
+checkout at opt/nemo-rl, a GSM8K-shaped sample at opt/gsm8k-sample). The script sees what a Ray head
+container would: NRG_POD_ROOT (the only difference from a real pod; empty there), PATH with the stand-in
+`uv` first, PYTHONPATH with the stand-in `datasets`, the container's `env`, the Secret named by `envFrom`
+(or, for pods made by the fake helm, our chart's Secret) as variables, and Kubernetes service links. Test
+knobs NRG_STANDIN_* pass through from the caller.
+
+Like a real exec session, the script's processes die with the client (same process group; SIGTERM and
+SIGHUP to the fake kubectl are forwarded); only what the script detaches itself (setsid) survives.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..core import Ctx, Fail, pod_command
+from .kubectl_objects import key_of
+
+POD = Path(__file__).resolve().parents[2] / "pod"
+OUR_SECRET = "nemo-rl-secrets"
+
+
+def pod_root(ctx: Ctx) -> Path:
+    context = str(ctx.flag("--context"))
+    root = ctx.state.root / "podfs" / "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in context)
+    if not (root / "opt").exists():
+        root.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(POD / "root", root, dirs_exist_ok=True)
+        (root / "data").mkdir(exist_ok=True)
+        (root / "root").mkdir(exist_ok=True)
+    return root
+
+
+def _secret_env(ctx: Ctx, namespace: str, name: str) -> dict[str, str]:
+    secret = ctx.state.get(f"k8s:{ctx.flag('--context')}", key_of("Secret", namespace, name))
+    if secret is None:
+        return {}
+    env = {k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()}
+    env.update({k: str(v) for k, v in (secret.get("stringData") or {}).items()})
+    return env
+
+
+def pod_env(ctx: Ctx, pod: dict[str, Any], container: str, root: Path) -> dict[str, str]:
+    namespace = pod["metadata"].get("namespace", "default")
+    spec = next((c for c in pod.get("spec", {}).get("containers", []) if c.get("name") == container), {})
+    env = {
+        "PATH": f"{POD / 'bin'}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "PYTHONPATH": str(POD / "site"),
+        "HOME": str(root / "root"),
+        "HOSTNAME": pod["metadata"]["name"],
+        "LANG": "C.UTF-8",
+        "NRG_POD_ROOT": str(root),
+        # Service links Kubernetes puts in every container; the driver's environment must not carry them.
+        "KUBERNETES_SERVICE_HOST": "10.0.0.1",
+        "KUBERNETES_SERVICE_PORT": "443",
+        "KUBERNETES_PORT_443_TCP": "tcp://10.0.0.1:443",
+        "RAY_ADDRESS": "127.0.0.1:6379",
+    }
+    sources = spec.get("envFrom")
+    if sources is None:
+        sources = [{"secretRef": {"name": OUR_SECRET}}]
+    for source in sources:
+        if "secretRef" in source:
+            env.update(_secret_env(ctx, namespace, source["secretRef"]["name"]))
+    for item in spec.get("env", []) or []:
+        if "value" in item:
+            env[item["name"]] = str(item["value"])
+    env.update({k: v for k, v in os.environ.items() if k.startswith("NRG_STANDIN_")})
+    return env
+
+
+@pod_command("bash")
+def bash(ctx: Ctx, pod: dict[str, Any], container: str, argv: list[str]) -> int:
+    if not ctx.flag("--stdin") and len(argv) == 1:
+        raise Fail(1, "fakecloud bash: pipe the script with `kubectl exec -i ... -- bash`")
+    root = pod_root(ctx)
+    script = ctx.stdin() if ctx.flag("--stdin") else ""
+    sys.stdout.flush()
+    env = pod_env(ctx, pod, container, root)
+    child = subprocess.Popen(["bash", *argv[1:]], stdin=subprocess.PIPE, env=env, cwd=root / "root")
+
+    def forward(signum: int, _frame: Any) -> None:
+        try:
+            child.send_signal(signum)
+        except ProcessLookupError:
+            pass
+
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(signum, forward)
+    try:
+        assert child.stdin is not None
+        child.stdin.write(script.encode())
+        child.stdin.close()
+    except BrokenPipeError:
+        pass
+    return child.wait()
