@@ -70,10 +70,10 @@ def head_resources(s: Settings, cpu: int | None = None, memory_gi: int | None = 
     return cpu, memory_gi
 
 
-def head_node_selector(s: Settings) -> dict[str, str]:
+def head_pool(s: Settings) -> str:
     # Standard: the CPU pool by name (the tutorial's head asked for 64 CPU / 500G there and never ran).
-    # Autopilot: no selector; a general-purpose node is provisioned for the head.
-    return {} if s.autopilot else {"cloud.google.com/gke-nodepool": CPU_POOL}
+    # Autopilot: no pool; a general-purpose node is provisioned for the head (the chart ignores cpuPool).
+    return "" if s.autopilot else CPU_POOL
 
 
 def shm_gi(memory_gi: int) -> int:
@@ -119,7 +119,8 @@ def values(s: Settings, *, head_cpu: int | None = None, head_memory_gi: int | No
         "secretName": names.SECRET_NAME,
         "data": {"claimName": names.LUSTRE_PVC, "mountPath": "/data", "hfHome": HF_HOME, "logDir": LOG_DIR},
         "head": {
-            "nodeSelector": head_node_selector(s),
+            "cpuPool": head_pool(s),
+            "nodeSelector": {},
             "tolerations": [],
             "cpu": str(cpu),
             "memory": f"{memory_gi}Gi",

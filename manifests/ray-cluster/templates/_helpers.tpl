@@ -65,7 +65,8 @@ put in it (an unquoted ${VAR} would pass quotes through literally).
 */}}
 {{- define "ray-cluster.headScript" -}}
 set -euo pipefail
-ulimit -n 65536
+# Ray opens many files: raise the soft limit, as far as the container's hard limit allows.
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 mkdir -p "${HF_HOME}" "${NRG_LOG_DIR}"
 echo "nemo-rl-gke: starting the Ray head on $(hostname)"
 exec /bin/bash -c "${KUBERAY_GEN_RAY_START_CMD:?KubeRay did not set KUBERAY_GEN_RAY_START_CMD}"
@@ -81,7 +82,8 @@ with a silently broken NCCL.
 {{- $nvidia := .Values.hostPaths.nvidia.mountPath -}}
 {{- $gib := .Values.hostPaths.gib.mountPath -}}
 set -euo pipefail
-ulimit -n 65536
+# Ray opens many files: raise the soft limit, as far as the container's hard limit allows.
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 echo "nemo-rl-gke: preparing GPU worker $(hostname)"
 ldconfig {{ $nvidia }}/lib64
 export LD_LIBRARY_PATH="{{ $gib }}/lib64:${LD_LIBRARY_PATH:-}"
