@@ -1,0 +1,228 @@
+"""storage.create / status / export / delete on the fake cloud, the bucket on gcp-storage-emulator.
+
+The network and the cluster are made once per module (invoke net.create cluster.create) and each test
+starts from a copy of that state, with a fresh in-memory GCS emulator owned by the fake project's number.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from support.fake import FAKE_BIN, TEST_HF_TOKEN, TEST_WANDB_KEY, FakeCloud
+from support.gcs_emulator import running_emulator
+
+PROJECT = "my-nemo-project"
+CONTEXT = f"k8s:gke_{PROJECT}_us-central1_nemo-rl"
+LUSTRE_KEY = f"{PROJECT}/us-central1-b/nemo-lustre"
+
+
+def _project_number() -> str:
+    from fakecloud.handlers.gcloud_projects import project_number
+
+    return project_number(PROJECT)
+
+
+@pytest.fixture(scope="module")
+def base_state(tmp_path_factory) -> Path:
+    cloud = FakeCloud(tmp_path_factory.mktemp("storage-base"))
+    cloud.write_env()
+    done = cloud.invoke("net.create", "cluster.create")
+    assert done.code == 0, done.output
+    return cloud.state_dir
+
+
+@pytest.fixture
+def cloud(tmp_path, base_state):
+    fake = FakeCloud(tmp_path)
+    fake.write_env()
+    shutil.copytree(base_state, fake.state_dir)
+    with running_emulator(_project_number()) as emulator:
+        fake.env["STORAGE_EMULATOR_HOST"] = emulator.host
+        fake.emulator = emulator  # type: ignore[attr-defined]
+        yield fake
+
+
+def gcloud(fake: FakeCloud, *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(FAKE_BIN / "gcloud"), *argv], env=fake.process_env(), capture_output=True,
+                          text=True, check=False)
+
+
+def bucket(fake: FakeCloud):
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    client = storage.Client(project=PROJECT, credentials=AnonymousCredentials(),
+                            client_options={"api_endpoint": fake.emulator.host})  # type: ignore[attr-defined]
+    return client.lookup_bucket(f"nemo-rl-{PROJECT}")
+
+
+def k8s(fake: FakeCloud, key: str):
+    return fake.resources().get(CONTEXT, {}).get(key)
+
+
+def created(fake: FakeCloud) -> FakeCloud:
+    done = fake.invoke("storage.create")
+    assert done.code == 0, done.output
+    return fake
+
+
+def test_storage_create_pv_carries_the_ip_from_describe(cloud):
+    created(cloud)
+    described = json.loads(gcloud(cloud, "lustre", "instances", "describe", "nemo-lustre",
+                                  "--location=us-central1-b", f"--project={PROJECT}", "--format=json").stdout)
+    pv = k8s(cloud, "PersistentVolume//lustre-pv")
+    assert pv["spec"]["csi"]["volumeAttributes"]["ip"] == described["mountPoint"].split("@")[0]
+
+
+def test_storage_create_pv_has_instance_capacity_and_handle(cloud):
+    created(cloud)
+    spec = k8s(cloud, "PersistentVolume//lustre-pv")["spec"]
+    assert (spec["capacity"]["storage"], spec["csi"]["volumeHandle"]) == ("18000Gi", LUSTRE_KEY)
+
+
+def test_storage_create_pvc_is_bound_to_the_pv(cloud):
+    created(cloud)
+    assert k8s(cloud, "PersistentVolumeClaim/default/lustre-pvc")["spec"]["volumeName"] == "lustre-pv"
+
+
+def test_storage_create_makes_the_bucket_and_binding(cloud):
+    created(cloud)
+    policy = bucket(cloud).get_iam_policy(requested_policy_version=3)
+    member = (f"principal://iam.googleapis.com/projects/{_project_number()}/locations/global/"
+              f"workloadIdentityPools/{PROJECT}.svc.id.goog/subject/ns/default/sa/generic-ksa")
+    assert member in policy["roles/storage.objectUser"]
+
+
+def test_storage_create_twice_second_run_mutates_nothing(cloud):
+    created(cloud)
+    before = len(cloud.calls())
+    policy = bucket(cloud).get_iam_policy(requested_policy_version=3).etag
+    created(cloud)
+    assert cloud.mutating_calls(before) == []
+    assert bucket(cloud).get_iam_policy(requested_policy_version=3).etag == policy
+
+
+@pytest.mark.parametrize("pattern", [
+    "compute addresses create", "vpc-peerings connect", "lustre instances create",
+    "lustre instances describe", "apply --filename=-",
+])
+def test_storage_create_after_a_failure_rerun_completes(cloud, pattern):
+    failed = cloud.invoke("storage.create", FAKECLOUD_FAIL=f"{pattern}:1:permanent")
+    assert failed.code != 0
+    created(cloud)
+    assert k8s(cloud, "PersistentVolumeClaim/default/lustre-pvc") is not None
+
+
+def test_storage_create_transient_lustre_error_is_retried(cloud):
+    done = cloud.invoke("storage.create", FAKECLOUD_FAIL="lustre instances create:2:transient")
+    assert done.code == 0, done.output
+
+
+def test_storage_create_adds_our_range_to_an_existing_peering(cloud):
+    for argv in (["compute", "addresses", "create", "sql-range", "--global", "--purpose=VPC_PEERING",
+                  "--prefix-length=24", "--network=default", f"--project={PROJECT}"],
+                 ["services", "vpc-peerings", "connect", "--ranges=sql-range", "--network=default",
+                  f"--project={PROJECT}"]):
+        assert gcloud(cloud, *argv).returncode == 0
+    created(cloud)
+    (peering,) = cloud.resources()["peering"].values()
+    assert peering["reservedPeeringRanges"] == ["sql-range", "nemo-lustre-range"]
+
+
+def test_storage_delete_without_delete_data_keeps_lustre_and_bucket(cloud):
+    created(cloud)
+    done = cloud.invoke("storage.delete", "--yes")
+    assert done.code == 0, done.output
+    assert LUSTRE_KEY in cloud.resources()["lustre"] and bucket(cloud) is not None
+
+
+def test_storage_delete_without_delete_data_says_why_lustre_stays(cloud):
+    created(cloud)
+    done = cloud.invoke("storage.delete", "--yes")
+    assert "kept Lustre instance nemo-lustre" in done.stderr and "--delete-data" in done.stderr
+
+
+def test_storage_delete_without_delete_data_removes_pv_and_pvc(cloud):
+    created(cloud)
+    cloud.invoke("storage.delete", "--yes")
+    assert k8s(cloud, "PersistentVolume//lustre-pv") is None
+    assert k8s(cloud, "PersistentVolumeClaim/default/lustre-pvc") is None
+
+
+def test_storage_delete_data_without_export_refuses_and_lists_the_loss(cloud):
+    created(cloud)
+    done = cloud.invoke("storage.delete", "--delete-data", "--yes")
+    assert done.code == 1
+    assert "Lustre instance nemo-lustre" in done.stderr and "invoke storage.export" in done.stderr
+    assert LUSTRE_KEY in cloud.resources()["lustre"]
+
+
+def test_storage_delete_data_after_export_removes_everything(cloud):
+    created(cloud)
+    assert cloud.invoke("storage.export").code == 0
+    done = cloud.invoke("storage.delete", "--delete-data", "--yes")
+    assert done.code == 0, done.output
+    left = {kind: items for kind, items in cloud.resources().items()
+            if kind in ("lustre", "peering", "address")}
+    assert (left, bucket(cloud)) == ({}, None)
+
+
+def test_storage_delete_data_keeps_another_services_peering_range(cloud):
+    for argv in (["compute", "addresses", "create", "sql-range", "--global", "--purpose=VPC_PEERING",
+                  "--prefix-length=24", "--network=default", f"--project={PROJECT}"],
+                 ["services", "vpc-peerings", "connect", "--ranges=sql-range", "--network=default",
+                  f"--project={PROJECT}"]):
+        assert gcloud(cloud, *argv).returncode == 0
+    created(cloud)
+    cloud.invoke("storage.export")
+    assert cloud.invoke("storage.delete", "--delete-data", "--yes").code == 0
+    (peering,) = cloud.resources()["peering"].values()
+    assert peering["reservedPeeringRanges"] == ["sql-range"]
+
+
+def test_storage_export_lists_the_runs_checkpoints(cloud):
+    created(cloud)
+    step = cloud.state_dir / "lustre" / "nemo-lustre" / "runs" / "r1" / "step_10"
+    step.mkdir(parents=True)
+    (step / "config.yaml").write_text("grpo: {}\n")
+    (step / "training_info.json").write_text("{}")
+    done = cloud.invoke("storage.export", "--run=r1")
+    assert done.code == 0, done.output
+    assert f"gs://nemo-rl-{PROJECT}/runs/r1/step_10/config.yaml" in done.stdout
+    assert f"gs://nemo-rl-{PROJECT}/runs/r1/step_10/training_info.json" in done.stdout
+
+
+def test_storage_export_bad_run_id_is_usage_error(cloud):
+    assert cloud.invoke("storage.export", "--run=../x").code == 2
+
+
+def test_storage_status_shows_lustre_ip_and_pvc_phase(cloud):
+    created(cloud)
+    done = cloud.invoke("storage.status")
+    assert done.code == 0, done.output
+    assert "ACTIVE, 18000 GiB, IP 10.90.0.2" in done.stdout and "Bound" in done.stdout
+
+
+def test_storage_secret_is_updated_when_a_token_changes(cloud):
+    created(cloud)
+    cloud.write_env(HF_TOKEN="hf_ANOTHERsecretVALUE999")
+    before = len(cloud.calls())
+    created(cloud)
+    changed = [" ".join(c["argv"]) for c in cloud.mutating_calls(before)]
+    assert changed == [f"--context={CONTEXT[4:]} apply --filename=-"]
+    secret = k8s(cloud, "Secret/default/nemo-rl-secrets")
+    assert secret["stringData"]["HF_TOKEN"] == "hf_ANOTHERsecretVALUE999"
+
+
+def test_storage_secret_values_appear_in_no_argv_output_or_file(cloud):
+    outputs = [created(cloud) and cloud.invoke("storage.status"), cloud.invoke("storage.export"),
+               cloud.invoke("storage.delete", "--yes"), cloud.invoke("--dry", "storage.create")]
+    argvs = json.dumps([c["argv"] for c in cloud.calls()])
+    files = [p.read_text(errors="replace") for p in cloud.workdir.rglob("*") if p.is_file()
+             and p.name != ".env"]
+    haystack = argvs + "".join(o.output for o in outputs) + "".join(files)
+    assert TEST_HF_TOKEN not in haystack and TEST_WANDB_KEY not in haystack
