@@ -1,0 +1,112 @@
+"""net.create and cluster.create against the fake cloud: idempotent re-runs and recovery from failures."""
+
+from __future__ import annotations
+
+import pytest
+
+from support.fake import TEST_HF_TOKEN, TEST_WANDB_KEY, FakeCloud
+
+MUTATING_STEPS = [
+    "gcloud compute networks create default",
+    "gcloud compute networks create nemo-gvnic-net",
+    "gcloud compute networks subnets create nemo-gvnic-sub",
+    "gcloud compute firewall-rules create",
+    "gcloud compute networks create nemo-rdma-net",
+    "gcloud compute networks subnets create nemo-rdma-sub-3",
+    "gcloud container clusters create",
+    "gcloud container node-pools create",
+    "kubectl --context=gke_my-nemo-project_us-central1_nemo-rl apply --filename=https",
+    "kubectl --context=gke_my-nemo-project_us-central1_nemo-rl apply --filename=-",
+]
+
+
+def bring_up(fake, *extra, **env):
+    return fake.invoke("net.create", "cluster.create", "--gpu=b200", *extra, **env)
+
+
+def test_create_twice_second_run_makes_no_create_call(fake):
+    first = bring_up(fake)
+    assert first.code == 0, first.output
+    assert len(fake.mutating_calls()) == 1 + 1 + 1 + 1 + 1 + 8 + 1 + 1 + 2  # 17: every resource once
+    seen = len(fake.calls())
+    second = bring_up(fake)
+    assert second.code == 0, second.output
+    assert fake.mutating_calls(since=seen) == []
+
+
+def test_create_builds_the_whole_cluster_in_the_fake_cloud(fake):
+    assert bring_up(fake, "--nodes=3").code == 0
+    state = fake.resources()
+    assert len(state["subnet"]) == 9 and len(state["firewall"]) == 1 and len(state["network"]) == 3
+    (pool,) = state["nodepool"].values()
+    assert pool["initialNodeCount"] == 3 and len(pool["additionalNodeNetworks"]) == 9
+    k8s = state["k8s:gke_my-nemo-project_us-central1_nemo-rl"]
+    assert sum(key.startswith("GKENetworkParamSet/") for key in k8s) == 9
+    assert "DaemonSet/kube-system/nccl-rdma-installer" in k8s
+
+
+@pytest.fixture(scope="module")
+def clean_resources(tmp_path_factory):
+    """What a clean bring-up leaves in the fake cloud, computed once."""
+    clean = FakeCloud(tmp_path_factory.mktemp("clean"))
+    clean.write_env()
+    assert bring_up(clean).code == 0
+    return clean.resources()
+
+
+@pytest.mark.parametrize("pattern", MUTATING_STEPS)
+def test_failure_at_a_step_then_rerun_completes_without_duplicates(fake, pattern, clean_resources):
+    failed = bring_up(fake, FAKECLOUD_FAIL=f"{pattern}:1:permanent")
+    assert failed.code != 0
+    assert "Traceback" not in failed.output and "injected permanent failure" in failed.stderr
+    again = bring_up(fake)
+    assert again.code == 0, again.output
+    creates = [" ".join(c["argv"][:5]) for c in fake.calls() if c["mutating"] and c["exit"] == 0]
+    assert len(creates) == len(set(creates)), "a resource was created twice"
+    assert fake.resources() == clean_resources
+
+
+def test_transient_failure_is_retried_and_succeeds(fake):
+    done = bring_up(fake, FAKECLOUD_FAIL="gcloud container node-pools create:2:transient")
+    assert done.code == 0, done.output
+    assert "retrying" in done.stderr
+    attempts = [c for c in fake.calls() if c["argv"][:3] == ["container", "node-pools", "create"]]
+    assert [c["exit"] for c in attempts] == [1, 1, 0]
+
+
+def test_delete_removes_everything_it_created(fake):
+    assert bring_up(fake).code == 0
+    done = fake.invoke("cluster.delete", "--yes")
+    assert done.code == 0, done.output
+    done = fake.invoke("net.delete", "--yes")
+    assert done.code == 0, done.output
+    assert fake.resources() == {}
+
+
+def test_net_delete_keeps_a_network_we_did_not_create(fake):
+    fake.write_env(NETWORK="users-own-vpc")
+    import subprocess
+
+    env = fake.process_env()
+    subprocess.run(["gcloud", "compute", "networks", "create", "users-own-vpc", "--project=my-nemo-project",
+                    "--subnet-mode=auto"], env=env, check=True, capture_output=True)
+    assert fake.invoke("net.create").code == 0
+    done = fake.invoke("net.delete", "--yes")
+    assert done.code == 0, done.output
+    assert "kept VPC users-own-vpc" in done.stderr
+    assert list(fake.resources()["network"]) == ["my-nemo-project/users-own-vpc"]
+
+
+def test_delete_without_terminal_or_yes_refuses_with_exit_2(fake):
+    assert bring_up(fake).code == 0
+    seen = len(fake.calls())
+    done = fake.invoke("cluster.delete")
+    assert done.code == 2 and "--yes" in done.stderr
+    assert fake.mutating_calls(since=seen) == []
+
+
+def test_real_run_secrets_never_reach_argv_or_output(fake):
+    done = bring_up(fake)
+    logged = " ".join(" ".join(c["argv"]) for c in fake.calls())
+    for secret in (TEST_HF_TOKEN, TEST_WANDB_KEY):
+        assert secret not in done.output and secret not in logged

@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+import io
+import threading
+import time
+
+import pytest
+
+from nemo_rl_gke import graph
+from nemo_rl_gke.graph import GraphError, Step
+from nemo_rl_gke.runner import Runner, ToolError
+
+
+class World:
+    """Resources as a set of names; each create/delete is recorded in order."""
+
+    def __init__(self, present=()):
+        self.present = set(present)
+        self.log: list[str] = []
+        self.lock = threading.Lock()
+
+    def step(self, name, deps=(), fail=False, slow=0.0, **kw):
+        def create(r):
+            if fail:
+                raise ToolError(f"{name} broke", 5)
+            with self.lock:
+                self.present.add(name)
+                self.log.append(f"create {name}")
+
+        def delete(r):
+            time.sleep(slow)
+            with self.lock:
+                self.present.discard(name)
+                self.log.append(f"delete {name}")
+
+        return Step(name, name, lambda r: name in self.present, create, kw.pop("delete", delete), deps=deps, **kw)
+
+
+def runner(dry=False):
+    return Runner(dry=dry, out=io.StringIO(), err=io.StringIO())
+
+
+def test_apply_creates_dependencies_first_and_skips_what_exists():
+    w = World(present={"net.a"})
+    steps = [w.step("cluster.c", deps=("net.b",)), w.step("net.a"), w.step("net.b", deps=("net.a",))]
+    report = graph.apply(runner(), steps)
+    assert w.log == ["create net.b", "create cluster.c"]
+    assert [s.name for s in report.by_outcome("exists")] == ["net.a"]
+
+
+def test_apply_runs_independent_steps_at_the_same_time():
+    barrier = threading.Barrier(3, timeout=5)
+    steps = [Step(f"net.s{i}", f"s{i}", lambda r: False, lambda r: barrier.wait() and None) for i in range(3)]
+    report = graph.apply(runner(), steps)  # would time out (BrokenBarrierError) if run one by one
+    assert len(report.by_outcome("created")) == 3
+
+
+def test_apply_failure_stops_new_steps_and_reports_what_did_not_start():
+    w = World()
+    steps = [w.step("net.a", fail=True), w.step("net.b", deps=("net.a",)), w.step("net.c")]
+    with pytest.raises(GraphError) as caught:
+        graph.apply(runner(), steps)
+    assert caught.value.exit_code == 5
+    assert "net.a broke" in str(caught.value) and "not started: net.b" in str(caught.value)
+    assert "create net.b" not in w.log
+
+
+def test_apply_rejects_cycles():
+    w = World()
+    with pytest.raises(ValueError, match="cycle"):
+        graph.apply(runner(), [w.step("net.a", deps=("net.b",)), w.step("net.b", deps=("net.a",))])
+
+
+def test_dry_apply_prints_in_stable_topological_order():
+    w = World()
+    r = runner(dry=True)
+    graph.apply(r, [w.step("net.b", deps=("net.a",)), w.step("net.a")])
+    assert r.out.getvalue().splitlines() == ["# net.a", "# net.b"]
+
+
+def test_destroy_runs_backwards_and_keeps_data_with_its_dependencies():
+    w = World(present={"net.n", "storage.lustre", "storage.peering", "cluster.c"})
+    steps = [w.step("net.n"), w.step("storage.peering", deps=("net.n",)),
+             w.step("storage.lustre", deps=("storage.peering",), holds_data=True), w.step("cluster.c", deps=("net.n",))]
+    report = graph.destroy(runner(), steps)
+    assert w.log == ["delete cluster.c"]
+    assert {s.name for s in report.by_outcome("kept")} == {"net.n", "storage.peering", "storage.lustre"}
+    graph.destroy(runner(), steps, delete_data=True)
+    assert w.log[1:] == ["delete storage.lustre", "delete storage.peering", "delete net.n"]
+
+
+def test_destroy_waits_for_the_parent_of_in_cluster_objects():
+    # The GPU pool goes with the cluster; its subnets may only go after the cluster is gone.
+    w = World(present={"net.sub", "cluster.c"})
+    steps = [w.step("net.sub"), w.step("cluster.c", slow=0.2),
+             w.step("cluster.pool", deps=("cluster.c", "net.sub"), delete=None, parent="cluster.c")]
+    graph.destroy(runner(), steps)
+    assert w.log == ["delete cluster.c", "delete net.sub"]
+
+
+def test_critical_path_is_the_longest_chain():
+    steps = [Step("a.x", "x", lambda r: False, lambda r: None, create_seconds=10),
+             Step("a.y", "y", lambda r: False, lambda r: None, deps=("a.x",), create_seconds=5),
+             Step("a.z", "z", lambda r: False, lambda r: None, create_seconds=12)]
+    assert graph.critical_path_seconds(steps) == 15
