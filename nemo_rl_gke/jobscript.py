@@ -31,9 +31,12 @@ HEAD_CONTAINER = "ray-head"
 
 # Exported variables the driver keeps (a regex over names, for bash's =~); everything else is unset.
 KEEP_ENV = (r"^(PATH|HOME|USER|HOSTNAME|LANG|LANGUAGE|LC_[A-Z]+|TZ|TMPDIR|SHELL|TERM|VIRTUAL_ENV"
-            r"|PYTHON[A-Z_]*|LD_LIBRARY_PATH|UV_[A-Z0-9_]+|RAY_[A-Z0-9_]+|NRL_[A-Z0-9_]+|NEMO_[A-Z0-9_]+|HF_[A-Z0-9_]+"
+            r"|PYTHON[A-Z_]*|LD_LIBRARY_PATH|UV_[A-Z0-9_]+|RAY_[A-Z0-9_]+|NRL_[A-Z0-9_]+|HF_[A-Z0-9_]+"
             r"|HUGGING_FACE_[A-Z0-9_]+|WANDB_[A-Z0-9_]+|CUDA_[A-Z0-9_]+|NVIDIA_[A-Z0-9_]+|NCCL_[A-Z0-9_]+"
             r"|TORCH_[A-Z0-9_]+|VLLM_[A-Z0-9_]+|TRITON_[A-Z0-9_]+|NRG_[A-Z0-9_]+)$")
+# Kubernetes service links (<SVC>_SERVICE_HOST, <SVC>_PORT_8265_TCP...), whatever the service is called; a
+# bare <SVC>_PORT is a link when its value is a URL (tcp://...).
+SERVICE_LINK = r"_SERVICE_(HOST|PORT)(_[A-Z0-9_]+)?$|_PORT_[0-9]+_(TCP|UDP|SCTP)(_[A-Z]+)?$"
 
 
 @dataclass(frozen=True)
@@ -101,8 +104,12 @@ printf '%q ' "${{cmd[@]}}" > "$RUN/command"
 echo >> "$RUN/command"
 # Keep the driver's environment small: NeMo RL hands all of it to every Ray worker.
 keep='{KEEP_ENV}'
+links='{SERVICE_LINK}'
 for name in $(compgen -e); do
-  [[ $name =~ $keep ]] || unset "$name" 2>/dev/null || true
+  if [[ $name =~ $keep ]] && ! [[ $name =~ $links ]] && ! [[ $name == *_PORT && ${{!name}} == *://* ]]; then
+    continue
+  fi
+  unset "$name" 2>/dev/null || true
 done
 echo "=== nemo-rl-gke: run ${{RUN##*/}} started $(date -u +%Y-%m-%dT%H:%M:%SZ) ===" >> "$RUN/driver.log"
 "${{cmd[@]}}" >> "$RUN/driver.log" 2>&1 < /dev/null

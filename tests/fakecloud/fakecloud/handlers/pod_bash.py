@@ -64,6 +64,9 @@ def pod_env(ctx: Ctx, pod: dict[str, Any], container: str, root: Path) -> dict[s
         "KUBERNETES_SERVICE_HOST": "10.0.0.1",
         "KUBERNETES_SERVICE_PORT": "443",
         "KUBERNETES_PORT_443_TCP": "tcp://10.0.0.1:443",
+        "NEMO_RL_HEAD_SVC_SERVICE_HOST": "10.0.0.7",
+        "NEMO_RL_HEAD_SVC_PORT_8265_TCP": "tcp://10.0.0.7:8265",
+        "RAY_HEAD_PORT": "tcp://10.0.0.8:6379",
         "RAY_ADDRESS": "127.0.0.1:6379",
     }
     sources = spec.get("envFrom")

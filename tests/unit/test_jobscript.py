@@ -1,0 +1,102 @@
+"""jobscript: the bash piped into the head pod is strict, untraced, secret-free, keeps NeMo RL as the image
+has it, detaches the driver, and carries overrides verbatim."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+
+from nemo_rl_gke import jobscript, jobspec
+
+
+def submission(*extra: str, job: str = "gemma3-gsm8k", run_id: str = "run-1") -> jobscript.Submission:
+    spec = jobspec.load(job)
+    overrides = jobspec.final_overrides(spec, run_id, list(extra))
+    return jobscript.Submission(run_id, spec.name, spec.entry_point, spec.recipe, tuple(overrides))
+
+
+@pytest.fixture(scope="module")
+def script() -> str:
+    return jobscript.submit_script(submission())
+
+
+def test_jobscript_is_strict_and_never_traced(script):
+    assert script.splitlines()[1:3] == ["set -euo pipefail", "set +x"]
+    assert not re.search(r"set -[a-z]*x|xtrace|bash -x", script)
+
+
+def test_jobscript_keeps_nemo_rl_as_the_image_has_it(script):
+    assert "git pull" not in script and "git checkout" not in script
+    assert not re.search(r"\bsed\b", script)
+
+
+def test_jobscript_holds_no_secret_reference_but_the_wandb_test(script):
+    assert "HF_TOKEN" not in script
+    assert [line.strip() for line in script.splitlines() if "WANDB_API_KEY" in line and "#" not in line] == [
+        'if [[ -n "${WANDB_API_KEY:-}" ]]; then']
+
+
+def test_jobscript_detaches_the_driver_in_its_own_session(script):
+    assert 'setsid nohup bash "$RUN/launch.sh" "$RUN" > /dev/null 2>&1 < /dev/null &' in script
+
+
+def test_jobscript_runs_in_opt_nemo_rl_with_data_root_from_nrg_pod_root_only(script):
+    assert 'ROOT="${NRG_POD_ROOT:-}"' in script and "cd \"$ROOT\"/opt/nemo-rl" in script
+    assert 'export HF_HOME="$ROOT"/data/hf-home' in script
+
+
+def test_jobscript_is_valid_bash(script, tmp_path):
+    path = tmp_path / "s.sh"
+    path.write_text(script)
+    assert subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode == 0
+
+
+def test_jobscript_overrides_written_verbatim_in_a_quoted_heredoc(script):
+    start = "cat > \"$RUN/overrides\" <<'NRG_OVERRIDES_EOF'\n"
+    body = script.split(start, 1)[1].split("\nNRG_OVERRIDES_EOF\n")[0]
+    assert body.splitlines() == list(submission().overrides)
+
+
+def test_jobscript_heredoc_tag_never_occurs_in_the_body():
+    text = jobscript.heredoc('"$F"', "a\nNRG_X\nb", "NRG_X")
+    assert text.startswith("cat > \"$F\" <<'NRG_X_'\n") and text.endswith("\nNRG_X_\n")
+
+
+def test_jobscript_wandb_left_to_the_pod_unless_the_job_chose():
+    assert "logger.wandb_enabled=True' >>" in jobscript.submit_script(submission())
+    chosen = jobscript.submit_script(submission("logger.wandb_enabled=False"))
+    assert "WANDB_API_KEY" not in chosen
+
+
+KEPT = ["PATH", "HF_TOKEN", "WANDB_API_KEY", "RAY_ADDRESS", "UV_PROJECT_ENVIRONMENT", "HF_HOME", "NCCL_NET",
+        "LD_LIBRARY_PATH", "VIRTUAL_ENV"]
+DROPPED = ["KUBERNETES_SERVICE_HOST", "NEMO_RL_HEAD_SVC_PORT_8265_TCP", "RAY_HEAD_SVC_SERVICE_HOST",
+           "KUBERAY_GEN_RAY_START_CMD", "AWS_SECRET_ACCESS_KEY", "RAY_HEAD_PORT"]
+
+
+def _driver_env(names: list[str]) -> list[str]:
+    """The launcher's own filter, run by bash over these variables (a *_PORT holds a tcp:// URL)."""
+    launcher = jobscript.launcher()
+    loop = launcher[launcher.index("keep="):launcher.index("\ndone\n") + 6]
+    exports = "".join(f"export {n}={'tcp://10.0.0.1:1' if n.endswith('_PORT') else 'x'}\n" for n in names)
+    done = subprocess.run(["bash", "-c", exports + loop + "compgen -e\n"], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    return sorted(set(done.stdout.split()) & set(names))
+
+
+def test_jobscript_launcher_keeps_the_driver_environment_small():
+    assert _driver_env(KEPT + DROPPED) == sorted(KEPT)
+
+
+@pytest.mark.parametrize("action", ["list", "status", "checkpoints", "log", "stop", "resolve"])
+def test_jobscript_reader_scripts_are_valid_bash(action, tmp_path):
+    path = tmp_path / "r.sh"
+    path.write_text(jobscript.reader_script(action, "run-1"))
+    assert subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode == 0
+
+
+def test_jobscript_follow_stops_with_the_driver():
+    assert '--pid="$pid"' in jobscript.logs_script("run-1", follow=True)
