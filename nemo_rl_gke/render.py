@@ -7,7 +7,6 @@ so a manifest can never be applied with a placeholder left in it (the tutorial's
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from string import Template
 from typing import Any
 

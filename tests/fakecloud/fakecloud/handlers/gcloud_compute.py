@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import re
 
-from ..core import Ctx, Fail, command, create_resource, delete_resource, describe_resource, gcloud_error, public
+from ..core import (
+    Ctx,
+    Fail,
+    command,
+    create_resource,
+    delete_resource,
+    describe_resource,
+    gcloud_error,
+    public,
+)
 
 
 def _net_path(ctx: Ctx, name: str) -> str:

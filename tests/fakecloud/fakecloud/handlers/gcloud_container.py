@@ -5,7 +5,16 @@ ending in ':<context>', such as 'k8s:<context>' and 'helm:<context>')."""
 
 from __future__ import annotations
 
-from ..core import Ctx, Fail, command, create_resource, delete_resource, describe_resource, gcloud_error, public
+from ..core import (
+    Ctx,
+    Fail,
+    command,
+    create_resource,
+    delete_resource,
+    describe_resource,
+    gcloud_error,
+    public,
+)
 
 
 def context_name(project: str, location: str, cluster: str) -> str:

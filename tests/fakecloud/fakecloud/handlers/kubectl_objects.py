@@ -146,7 +146,9 @@ def with_status(obj: dict[str, Any]) -> dict[str, Any]:
         ready = time.time() >= obj["_ready_at"] and not obj.get("_never_ready")
         status = dict(view.get("status") or {})
         status["phase"] = "Running" if ready else "Pending"
-        status["conditions"] = [{"type": "Ready", "status": "True" if ready else "False"}]
+        # Other conditions (PodScheduled=False with the scheduler's message) are kept for diagnostics.
+        others = [c for c in status.get("conditions") or [] if c.get("type") != "Ready"]
+        status["conditions"] = others + [{"type": "Ready", "status": "True" if ready else "False"}]
         view["status"] = status
     return view
 
