@@ -1,0 +1,167 @@
+"""Pure storage decisions: peering plans, mount IP, export freshness, Secret comparison, the step graph."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from nemo_rl_gke import gcs, lustre
+from nemo_rl_gke.settings import ConfigError, Settings, validate
+from nemo_rl_gke.steps import storage as storage_steps
+
+NOW = datetime(2026, 1, 2, 12, 0, tzinfo=UTC)
+
+
+def make_settings(**overrides) -> Settings:
+    base = dict(PROJECT_ID="my-nemo-project", CONTROL_PLANE_LOCATION="us-central1",
+                NODE_LOCATION="us-central1-b", CLUSTER_NAME="nemo-rl", HF_TOKEN="hf_PLANTEDsecretVALUE1234",
+                WANDB_API_KEY="wandbPLANTEDsecretVALUE5678")
+    return validate(Settings(**{**base, **overrides}))
+
+
+def test_peering_plan_without_peering_connects():
+    assert lustre.peering_plan(None, "ours") == ("connect", ["ours"])
+
+
+def test_peering_plan_with_another_services_peering_updates_with_the_union():
+    assert lustre.peering_plan(["sql"], "ours") == ("update", ["sql", "ours"])
+
+
+def test_peering_plan_with_our_range_does_nothing():
+    assert lustre.peering_plan(["sql", "ours"], "ours")[0] == "none"
+
+
+def test_peering_teardown_of_ours_alone_deletes():
+    assert lustre.peering_teardown(["ours"], "ours") == ("delete", [])
+
+
+def test_peering_teardown_keeps_other_ranges():
+    assert lustre.peering_teardown(["sql", "ours"], "ours") == ("update", ["sql"])
+
+
+def test_peering_teardown_without_our_range_does_nothing():
+    assert lustre.peering_teardown(["sql"], "ours")[0] == "none"
+
+
+def test_peering_ranges_reads_the_service_networking_connection():
+    listing = json.dumps([{"service": "services/servicenetworking.googleapis.com",
+                           "reservedPeeringRanges": ["a", "b"]}])
+    assert lustre.peering_ranges(listing) == ["a", "b"]
+
+
+def test_peering_ranges_of_an_empty_list_is_none():
+    assert lustre.peering_ranges("[]") is None
+
+
+def test_mount_ip_is_the_part_before_the_at():
+    assert lustre.mount_ip("10.90.0.2@tcp:/lustrefs") == "10.90.0.2"
+
+
+def test_mount_ip_of_an_empty_mount_point_raises():
+    with pytest.raises(ValueError):
+        lustre.mount_ip("")
+
+
+def test_export_fresh_for_a_recent_full_export():
+    record = lustre.export_record(make_settings(), lustre.RUNS_PATH, "gs://b/runs/", NOW - timedelta(hours=2))
+    assert lustre.export_is_fresh(record, NOW)
+
+
+def test_export_not_fresh_after_a_day():
+    record = lustre.export_record(make_settings(), lustre.RUNS_PATH, "gs://b/runs/", NOW - timedelta(hours=25))
+    assert not lustre.export_is_fresh(record, NOW)
+
+
+def test_export_of_one_run_does_not_cover_the_instance():
+    record = lustre.export_record(make_settings(), "/runs/r1", "gs://b/runs/r1/", NOW)
+    assert not lustre.export_is_fresh(record, NOW)
+
+
+def test_export_record_unreadable_is_not_fresh():
+    assert not lustre.export_is_fresh("not json", NOW)
+
+
+def test_export_paths_of_one_run():
+    assert lustre.export_paths(make_settings(GS_BUCKET="ckpt-b"), "r1") == ("/runs/r1", "gs://ckpt-b/runs/r1/",
+                                                                            "runs/r1/")
+
+
+def test_export_paths_of_every_run():
+    assert lustre.export_paths(make_settings(GS_BUCKET="ckpt-b"), None) == ("/runs", "gs://ckpt-b/runs/", "runs/")
+
+
+def _secret_json(values: dict[str, str]) -> str:
+    return json.dumps({"data": {k: base64.b64encode(v.encode()).decode() for k, v in values.items()}})
+
+
+def test_secret_matches_the_same_values():
+    s = make_settings()
+    assert lustre.secret_matches(s, _secret_json(lustre.secret_values(s)))
+
+
+def test_secret_does_not_match_a_changed_token():
+    s = make_settings()
+    assert not lustre.secret_matches(s, _secret_json({**lustre.secret_values(s), "HF_TOKEN": "hf_oldVALUE123"}))
+
+
+def test_workload_principal_is_the_documented_member():
+    assert lustre.workload_principal(make_settings(NAMESPACE="nemo", KSA_NAME="ray-ksa"), "42") == (
+        "principal://iam.googleapis.com/projects/42/locations/global/workloadIdentityPools/"
+        "my-nemo-project.svc.id.goog/subject/ns/nemo/sa/ray-ksa")
+
+
+def test_lustre_create_argv_has_capacity_throughput_and_gke_support():
+    argv = lustre.lustre_create(make_settings(LUSTRE_THROUGHPUT=1000, LUSTRE_CAPACITY_GIB=27000))
+    assert {"--capacity-gib=27000", "--per-unit-storage-throughput=1000", "--gke-support-enabled",
+            "--network=projects/my-nemo-project/global/networks/default", "--async"} <= set(argv)
+
+
+def test_range_create_argv_is_a_global_peering_range():
+    argv = lustre.range_create(make_settings())
+    assert {"--global", "--purpose=VPC_PEERING", "--prefix-length=20", "--network=default"} <= set(argv)
+
+
+def test_storage_steps_names_and_order():
+    assert [st.name for st in storage_steps.steps(make_settings())] == [
+        "storage.bucket", "storage.ksa", "storage.bucket-binding", "storage.secret", "storage.range",
+        "storage.peering", "storage.lustre", "storage.pv", "storage.pvc"]
+
+
+def test_storage_steps_bucket_and_lustre_hold_data():
+    held = {st.name for st in storage_steps.steps(make_settings()) if st.holds_data}
+    assert held == {"storage.bucket", "storage.lustre"}
+
+
+def test_storage_steps_dependencies():
+    deps = {st.name: st.deps for st in storage_steps.steps(make_settings())}
+    assert (deps["storage.range"], deps["storage.peering"], deps["storage.lustre"], deps["storage.pv"]) == (
+        ("net.network",), ("storage.range",), ("storage.peering",), ("cluster.credentials", "storage.lustre"))
+
+
+def test_storage_steps_in_cluster_objects_go_with_the_cluster():
+    parents = {st.name: st.parent for st in storage_steps.steps(make_settings())
+               if "cluster.credentials" in st.deps}
+    assert set(parents) == {"storage.ksa", "storage.secret", "storage.pv", "storage.pvc"}
+    assert set(parents.values()) == {"cluster.cluster"}
+
+
+class _ForbiddenClient:
+    def get_bucket(self, name):
+        from google.api_core import exceptions
+
+        raise exceptions.Forbidden("caller does not have storage.buckets.get access")
+
+
+def test_gcs_forbidden_bucket_is_a_config_error_naming_gs_bucket():
+    with pytest.raises(ConfigError) as error:
+        gcs.get_bucket(_ForbiddenClient(), make_settings(GS_BUCKET="someone-elses"))
+    assert (error.value.key, error.value.value) == ("GS_BUCKET", "someone-elses")
+
+
+def test_gcs_forbidden_bucket_message_says_how_to_fix():
+    with pytest.raises(ConfigError) as error:
+        gcs.get_bucket(_ForbiddenClient(), make_settings(GS_BUCKET="someone-elses"))
+    assert "pick another GS_BUCKET" in str(error.value)
