@@ -124,8 +124,13 @@ def _buckets(s: Settings) -> list[dict[str, Any]] | None:
     return [{"name": b.name, "labels": dict(b.labels or {})} for b in gcs.client(s).list_buckets()]
 
 
+def _tokens(title: str) -> set[str]:
+    """The words of a step title, as resource names: 'bucket gs://b (us-central1)' -> {'bucket', 'b', ...}."""
+    return {word.strip("(),:").removeprefix("gs://") for word in title.split()}
+
+
 def _expected(found: Found, kept_titles: Sequence[str]) -> bool:
-    return any(found.name in title.split() or f"{found.name}:" in title for title in kept_titles)
+    return any(found.name in _tokens(title) for title in kept_titles)
 
 
 @dataclass
@@ -173,7 +178,7 @@ def scan(r: Runner, s: Settings, steps: Sequence[Any], *, kept: Sequence[Any] = 
     seen: set[str] = set()
     for found in (f for group in labelled for f in group):
         # Found both by name and by label: reported once, under the step's title.
-        if any(found.name in title.split() for title in present):
+        if any(found.name in _tokens(title) for title in present):
             continue
         if f"{found.kind}/{found.name}" not in seen:
             seen.add(f"{found.kind}/{found.name}")

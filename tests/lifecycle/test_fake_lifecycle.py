@@ -1,0 +1,137 @@
+"""`up`, `down`, `plan`, `doctor` and the lock end to end on the fake cloud (real task code, fake tools)."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+
+from conftest import buckets
+
+from support.fake import FakeCloud
+
+
+def _up(cloud: FakeCloud, *args: str, **env: str):
+    done = cloud.invoke("up", "--yes", *args, **env)
+    assert done.code == 0, done.output[-3000:]
+    return done
+
+
+def test_up_twice_second_run_makes_no_mutating_call(cloud):
+    _up(cloud)
+    before = len(cloud.calls())
+    _up(cloud)
+    assert [" ".join([c["tool"], *c["argv"]]) for c in cloud.mutating_calls(since=before)] == []
+
+
+def test_up_then_down_delete_data_leaves_no_resource(cloud):
+    _up(cloud)
+    done = cloud.invoke("down", "--yes", "--delete-data")
+    assert done.code == 0, done.output[-3000:]
+    assert (cloud.resources(), buckets(cloud)) == ({}, [])
+
+
+def test_down_without_delete_data_keeps_lustre_and_bucket_and_says_so(cloud):
+    _up(cloud)
+    done = cloud.invoke("down", "--yes")
+    assert done.code == 0, done.output[-3000:]
+    kept = (sorted(cloud.resources().get("lustre", {})), buckets(cloud))
+    assert kept[0] and kept[1] and "kept bucket gs://" in done.stderr and "Lustre instance" in done.stderr \
+        and "invoke storage.export" in done.stderr
+
+
+def test_down_without_delete_data_deletes_the_cluster(cloud):
+    _up(cloud)
+    cloud.invoke("down", "--yes")
+    assert "cluster" not in cloud.resources()
+
+
+def test_up_without_yes_and_without_terminal_exits_2_before_creating(cloud):
+    done = cloud.invoke("up")
+    assert (done.code, cloud.mutating_calls()) == (2, [])
+
+
+def test_up_refuses_while_another_run_holds_the_lock(cloud, tmp_path):
+    from nemo_rl_gke import lifecycle
+    from nemo_rl_gke.settings import load
+
+    s = load(allow_example=False, cwd=cloud.workdir, environ={"XDG_CACHE_HOME": cloud.env["XDG_CACHE_HOME"]})
+    path = (tmp_path / "cache" / "nemo-rl-gke" / f"{s.PROJECT_ID}-{s.CLUSTER_NAME}.lock")
+    assert lifecycle.lock_path(s).name == path.name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.write(json.dumps({"what": "down", "pid": 4242, "since": "now"}))
+        held.flush()
+        done = cloud.invoke("up", "--yes")
+    assert (done.code, "another run holds" in done.stderr, cloud.mutating_calls()) == (1, True, [])
+
+
+def test_plan_on_half_built_state_leaves_the_networks_and_creates_the_rest(cloud):
+    from nemo_rl_gke.settings import load
+    from nemo_rl_gke.steps import all_steps, layer_steps
+
+    assert cloud.invoke("net.create").code == 0
+    before = len(cloud.calls())
+    done = cloud.invoke("plan")
+    assert done.code == 0, done.output[-3000:]
+    s = load(allow_example=False, cwd=cloud.workdir, environ={})
+    net, everything = layer_steps(s, "net"), all_steps(s)
+    creatable = [st for st in everything if not st.always and st.layer != "net"]
+    summary = f"up would create {len(creatable)} of {len(everything)} and leave {len(net)}."
+    assert (summary in done.stdout, cloud.mutating_calls(since=before)) == (True, [])
+
+
+def test_dry_up_without_env_prints_the_whole_plan_from_env_example(tmp_path):
+    from nemo_rl_gke.settings import load
+    from nemo_rl_gke.steps import all_steps
+
+    fake = FakeCloud(tmp_path)
+    fake.workdir.mkdir(parents=True)
+    done = fake.invoke("--dry", "up")
+    s = load(allow_example=True, cwd=fake.workdir, environ={})
+    titles = [step.title for step in all_steps(s)]
+    missing = [t for t in titles if f"# {t}" not in done.stdout]
+    assert (done.code, missing, ".env.example" in done.stderr, fake.calls()) == (0, [], True, [])
+
+
+def test_doctor_passes_on_a_healthy_fake_project(cloud):
+    done = cloud.invoke("doctor")
+    assert done.code == 0, done.output
+
+
+def test_doctor_without_auth_plugin_fails_with_the_install_fix(cloud):
+    import sys
+    from pathlib import Path
+
+    from support.fake import FAKE_BIN
+
+    done = cloud.invoke("doctor", PATH=f"{FAKE_BIN}:{Path(sys.executable).parent}")
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("✗ gke-gcloud-auth-plugin")), "")
+    fix = "gcloud components install gke-gcloud-auth-plugin"
+    assert (done.code, bool(line), fix in done.stdout) == (1, True, True)
+
+
+def test_doctor_with_too_little_spot_quota_fails_naming_the_metric(cloud):
+    from fakecloud.core import State
+
+    quotas = {"PREEMPTIBLE_NVIDIA_B200_GPUS": {"limit": 8, "usage": 0}}
+    State(cloud.state_dir).put("doctor", "settings", {"quotas": quotas})
+    done = cloud.invoke("doctor")
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("✗ GPU quota")), "")
+    assert (done.code, "PREEMPTIBLE_NVIDIA_B200_GPUS: 8 free, up needs 16" in line) == (1, True), done.stdout
+
+
+def test_up_runs_independent_steps_overlapping_in_time(cloud):
+    _up(cloud, FAKECLOUD_TIME_SCALE="0.003")
+    calls = [c for c in cloud.calls() if c["mutating"]]
+
+    def window(*words: str):
+        match = [c for c in calls if all(w in c["argv"] for w in words)]
+        assert match, words
+        return match[0]["start"], match[0]["end"]
+
+    # Independent branches: cluster ∥ peering range (both need only the main VPC); GPU pool ∥ Lustre.
+    cluster, address = window("clusters", "create"), window("addresses", "create")
+    pool, lustre = window("node-pools", "create"), window("lustre", "instances", "create")
+    overlaps = [max(a[0], b[0]) < min(a[1], b[1]) for a, b in ((cluster, address), (pool, lustre))]
+    assert overlaps == [True, True]
