@@ -50,6 +50,9 @@ def task(*args: Any, **kwargs: Any) -> Callable[..., Any]:
     return decorate
 
 
+_NOTED_EXAMPLE = False  # say "using .env.example" once per process, not once per task
+
+
 def settings(c: Any, *, offline: bool = False, **overrides: Any) -> Settings:
     """Settings for this task: .env (or ENV_FILE), then the environment, then the flags.
 
@@ -59,7 +62,9 @@ def settings(c: Any, *, offline: bool = False, **overrides: Any) -> Settings:
 
     allow_example = offline or is_dry(c)
     loaded = settings_module.load(allow_example=allow_example, **overrides)
-    if "placeholder" in loaded.source:
+    global _NOTED_EXAMPLE
+    if "placeholder" in loaded.source and not _NOTED_EXAMPLE:
+        _NOTED_EXAMPLE = True
         print(f"note: no .env here, using {loaded.source}; copy .env.example to .env for real runs.",
               file=sys.stderr)
     return loaded
@@ -82,45 +87,29 @@ def confirm(c: Any, question: str, *, yes: bool) -> None:
         raise Exit("cancelled; nothing was changed.", code=1)
 
 
-def apply_steps(c: Any, s: Settings, steps: list[Any]) -> Any:
-    """Create what is missing among steps, in parallel, and print a one-line summary."""
+def apply_steps(c: Any, s: Settings, steps: list[Any], *, title: str = "create") -> Any:
+    """Create what is missing among steps, in parallel, with the live board."""
     from . import graph
 
     r = runner(c, s)
-    report = graph.apply(r, steps, listener=_progress_listener(r))
-    _summary(r, report)
-    return report
+    if r.dry:
+        return graph.apply(r, steps)
+    from .board import Board
+
+    with Board(steps, title=f"{title} {s.CLUSTER_NAME}") as board:
+        return graph.apply(r, steps, listener=board.listener)
 
 
-def destroy_steps(c: Any, s: Settings, steps: list[Any], *, delete_data: bool = False) -> Any:
+def destroy_steps(c: Any, s: Settings, steps: list[Any], *, delete_data: bool = False, title: str = "delete") -> Any:
     from . import graph
 
     r = runner(c, s)
-    report = graph.destroy(r, steps, delete_data=delete_data, listener=_progress_listener(r))
-    _summary(r, report)
-    return report
-
-
-def _progress_listener(r: Any) -> Callable[[Any, str, float], None] | None:
     if r.dry:
-        return None
+        return graph.destroy(r, steps, delete_data=delete_data)
+    from .board import Board
 
-    def listen(step: Any, state: str, seconds: float) -> None:
-        if state == "running":
-            return
-        mark = {"failed": "✗", "kept": "·", "exists": "·", "absent": "·", "with-parent": "·"}.get(state, "✓")
-        r.say(f"{mark} {step.title}: {state} ({seconds:.1f} s)", err=True)
-
-    return listen
-
-
-def _summary(r: Any, report: Any) -> None:
-    if r.dry:
-        return
-    counts: dict[str, int] = {}
-    for outcome in report.outcomes:
-        counts[outcome.outcome] = counts.get(outcome.outcome, 0) + 1
-    r.say("done: " + ", ".join(f"{n} {k}" for k, n in counts.items()), err=True)
+    with Board(steps, title=f"{title} {s.CLUSTER_NAME}") as board:
+        return graph.destroy(r, steps, delete_data=delete_data, listener=board.listener)
 
 
 def status_rows(c: Any, s: Settings, steps: list[Any]) -> list[tuple[str, str]]:
