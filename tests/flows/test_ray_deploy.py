@@ -1,0 +1,231 @@
+"""ray.deploy / status / delete / render on the fake cloud: the helm argv, the wait loop, the GPU check.
+
+The network and a Standard B200 cluster with a 2-node GPU pool are made once per module; each test starts
+from a copy of that state, with the storage layer's Secret and Lustre claim seeded (or not) in the cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from support.fake import FAKE_BIN, REPO, TEST_HF_TOKEN, TEST_WANDB_KEY, FakeCloud
+
+CONTEXT = "gke_my-nemo-project_us-central1_nemo-rl"
+STORE = f"k8s:{CONTEXT}"
+STORAGE_OBJECTS = """
+apiVersion: v1
+kind: Secret
+metadata: {name: nemo-rl-secrets, namespace: default}
+type: Opaque
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: lustre-pvc, namespace: default}
+spec: {volumeName: lustre-pv, accessModes: [ReadWriteMany], resources: {requests: {storage: 18000Gi}}}
+"""
+
+
+@pytest.fixture(scope="module")
+def base_state(tmp_path_factory) -> Path:
+    cloud = FakeCloud(tmp_path_factory.mktemp("ray-base"))
+    cloud.write_env()
+    done = cloud.invoke("net.create", "cluster.create")  # .env.example: b200, standard, GPU_NODES=2
+    assert done.code == 0, done.output
+    return cloud.state_dir
+
+
+def _kubectl(fake: FakeCloud, *argv: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(FAKE_BIN / "kubectl"), f"--context={CONTEXT}", *argv], input=stdin,
+                          env=fake.process_env(), capture_output=True, text=True, check=False)
+
+
+def _cloud(tmp_path: Path, base_state: Path, *, storage: bool = True) -> FakeCloud:
+    fake = FakeCloud(tmp_path)
+    fake.write_env()
+    shutil.copytree(base_state, fake.state_dir)
+    if storage:
+        done = _kubectl(fake, "apply", "--filename=-", stdin=STORAGE_OBJECTS)
+        assert done.returncode == 0, done.stderr
+    return fake
+
+
+@pytest.fixture
+def cloud(tmp_path, base_state) -> FakeCloud:
+    return _cloud(tmp_path, base_state)
+
+
+def _helm_calls(fake: FakeCloud, verb: str) -> list[list[str]]:
+    return [c["argv"] for c in fake.calls() if c["tool"] == "helm" and c["argv"][:1] == [verb]]
+
+
+def _pods(fake: FakeCloud) -> dict[str, dict]:
+    return {k: v for k, v in fake.resources().get(STORE, {}).items() if k.startswith("Pod/")}
+
+
+def test_ray_deploy_runs_helm_upgrade_install_with_context_and_values_on_stdin(cloud):
+    done = cloud.invoke("ray.deploy")
+    assert done.code == 0, done.output
+    (argv,) = _helm_calls(cloud, "upgrade")
+    assert argv[:3] == ["upgrade", "--install", "nemo-rl"]
+    assert Path(argv[3]).name == "ray-cluster"
+    assert f"--kube-context={CONTEXT}" in argv and "--namespace=default" in argv and "--values=-" in argv
+    assert not any(a.startswith("--set") for a in argv)
+
+
+def test_ray_deploy_installs_gpu_nodes_workers_from_settings(cloud):
+    assert cloud.invoke("ray.deploy").code == 0
+    (release,) = cloud.resources()[f"helm:{CONTEXT}"].values()
+    assert release["values"]["worker"]["replicas"] == 2
+    assert release["values"]["worker"]["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-b200"}
+    workers = [p for p in _pods(cloud).values() if p["metadata"]["labels"]["ray.io/node-type"] == "worker"]
+    assert len(workers) == 2
+
+
+def test_ray_deploy_reports_the_gpus_ray_sees(cloud):
+    done = cloud.invoke("ray.deploy")
+    assert done.code == 0, done.output
+    assert "Ray sees 16 GPUs" in done.stderr
+
+
+def test_ray_deploy_twice_upgrades_the_same_release(cloud):
+    assert cloud.invoke("ray.deploy").code == 0
+    pods = set(_pods(cloud))
+    again = cloud.invoke("ray.deploy")
+    assert again.code == 0, again.output
+    (release,) = cloud.resources()[f"helm:{CONTEXT}"].values()
+    assert release["version"] == 2
+    assert set(_pods(cloud)) == pods
+
+
+def test_ray_deploy_polls_until_every_pod_is_ready(cloud):
+    # Pods become Ready after 600 s × 0.002 = 1.2 s; the loop must keep asking, then succeed.
+    done = cloud.invoke("ray.deploy", FAKECLOUD_TIME_SCALE="0.002", NRG_POLL_SECONDS="0.2")
+    assert done.code == 0, done.output
+    gets = [c for c in cloud.calls() if c["tool"] == "kubectl" and "get" in c["argv"] and "pods" in c["argv"]]
+    assert len(gets) >= 2
+    assert "head starting, 0/2 GPU workers Ready" in done.stderr
+    assert "head Ready, 2/2 GPU workers Ready" in done.stderr
+
+
+def test_ray_deploy_fails_clearly_when_the_pool_is_smaller_than_gpu_nodes(cloud):
+    done = cloud.invoke("ray.deploy", "--nodes=3", "--timeout=0")
+    assert done.code == 1
+    assert "Ray sees 16 of the 24 GPUs wanted (GPU_NODES=3 × 8); 2 of 3 GPU workers are Ready." in done.stderr
+    assert "didn't have free nvidia.com/gpu" in done.stderr
+    assert "has 2 node(s) but GPU_NODES=3" in done.stderr
+    assert "Traceback" not in done.output
+
+
+def test_ray_deploy_gpu_check_fails_when_ray_counts_fewer_gpus_than_ready_pods(cloud):
+    assert cloud.invoke("ray.deploy").code == 0
+    state_file = cloud.state_dir / "resources.json"
+    state = json.loads(state_file.read_text())
+    worker = next(k for k in state[STORE] if k.startswith("Pod/") and "-worker-" in k)
+    state[STORE][worker]["_ray_gpus"] = 0  # the pod is Ready, but its raylet registered no GPU
+    state_file.write_text(json.dumps(state))
+    done = cloud.invoke("ray.deploy", NRG_POLL_SECONDS="0.01")
+    assert done.code == 1
+    assert "Ray sees 8 of the 16 GPUs wanted" in done.stderr
+    assert "every worker pod is Ready but Ray counts fewer GPUs" in done.stderr
+
+
+def test_ray_deploy_names_the_missing_secret(tmp_path, base_state):
+    fake = _cloud(tmp_path, base_state, storage=False)
+    _kubectl(fake, "apply", "--filename=-", stdin=STORAGE_OBJECTS.split("---")[1])  # the claim only
+    done = fake.invoke("ray.deploy", "--timeout=0")
+    assert done.code == 1
+    assert 'CreateContainerConfigError: secret "nemo-rl-secrets" not found' in done.stderr
+    assert "invoke storage.create" in done.stderr
+
+
+def test_ray_deploy_rejects_an_oversized_head_before_any_call(cloud):
+    seen = len(cloud.calls())
+    done = cloud.invoke("ray.deploy", "--head-cpu=64")
+    assert done.code == 2
+    assert "--head-cpu" in done.stderr
+    assert cloud.calls()[seen:] == []
+
+
+def test_ray_deploy_output_never_shows_a_secret(cloud):
+    done = cloud.invoke("ray.deploy")
+    assert TEST_HF_TOKEN not in done.output and TEST_WANDB_KEY not in done.output
+
+
+def test_ray_dry_deploy_prints_helm_upgrade_install_and_runs_nothing(cloud):
+    seen = len(cloud.calls())
+    done = cloud.invoke("--dry", "ray.deploy")
+    assert done.code == 0, done.output
+    lines = [line for line in done.stdout.splitlines() if line.startswith("$ ")]
+    helm = [line for line in lines if line.startswith("$ helm upgrade --install nemo-rl ")]
+    assert len(helm) == 1 and "--values=-" in helm[0]
+    assert cloud.calls()[seen:] == []
+
+
+def test_ray_status_lists_pods_and_gpus(cloud):
+    assert cloud.invoke("ray.deploy").code == 0
+    done = cloud.invoke("ray.status")
+    assert done.code == 0, done.output
+    assert "Ray sees 16 of 16 GPUs" in done.stdout
+    assert "nemo-rl-head-" in done.stdout
+
+
+def test_ray_status_says_when_nothing_is_deployed(cloud):
+    done = cloud.invoke("ray.status")
+    assert done.code == 0, done.output
+    assert "not deployed" in done.stdout
+
+
+def test_ray_delete_uninstalls_the_release_and_its_pods(cloud):
+    assert cloud.invoke("ray.deploy").code == 0
+    done = cloud.invoke("ray.delete", "--yes")
+    assert done.code == 0, done.output
+    (argv,) = _helm_calls(cloud, "uninstall")
+    assert argv[:2] == ["uninstall", "nemo-rl"] and f"--kube-context={CONTEXT}" in argv
+    assert _pods(cloud) == {} and not cloud.resources().get(f"helm:{CONTEXT}")
+
+
+def test_ray_delete_without_terminal_or_yes_refuses(cloud):
+    done = cloud.invoke("ray.delete")
+    assert done.code == 2
+    assert _helm_calls(cloud, "uninstall") == []
+
+
+def _real_helm_path() -> str | None:
+    tools = REPO / ".tools" / "bin"
+    return str(tools) if (tools / "helm").is_file() else (None if shutil.which("helm") is None else "")
+
+
+@pytest.mark.parametrize(("env", "expected"), [
+    ({"GPU_TYPE": "h200"}, ["cloud.google.com/gke-accelerator: nvidia-h200-141gb", "tuner_config_a3u.txtpb",
+                            "networking.gke.io/interfaces: |",
+                            '{"interfaceName":"eth9","network":"rdma-7"}']),
+    ({"GPU_NODES": "4"}, ["      replicas: 4\n"]),
+    ({"GPU_NODES": "1"}, ["      replicas: 1\n"]),
+])
+def test_ray_render_prints_the_manifests_for_the_settings(cloud, env, expected):
+    extra = _real_helm_path()
+    if extra is None:
+        pytest.skip("needs a real helm: `python scripts/fetch_helm.py`")
+    path = cloud.process_env()["PATH"] + (f":{extra}" if extra else "")
+    done = cloud.invoke("ray.render", PATH=path, **env)
+    assert done.code == 0, done.output
+    for text in expected:
+        assert text in done.stdout
+    assert not done.stdout.startswith("$ ")
+
+
+def test_ray_dry_render_prints_the_helm_template_command(cloud):
+    done = cloud.invoke("--dry", "ray.render")
+    assert done.code == 0, done.output
+    assert done.stdout.startswith("$ helm template nemo-rl ")
+
+
+def test_ray_render_values_prints_the_generated_values(cloud):
+    done = cloud.invoke("ray.render", "--values", "--nodes=3")
+    assert done.code == 0, done.output
+    assert "replicas: 3" in done.stdout and "secretName: nemo-rl-secrets" in done.stdout
