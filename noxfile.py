@@ -47,8 +47,7 @@ def _helm_env(session: nox.Session) -> dict[str, str]:
 
 
 def _install(session: nox.Session, extras: str) -> None:
-    session.run_install("uv", "pip", "install", "--quiet", "-e", f".[{extras}]", external=True,
-                        env={"VIRTUAL_ENV": session.virtualenv.location})
+    session.install("--quiet", "-e", f".[{extras}]")
 
 
 def _pytest_impl(session: nox.Session, *paths: str, env: dict[str, str] | None = None) -> None:
@@ -60,8 +59,7 @@ def _pytest_impl(session: nox.Session, *paths: str, env: dict[str, str] | None =
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff on the Python, yamllint on the manifests and jobs."""
-    session.run_install("uv", "pip", "install", "--quiet", "ruff>=0.6", "yamllint>=1.35", external=True,
-                        env={"VIRTUAL_ENV": session.virtualenv.location})
+    session.install("--quiet", "ruff>=0.6", "yamllint>=1.35")
     session.run("ruff", "check", ".")
     session.run("yamllint", "--strict", "-c", ".yamllint.yaml", ".")
 
@@ -69,8 +67,8 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Unit tests, fake-cloud flows and the reliability suite."""
-    _pytest_impl(session, "tests", "--ignore=tests/manifests", "--ignore=tests/gcloud", "--ignore=tests/k3s",
-                 env=_helm_env(session))
+    _pytest_impl(session, "-n", "auto", "tests", "--ignore=tests/manifests", "--ignore=tests/gcloud",
+                 "--ignore=tests/k3s", env=_helm_env(session))
 
 
 @nox.session
