@@ -1,0 +1,291 @@
+"""job.* on the fake cloud: the submitted script runs locally against a pod root, with a NeMo RL stand-in
+(tests/fakecloud/pod/bin/uv) that records its argv, prints NeMo RL-shaped steps and writes checkpoints.
+
+The cluster context, our Secret (planted HF/W&B values) and Running Ray pods are seeded straight into the
+fake cloud: these tests are about jobs, not about bringing a cluster up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from support.fake import FAKE_BIN, REPO, TEST_HF_TOKEN, TEST_WANDB_KEY, FakeCloud
+
+PROJECT = "my-nemo-project"
+CONTEXT = f"gke_{PROJECT}_us-central1_nemo-rl"
+HEAD = "nemo-rl-head-abcde"
+FAST = ["--set", "grpo.max_num_steps=4", "--set", "checkpointing.save_period=2", "--set", "grpo.val_period=2"]
+
+
+# ---- set-up and helpers ------------------------------------------------------------------------------
+def kubectl(fake: FakeCloud, *argv: str, input: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(FAKE_BIN / "kubectl"), f"--context={CONTEXT}", *argv], env=fake.process_env(),
+                          capture_output=True, text=True, input=input, check=False)
+
+
+def _pod(name: str, node_type: str, container: str, gpus: int) -> dict:
+    spec = {"name": container, "resources": {"limits": {"nvidia.com/gpu": str(gpus)} if gpus else {}},
+            "envFrom": [{"secretRef": {"name": "nemo-rl-secrets"}}],
+            "env": [{"name": "HF_HOME", "value": "/data/hf-home"}]}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default",
+                         "labels": {"ray.io/cluster": "nemo-rl", "ray.io/node-type": node_type}},
+            "spec": {"containers": [spec]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def seed_cluster(fake: FakeCloud, *, workers: int = 2, head: bool = True) -> None:
+    from fakecloud.core import State
+
+    State(fake.state_dir).put("kubecontext", CONTEXT, {"name": CONTEXT, "autopilot": False,
+                                                        "cluster": f"{PROJECT}/us-central1/nemo-rl"})
+    objects = [{"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "nemo-rl-secrets", "namespace": "default"},
+                "stringData": {"HF_TOKEN": TEST_HF_TOKEN, "WANDB_API_KEY": TEST_WANDB_KEY}}]
+    objects += [_pod(HEAD, "head", "ray-head", 0)] if head else []
+    objects += [_pod(f"nemo-rl-workers-worker-{i}", "worker", "ray-worker", 8) for i in range(workers)]
+    done = kubectl(fake, "apply", "--filename=-", input="\n---\n".join(json.dumps(o) for o in objects))
+    assert done.returncode == 0, done.stderr
+
+
+def pod_root(fake: FakeCloud) -> Path:
+    return fake.state_dir / "podfs" / CONTEXT
+
+
+def run_dir(fake: FakeCloud, run_id: str) -> Path:
+    return pod_root(fake) / "data" / "runs" / run_id
+
+
+def standin_calls(fake: FakeCloud) -> list[dict]:
+    log = pod_root(fake) / "var" / "log" / "standin-argv.jsonl"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def wait_for(check, what: str, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.05)
+
+
+def live_members(pgid: int) -> list[int]:
+    """Processes of the group that are not zombies (an orphan's zombie waits for whoever reaps it)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(stat.parent.name))
+    return members
+
+
+def state_of(fake: FakeCloud, run_id: str) -> str:
+    done = fake.invoke("job.status", f"--id={run_id}")
+    assert done.code == 0, done.output
+    return done.stdout.splitlines()[0].split(": ", 1)[1]
+
+
+def finished(fake: FakeCloud, run_id: str) -> bool:
+    return (run_dir(fake, run_id) / "exit_code").exists()
+
+
+@pytest.fixture
+def cloud(fake):
+    seed_cluster(fake)
+    yield fake
+    # Stop whatever a test left running: only the launchers these tests started, by their process group.
+    for pid_file in (pod_root(fake) / "data" / "runs").glob("*/pid"):
+        try:
+            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+        except (ProcessLookupError, ValueError, PermissionError):
+            pass
+
+
+# ---- the issue's "done when" ---------------------------------------------------------------------------
+def test_job_flow_dry_submit_prints_exec_and_the_script_without_secrets(cloud):
+    before = len(cloud.calls())
+    done = cloud.invoke("--dry", "job.submit", "gemma3-gsm8k")
+    assert done.code == 0, done.output
+    assert done.stdout.startswith(f"$ kubectl --context={CONTEXT} exec -i ")
+    assert "-- bash <<'EOF'\n" in done.stdout and "set -euo pipefail" in done.stdout
+    assert "git pull" not in done.stdout and "set -x" not in done.stdout
+    assert TEST_HF_TOKEN not in done.output and TEST_WANDB_KEY not in done.output
+    assert len(cloud.calls()) == before
+
+
+@pytest.mark.parametrize("dry", [["--dry"], []], ids=["dry", "real"])
+def test_job_flow_three_nodes_on_two_workers_refused_before_any_command(cloud, dry):
+    before = len(cloud.calls())
+    done = cloud.invoke(*dry, "job.submit", "gemma3-gsm8k", "--set", "cluster.num_nodes=3", GPU_NODES="2")
+    assert done.code == 2
+    assert "cluster.num_nodes=3 but the Ray cluster has GPU_NODES=2" in done.stderr
+    assert len(cloud.calls()) == before and "$ " not in done.stdout
+
+
+def test_job_flow_job_outlives_its_client_then_stops(cloud, tmp_path):
+    """submit --follow, kill the client mid-run: still running; job.stop: stopped; checkpoints, metrics, PNG."""
+    argv = [sys.executable, "-m", "invoke", "--search-root", str(REPO), "job.submit", "gemma3-gsm8k",
+            "--id=long", "--follow", "--set", "grpo.max_num_steps=1000", "--set", "checkpointing.save_period=2",
+            "--set", "grpo.val_period=2"]
+    client = subprocess.Popen(argv, cwd=cloud.workdir, env=cloud.process_env(NRG_STANDIN_STEP_SECONDS="0.2"),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    log = run_dir(cloud, "long") / "driver.log"
+    wait_for(lambda: log.exists() and "Step 3/1000" in log.read_text(), "step 3 in the driver log")
+    os.killpg(client.pid, signal.SIGKILL)  # the laptop drops: invoke, kubectl exec and its shell all die
+    client.wait()
+    assert state_of(cloud, "long") == "running"
+    seen = log.read_text().count("Total step time")
+    wait_for(lambda: log.read_text().count("Total step time") > seen + 1, "steps after the client died")
+    assert state_of(cloud, "long") == "running"
+
+    stopped = cloud.invoke("job.stop", "--id=long")
+    assert stopped.code == 0, stopped.output
+    assert "is gone" in stopped.stdout
+    assert state_of(cloud, "long") == "stopped"
+
+    ckpts = cloud.invoke("job.checkpoints", "--id=long")
+    assert ckpts.code == 0, ckpts.output
+    assert "step_2" in ckpts.stdout and "0.2600" in ckpts.stdout  # val:accuracy from training_info.json
+    png = tmp_path / "long.png"
+    metrics = cloud.invoke("job.metrics", "--id=long", f"--plot={png}")
+    assert metrics.code == 0, metrics.output
+    assert "avg reward" in metrics.stdout and png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_job_flow_stop_kills_the_whole_process_group(cloud):
+    done = cloud.invoke("job.submit", "gemma3-gsm8k", "--id=grp", "--set", "grpo.max_num_steps=1000",
+                        NRG_STANDIN_STEP_SECONDS="0.2")
+    assert done.code == 0, done.output
+    wait_for(lambda: standin_calls(cloud), "the stand-in driver to start")
+    driver = standin_calls(cloud)[-1]
+    assert driver["pgid"] == driver["sid"] == int((run_dir(cloud, "grp") / "pid").read_text())
+    assert live_members(driver["pgid"]) != []
+    assert cloud.invoke("job.stop", "--id=grp").code == 0
+    assert live_members(driver["pgid"]) == []
+
+
+# ---- each state told apart ---------------------------------------------------------------------------
+def test_job_flow_run_to_the_end_succeeds(cloud):
+    assert cloud.invoke("job.submit", "qwen2.5-1.5b-gsm8k", "--id=ok", *FAST).code == 0
+    wait_for(lambda: finished(cloud, "ok"), "the run to finish")
+    assert state_of(cloud, "ok") == "succeeded"
+
+
+def test_job_flow_driver_failure_is_failed_with_its_exit_code(cloud):
+    done = cloud.invoke("job.submit", "qwen2.5-1.5b-gsm8k", "--id=bad", *FAST, NRG_STANDIN_FAIL_AT_STEP="2")
+    assert done.code == 0, done.output
+    wait_for(lambda: finished(cloud, "bad"), "the run to fail")
+    assert state_of(cloud, "bad") == "failed (exit code 1)"
+
+
+def test_job_flow_driver_gone_without_exit_code_is_lost(cloud):
+    done = cloud.invoke("job.submit", "qwen2.5-1.5b-gsm8k", "--id=gone", "--set", "grpo.max_num_steps=1000",
+                        NRG_STANDIN_STEP_SECONDS="0.2")
+    assert done.code == 0, done.output
+    pgid = int((run_dir(cloud, "gone") / "pid").read_text())
+    os.killpg(pgid, signal.SIGKILL)  # the head pod restarted, say: nobody wrote an exit code
+    wait_for(lambda: state_of(cloud, "gone") != "running", "the group to vanish", timeout=30)
+    assert state_of(cloud, "gone") == "lost"
+
+
+def test_job_flow_list_shows_every_run(cloud):
+    for run_id in ("a1", "a2"):
+        assert cloud.invoke("job.submit", "qwen2.5-1.5b-gsm8k", f"--id={run_id}", *FAST).code == 0
+    wait_for(lambda: finished(cloud, "a1") and finished(cloud, "a2"), "both runs")
+    done = cloud.invoke("job.list")
+    assert done.code == 0 and "a1" in done.stdout and "a2" in done.stdout and "succeeded" in done.stdout
+
+
+# ---- overrides, secrets, data, resume --------------------------------------------------------------------
+NASTY = ["+extra.quoted='it''s \"quoted\"'", "+extra.spaces=a b   c", "+extra.subst=$(touch /tmp/nrg-pwned)",
+         "+extra.semi=x; rm -rf /", "+extra.tick=`id`", "++extra.all=$HOME ${PATH} \\n \\ ' \" ; | & > <"]
+
+
+def test_job_flow_overrides_reach_the_driver_byte_for_byte(cloud):
+    sets = [arg for text in NASTY for arg in ("--set", text)]
+    done = cloud.invoke("job.submit", "qwen2.5-1.5b-gsm8k", "--id=nasty", *sets, *FAST)
+    assert done.code == 0, done.output
+    wait_for(lambda: standin_calls(cloud), "the stand-in driver")
+    argv = standin_calls(cloud)[-1]["argv"]
+    assert [a for a in argv if a.startswith(("+extra.", "++extra."))] == NASTY
+    written = (run_dir(cloud, "nasty") / "overrides").read_text().splitlines()
+    assert written[-len(NASTY) - 1:-1] == NASTY  # the last line is logger.wandb_enabled, decided in the pod
+    assert not Path("/tmp/nrg-pwned").exists()
+
+
+def test_job_flow_planted_secrets_appear_nowhere(cloud):
+    outputs = [cloud.invoke("--dry", "job.submit", "gemma3-gsm8k").output,
+               cloud.invoke("job.submit", "qwen2.5-1.5b-gsm8k", "--id=sec", *FAST).output]
+    wait_for(lambda: finished(cloud, "sec"), "the run to finish")
+    for task in ("job.status", "job.logs", "job.checkpoints", "job.metrics", "job.list"):
+        outputs.append(cloud.invoke(task).output)
+    files = [p for p in run_dir(cloud, "sec").rglob("*") if p.is_file()]
+    files += list((pod_root(cloud) / "var" / "log").glob("*")) + [cloud.state_dir / "calls.jsonl"]
+    texts = outputs + [p.read_text(errors="replace") for p in files]
+    leaks = [t[:80] for t in texts if TEST_HF_TOKEN in t or TEST_WANDB_KEY in t]
+    assert (leaks, len(files) > 5) == ([], True)
+
+
+def test_job_flow_driver_environment_is_small_but_has_the_secrets_names(cloud):
+    assert cloud.invoke("job.submit", "qwen2.5-1.5b-gsm8k", "--id=env", *FAST).code == 0
+    wait_for(lambda: standin_calls(cloud), "the stand-in driver")
+    names = set(standin_calls(cloud)[-1]["env_names"])
+    assert {"HF_TOKEN", "WANDB_API_KEY", "HF_HOME", "RAY_ADDRESS"} <= names
+    assert not {n for n in names if n.startswith("KUBERNETES_") or "_SERVICE_" in n or n == "RAY_HEAD_PORT"}
+
+
+def test_job_flow_wandb_follows_the_pod_secret(cloud):
+    assert cloud.invoke("job.submit", "qwen2.5-1.5b-gsm8k", "--id=wb", *FAST).code == 0
+    wait_for(lambda: standin_calls(cloud), "the stand-in driver")
+    assert standin_calls(cloud)[-1]["argv"][-1] == "logger.wandb_enabled=True"
+
+
+def test_job_flow_gsm8k_prepared_once_with_final_answers(cloud):
+    for run_id in ("d1", "d2"):
+        assert cloud.invoke("job.submit", "qwen2.5-1.5b-gsm8k", f"--id={run_id}", *FAST).code == 0
+    rows = (pod_root(cloud) / "data" / "datasets" / "gsm8k" / "train.jsonl").read_text().splitlines()
+    assert [json.loads(r)["answer"] for r in rows][:2] == ["96", "3550"]
+    calls = (pod_root(cloud) / "var" / "log" / "datasets-calls.jsonl").read_text().splitlines()
+    assert [json.loads(c) for c in calls] == [{"path": "openai/gsm8k", "name": "main", "split": "train"},
+                                              {"path": "openai/gsm8k", "name": "main", "split": "test"}]
+    wait_for(lambda: finished(cloud, "d1"), "the run")
+    assert "Avg Reward: 0.0000" not in (run_dir(cloud, "d1") / "driver.log").read_text()
+
+
+def test_job_flow_resubmit_same_id_resumes_and_extends(cloud):
+    assert cloud.invoke("job.submit", "qwen2.5-1.5b-gsm8k", "--id=res", *FAST).code == 0
+    wait_for(lambda: finished(cloud, "res"), "the first attempt")
+    again = cloud.invoke("job.submit", "qwen2.5-1.5b-gsm8k", "--id=res", *FAST, "--set", "grpo.max_num_steps=6")
+    assert again.code == 0 and "resumed: yes" in again.stdout
+    wait_for(lambda: finished(cloud, "res"), "the second attempt")
+    first, second = standin_calls(cloud)
+    ckpt = [a for a in first["argv"] if a.startswith("checkpointing.checkpoint_dir=")]
+    assert ckpt == [a for a in second["argv"] if a.startswith("checkpointing.checkpoint_dir=")]
+    log = (run_dir(cloud, "res") / "driver.log").read_text()
+    assert "resuming at step 5" in log and log.count("Step 1/") == 1 and "Step 6/6" in log
+    assert sorted(p.name for p in (run_dir(cloud, "res") / "checkpoints").iterdir()) == [
+        "step_2", "step_4", "step_6"]
+
+
+def test_job_flow_resubmit_while_running_is_refused(cloud):
+    args = ("job.submit", "qwen2.5-1.5b-gsm8k", "--id=busy", "--set", "grpo.max_num_steps=1000")
+    assert cloud.invoke(*args, NRG_STANDIN_STEP_SECONDS="0.2").code == 0
+    again = cloud.invoke(*args)
+    assert again.code == 2 and "still running" in again.stderr
+
+
+def test_job_flow_no_head_pod_is_a_clear_error(fake):
+    seed_cluster(fake, head=False)
+    done = fake.invoke("job.submit", "qwen2.5-1.5b-gsm8k")
+    assert done.code == 1 and "no Ray head pod" in done.stderr and "invoke ray.deploy" in done.stderr
