@@ -289,3 +289,21 @@ def test_job_flow_no_head_pod_is_a_clear_error(fake):
     seed_cluster(fake, head=False)
     done = fake.invoke("job.submit", "qwen2.5-1.5b-gsm8k")
     assert done.code == 1 and "no Ray head pod" in done.stderr and "invoke ray.deploy" in done.stderr
+
+
+def test_job_flow_checkpoints_show_what_was_exported_to_the_bucket(cloud):
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    from support.gcs_emulator import running_emulator
+
+    assert cloud.invoke("job.submit", "qwen2.5-1.5b-gsm8k", "--id=exp", *FAST).code == 0
+    wait_for(lambda: finished(cloud, "exp"), "the run to finish")
+    with running_emulator() as emulator:
+        client = storage.Client(project=PROJECT, credentials=AnonymousCredentials(),
+                                client_options={"api_endpoint": emulator.host})
+        bucket = client.create_bucket("nemo-rl-my-nemo-project")
+        bucket.blob("runs/exp/checkpoints/step_2/training_info.json").upload_from_string("{}")
+        done = cloud.invoke("job.checkpoints", "--id=exp", STORAGE_EMULATOR_HOST=emulator.host)
+    assert done.code == 0, done.output
+    assert "gs://nemo-rl-my-nemo-project/runs/exp/" in done.stdout and "checkpoints step_2" in done.stdout
