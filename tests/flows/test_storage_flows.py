@@ -1,17 +1,21 @@
 """storage.create / status / export / delete on the fake cloud, the bucket on gcp-storage-emulator.
 
-The network and the cluster are made once per module (invoke net.create cluster.create) and each test
-starts from a copy of that state, with a fresh in-memory GCS emulator owned by the fake project's number.
+The network and the cluster are made once per module (invoke net.create cluster.create), and so is one
+`invoke storage.create` on top. Each test starts from a copy of one of those states (`cloud`: before
+storage, `made`: after it), fake cloud and emulator data alike, with its own emulator owned by the fake
+project's number.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+
 from support.fake import FAKE_BIN, TEST_HF_TOKEN, TEST_WANDB_KEY, FakeCloud
 from support.gcs_emulator import running_emulator
 
@@ -35,14 +39,40 @@ def base_state(tmp_path_factory) -> Path:
     return cloud.state_dir
 
 
-@pytest.fixture
-def cloud(tmp_path, base_state):
-    fake = FakeCloud(tmp_path)
+@contextlib.contextmanager
+def _cloud_from(root: Path, state: Path, gcs_data: Path | None):
+    fake = FakeCloud(root)
     fake.write_env()
-    shutil.copytree(base_state, fake.state_dir)
-    with running_emulator(_project_number()) as emulator:
+    shutil.copytree(state, fake.state_dir)
+    data = root / "gcs"
+    if gcs_data is not None:
+        shutil.copytree(gcs_data, data)
+    with running_emulator(_project_number(), str(data)) as emulator:
         fake.env["STORAGE_EMULATOR_HOST"] = emulator.host
         fake.emulator = emulator  # type: ignore[attr-defined]
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def made_state(tmp_path_factory, base_state) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("storage-made")
+    with _cloud_from(root, base_state, None) as fake:
+        done = fake.invoke("storage.create")
+        assert done.code == 0, done.output
+    return fake.state_dir, root / "gcs"
+
+
+@pytest.fixture
+def cloud(tmp_path, base_state):
+    """Network and cluster, no storage yet."""
+    with _cloud_from(tmp_path, base_state, None) as fake:
+        yield fake
+
+
+@pytest.fixture
+def made(tmp_path, made_state):
+    """After one `invoke storage.create`."""
+    with _cloud_from(tmp_path, *made_state) as fake:
         yield fake
 
 
@@ -70,35 +100,35 @@ def created(fake: FakeCloud) -> FakeCloud:
     return fake
 
 
-def test_storage_create_pv_carries_the_ip_from_describe(cloud):
-    created(cloud)
+def test_storage_create_pv_carries_the_ip_from_describe(made):
+    cloud = made
     described = json.loads(gcloud(cloud, "lustre", "instances", "describe", "nemo-lustre",
                                   "--location=us-central1-b", f"--project={PROJECT}", "--format=json").stdout)
     pv = k8s(cloud, "PersistentVolume//lustre-pv")
     assert pv["spec"]["csi"]["volumeAttributes"]["ip"] == described["mountPoint"].split("@")[0]
 
 
-def test_storage_create_pv_has_instance_capacity_and_handle(cloud):
-    created(cloud)
+def test_storage_create_pv_has_instance_capacity_and_handle(made):
+    cloud = made
     spec = k8s(cloud, "PersistentVolume//lustre-pv")["spec"]
     assert (spec["capacity"]["storage"], spec["csi"]["volumeHandle"]) == ("18000Gi", LUSTRE_KEY)
 
 
-def test_storage_create_pvc_is_bound_to_the_pv(cloud):
-    created(cloud)
+def test_storage_create_pvc_is_bound_to_the_pv(made):
+    cloud = made
     assert k8s(cloud, "PersistentVolumeClaim/default/lustre-pvc")["spec"]["volumeName"] == "lustre-pv"
 
 
-def test_storage_create_makes_the_bucket_and_binding(cloud):
-    created(cloud)
+def test_storage_create_makes_the_bucket_and_binding(made):
+    cloud = made
     policy = bucket(cloud).get_iam_policy(requested_policy_version=3)
     member = (f"principal://iam.googleapis.com/projects/{_project_number()}/locations/global/"
               f"workloadIdentityPools/{PROJECT}.svc.id.goog/subject/ns/default/sa/generic-ksa")
     assert member in policy["roles/storage.objectUser"]
 
 
-def test_storage_create_twice_second_run_mutates_nothing(cloud):
-    created(cloud)
+def test_storage_create_twice_second_run_mutates_nothing(made):
+    cloud = made
     before = len(cloud.calls())
     policy = bucket(cloud).get_iam_policy(requested_policy_version=3).etag
     created(cloud)
@@ -133,36 +163,36 @@ def test_storage_create_adds_our_range_to_an_existing_peering(cloud):
     assert peering["reservedPeeringRanges"] == ["sql-range", "nemo-lustre-range"]
 
 
-def test_storage_delete_without_delete_data_keeps_lustre_and_bucket(cloud):
-    created(cloud)
+def test_storage_delete_without_delete_data_keeps_lustre_and_bucket(made):
+    cloud = made
     done = cloud.invoke("storage.delete", "--yes")
     assert done.code == 0, done.output
     assert LUSTRE_KEY in cloud.resources()["lustre"] and bucket(cloud) is not None
 
 
-def test_storage_delete_without_delete_data_says_why_lustre_stays(cloud):
-    created(cloud)
+def test_storage_delete_without_delete_data_says_why_lustre_stays(made):
+    cloud = made
     done = cloud.invoke("storage.delete", "--yes")
     assert "kept Lustre instance nemo-lustre" in done.stderr and "--delete-data" in done.stderr
 
 
-def test_storage_delete_without_delete_data_removes_pv_and_pvc(cloud):
-    created(cloud)
+def test_storage_delete_without_delete_data_removes_pv_and_pvc(made):
+    cloud = made
     cloud.invoke("storage.delete", "--yes")
     assert k8s(cloud, "PersistentVolume//lustre-pv") is None
     assert k8s(cloud, "PersistentVolumeClaim/default/lustre-pvc") is None
 
 
-def test_storage_delete_data_without_export_refuses_and_lists_the_loss(cloud):
-    created(cloud)
+def test_storage_delete_data_without_export_refuses_and_lists_the_loss(made):
+    cloud = made
     done = cloud.invoke("storage.delete", "--delete-data", "--yes")
     assert done.code == 1
     assert "Lustre instance nemo-lustre" in done.stderr and "invoke storage.export" in done.stderr
     assert LUSTRE_KEY in cloud.resources()["lustre"]
 
 
-def test_storage_delete_data_after_export_removes_everything(cloud):
-    created(cloud)
+def test_storage_delete_data_after_export_removes_everything(made):
+    cloud = made
     assert cloud.invoke("storage.export").code == 0
     done = cloud.invoke("storage.delete", "--delete-data", "--yes")
     assert done.code == 0, done.output
@@ -184,8 +214,8 @@ def test_storage_delete_data_keeps_another_services_peering_range(cloud):
     assert peering["reservedPeeringRanges"] == ["sql-range"]
 
 
-def test_storage_export_lists_the_runs_checkpoints(cloud):
-    created(cloud)
+def test_storage_export_lists_the_runs_checkpoints(made):
+    cloud = made
     step = cloud.state_dir / "lustre" / "nemo-lustre" / "runs" / "r1" / "step_10"
     step.mkdir(parents=True)
     (step / "config.yaml").write_text("grpo: {}\n")
@@ -200,15 +230,15 @@ def test_storage_export_bad_run_id_is_usage_error(cloud):
     assert cloud.invoke("storage.export", "--run=../x").code == 2
 
 
-def test_storage_status_shows_lustre_ip_and_pvc_phase(cloud):
-    created(cloud)
+def test_storage_status_shows_lustre_ip_and_pvc_phase(made):
+    cloud = made
     done = cloud.invoke("storage.status")
     assert done.code == 0, done.output
     assert "ACTIVE, 18000 GiB, IP 10.90.0.2" in done.stdout and "Bound" in done.stdout
 
 
-def test_storage_secret_is_updated_when_a_token_changes(cloud):
-    created(cloud)
+def test_storage_secret_is_updated_when_a_token_changes(made):
+    cloud = made
     cloud.write_env(HF_TOKEN="hf_ANOTHERsecretVALUE999")
     before = len(cloud.calls())
     created(cloud)

@@ -40,12 +40,15 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_emulator(project_number: str = DEFAULT_PROJECT_NUMBER) -> Iterator[Emulator]:
+def running_emulator(project_number: str = DEFAULT_PROJECT_NUMBER, data_dir: str | None = None
+                     ) -> Iterator[Emulator]:
+    """In memory, or on disk in data_dir (a copy of which a later emulator can start from)."""
     from gcp_storage_emulator.server import create_server
 
     logging.getLogger("gcp_storage_emulator").setLevel(logging.WARNING)
     port = _free_port()
-    server = create_server("127.0.0.1", port, in_memory=True, project_number=project_number)
+    server = create_server("127.0.0.1", port, in_memory=data_dir is None, data_dir=data_dir,
+                           project_number=project_number)
     server.start()
     try:
         yield Emulator(f"http://127.0.0.1:{port}", project_number, server)
