@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import shlex
 
-from support.fake import FakeCloud, read_env_example
-
 from nemo_rl_gke import lustre
 from nemo_rl_gke.settings import Settings, coerce, validate
+from support.fake import FakeCloud, read_env_example
 
 
 def dry_gcloud_lines(tmp_path, *args: str) -> list[list[str]]:
