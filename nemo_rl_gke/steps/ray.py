@@ -19,7 +19,8 @@ RELEASE = "ray.release"
 # Created by the storage layer; deps outside a selection are ignored by the graph.
 STORAGE_DEPS = ("storage.pvc", "storage.secret", "storage.ksa")
 READY_TIMEOUT_SECONDS = 1800  # image pull of a 20+ GB image on fresh GPU nodes, with margin
-GPU_CHECK_SECONDS = 120  # Ready pods register with the head within seconds; give Ray some slack
+# Ready pods register with the head within seconds; Ray gets this many poll intervals (2 min by default).
+GPU_CHECK_POLLS = 12
 
 # Runs in the head pod: Ray's view of the cluster, as one JSON line.
 GPU_QUERY = ("import json, ray; ray.init(address='auto', logging_level='ERROR'); "
@@ -200,8 +201,7 @@ def wait_ready(r: Runner, s: Settings, *, timeout: float = READY_TIMEOUT_SECONDS
     return last["states"]
 
 
-def verify_gpus(r: Runner, s: Settings, states: list[PodState], *,
-                timeout: float = GPU_CHECK_SECONDS) -> float:
+def verify_gpus(r: Runner, s: Settings, states: list[PodState], *, timeout: float | None = None) -> float:
     """Ray must see GPU_NODES × 8 GPUs; otherwise raise RayNotReady saying why."""
     wanted = raychart.expected_gpus(s)
     seen: dict[str, float | None] = {"gpus": None}
@@ -210,6 +210,7 @@ def verify_gpus(r: Runner, s: Settings, states: list[PodState], *,
         seen["gpus"] = query_gpus(r, s, states)
         return seen["gpus"] is not None and seen["gpus"] >= wanted
 
+    timeout = GPU_CHECK_POLLS * r.poll_seconds if timeout is None else timeout
     if all_ready(states, s.GPU_NODES) and r.poll(f"Ray reports {wanted} GPUs", enough, timeout=timeout):
         return float(seen["gpus"] or 0)
     if seen["gpus"] is None:
