@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support.schemas import crd_path, validate_builtin, validate_crd
 
 from nemo_rl_gke import raychart, render
 from nemo_rl_gke import settings as settings_module
+from support.schemas import crd_path, validate_builtin, validate_crd
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "manifests" / "ray-cluster"

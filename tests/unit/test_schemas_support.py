@@ -1,6 +1,7 @@
 """The strict schema helpers themselves: a schema check that never fails would prove nothing."""
 
 import pytest
+
 from support.schemas import SchemaError, crd_path, make_strict, validate_builtin, validate_crd
 
 
