@@ -1,0 +1,13 @@
+"""Counters the reliability suite reports at the end of the pytest run (see conftest.py)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+COUNTS: Counter[str] = Counter()
+SKIPPED_TASKS: set[str] = set()
+
+
+def add(what: str, n: int = 1) -> None:
+    """what: 'cases' (generated inputs checked), 'faults' (failures injected), 'files' (files scanned)."""
+    COUNTS[what] += n
