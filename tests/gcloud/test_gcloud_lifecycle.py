@@ -1,0 +1,74 @@
+"""Every gcloud line of the golden `--dry up` / `--dry down` transcripts (regenerated live), every
+existence-check argv of `all_steps` for b200/h200 × standard/autopilot, the leftover scan's lists and
+doctor's queries, parsed by the real gcloud: none may exit 2 (= our flags are wrong). Deduplicated."""
+
+from __future__ import annotations
+
+import io
+import shlex
+
+from support.fake import FakeCloud, read_env_example
+
+VARIANTS = [(gpu, mode) for gpu in ("b200", "h200") for mode in ("standard", "autopilot")]
+
+
+def _settings(**overrides: str):
+    from nemo_rl_gke.settings import Settings, coerce, validate
+
+    values = {k: v for k, v in read_env_example().items() if k in Settings.__dataclass_fields__}
+    return validate(Settings(**coerce({**values, **overrides})))
+
+
+def _gcloud_lines(text: str) -> list[list[str]]:
+    return [shlex.split(line[2:], comments=True) for line in text.splitlines() if line.startswith("$ gcloud ")]
+
+
+def _existence_queries(s) -> list[list[str]]:
+    """The argv every step's exists() asks, recorded by a runner that answers 'not found' without running."""
+    from nemo_rl_gke.runner import Result, Runner
+    from nemo_rl_gke.steps import all_steps
+
+    asked: list[list[str]] = []
+
+    class Recording(Runner):
+        def _execute(self, argv, *, stdin, retry, timeout):  # noqa: ANN001 - the Runner's own signature
+            asked.append(list(argv))
+            return Result(list(argv), 1, "", "ERROR: (gcloud) NOT_FOUND: was not found")
+
+    r = Recording(out=io.StringIO(), err=io.StringIO())
+    for step in all_steps(s):
+        if not step.always:
+            try:
+                step.exists(r)
+            except Exception:  # noqa: BLE001 - a check that needs a live answer still recorded its argv
+                pass
+    return [argv for argv in asked if argv and argv[0] == "gcloud"]
+
+
+def test_lifecycle_dry_transcripts_parse_in_real_gcloud(tmp_path, gcloud_parse):
+    commands = []
+    for gpu, mode in VARIANTS:
+        for task in (["up", f"--gpu={gpu}", f"--mode={mode}"], ["down", "--yes", "--delete-data"]):
+            fake = FakeCloud(tmp_path / f"{gpu}-{mode}-{task[0]}")
+            fake.workdir.mkdir(parents=True)
+            done = fake.invoke("--dry", *task, GPU_TYPE=gpu, CLUSTER_MODE=mode)
+            assert done.code == 0, done.output
+            commands += _gcloud_lines(done.stdout)
+    assert any("create-auto" in c for c in commands) and any("node-pools" in c for c in commands)
+    bad = {" ".join(argv): err for argv, (code, err) in gcloud_parse(commands).items() if code == 2}
+    assert not bad, bad
+
+
+def test_lifecycle_queries_parse_in_real_gcloud(gcloud_parse):
+    from nemo_rl_gke import doctor, leftovers
+
+    commands = []
+    for gpu, mode in VARIANTS:
+        for capacity in ({"SPOT": "true"}, {"SPOT": "false", "RESERVATION": "a4-reservation"}):
+            s = _settings(GPU_TYPE=gpu, CLUSTER_MODE=mode, **capacity)
+            commands += _existence_queries(s)
+            commands += [item.argv for item in leftovers.listings(s)]
+            commands += [argv for argv in doctor.queries(s) if argv[0] == "gcloud"]
+    assert any("describe" in c for c in commands)
+    bad = {" ".join(argv): err for argv, (code, err) in gcloud_parse(commands).items() if code == 2}
+    assert not bad, bad
