@@ -1,0 +1,168 @@
+"""Pure parts of the lifecycle: cost, doctor checks, the leftover filter, clean's keep rule, the board, and
+properties of the graph that stay true as layers add steps."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from nemo_rl_gke import clean, cost, doctor, graph, leftovers
+from nemo_rl_gke.board import Board
+from nemo_rl_gke.steps import LAYERS, all_steps
+from support.fake import read_env_example
+
+VARIANTS = [(gpu, mode) for gpu in ("b200", "h200") for mode in ("standard", "autopilot")]
+
+
+def settings(**overrides):
+    from nemo_rl_gke.settings import Settings, coerce, validate
+
+    values = {k: v for k, v in read_env_example().items() if k in Settings.__dataclass_fields__}
+    return validate(Settings(**coerce({**values, **overrides})))
+
+
+# ---- the graph -------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("gpu", "mode"), VARIANTS)
+def test_all_steps_every_name_is_in_a_known_layer(gpu, mode):
+    steps = all_steps(settings(GPU_TYPE=gpu, CLUSTER_MODE=mode))
+    assert [st.name for st in steps if st.layer not in LAYERS] == []
+
+
+@pytest.mark.parametrize(("gpu", "mode"), VARIANTS)
+def test_all_steps_deps_name_existing_steps(gpu, mode):
+    steps = all_steps(settings(GPU_TYPE=gpu, CLUSTER_MODE=mode))
+    names = {st.name for st in steps}
+    assert [(st.name, d) for st in steps for d in st.deps if d not in names] == []
+
+
+@pytest.mark.parametrize(("gpu", "mode"), VARIANTS)
+def test_all_steps_order_without_cycle(gpu, mode):
+    steps = all_steps(settings(GPU_TYPE=gpu, CLUSTER_MODE=mode))
+    assert len(graph.order(steps)) == len(steps)
+
+
+def test_all_steps_has_parallel_work_shorter_than_the_sequential_sum():
+    steps = all_steps(settings())
+    assert graph.critical_path_seconds(steps) < sum(st.create_seconds for st in steps)
+
+
+# ---- cost --------------------------------------------------------------------------------------------
+def test_cost_prices_file_states_date_and_sources():
+    prices = cost.load_prices()
+    assert prices["as_of"] and prices["sources"] and set(prices["machines"]) >= {"a4-highgpu-8g", "a3-ultragpu-8g"}
+
+
+def test_cost_gpu_line_scales_with_nodes():
+    two = {ln.attach: ln.hourly for ln in cost.estimate(settings(GPU_NODES="2")).lines}["gpu"]
+    four = {ln.attach: ln.hourly for ln in cost.estimate(settings(GPU_NODES="4")).lines}["gpu"]
+    assert four == pytest.approx(2 * two)
+
+
+def test_cost_spot_is_cheaper_than_on_demand():
+    spot = cost.estimate(settings(SPOT="true")).total
+    on_demand = cost.estimate(settings(SPOT="false")).total
+    assert spot < on_demand
+
+
+def test_cost_lustre_line_uses_the_throughput_tier():
+    prices = cost.load_prices()
+    line = next(ln for ln in cost.estimate(settings(LUSTRE_THROUGHPUT="1000")).lines if ln.attach == "lustre")
+    assert line.hourly == pytest.approx(18000 * prices["lustre_per_gib_hour"][1000])
+
+
+def test_cost_hourly_by_step_attaches_gpu_cost_to_the_gpu_pool_on_standard():
+    s = settings(CLUSTER_MODE="standard")
+    assert "cluster.gpu-pool" in cost.hourly_by_step(cost.estimate(s), all_steps(s))
+
+
+# ---- doctor ------------------------------------------------------------------------------------------
+def quotas(**metrics):
+    return json.dumps({"quotas": [{"metric": m, "limit": limit, "usage": 0} for m, limit in metrics.items()]})
+
+
+def test_doctor_quota_spot_uses_the_preemptible_metric():
+    check = doctor.check_quota(settings(SPOT="true"), quotas(PREEMPTIBLE_NVIDIA_B200_GPUS=8, NVIDIA_B200_GPUS=64))
+    assert (check.ok, "PREEMPTIBLE_NVIDIA_B200_GPUS" in check.detail) == (False, True)
+
+
+def test_doctor_quota_spot_without_preemptible_quota_falls_back_to_standard():
+    check = doctor.check_quota(settings(SPOT="true"), quotas(NVIDIA_B200_GPUS=16))
+    assert check.ok
+
+
+def test_doctor_quota_h200_on_demand_uses_the_h200_metric():
+    check = doctor.check_quota(settings(GPU_TYPE="h200", SPOT="false"), quotas(NVIDIA_H200_GPUS=15))
+    assert (check.ok, "NVIDIA_H200_GPUS: 15 free, up needs 16" in check.detail) == (False, True)
+
+
+def test_doctor_helm_older_than_3_14_fails():
+    assert not doctor.check_helm("v3.13.2+g1234").ok
+
+
+def test_doctor_apis_names_the_missing_ones_in_the_fix():
+    check = doctor.check_apis(settings(), "compute.googleapis.com\ncontainer.googleapis.com\n")
+    assert "gcloud services enable storage.googleapis.com lustre.googleapis.com" in check.fix
+
+
+def test_doctor_reservation_of_another_machine_type_fails():
+    body = json.dumps({"status": "READY", "specificReservation": {
+        "count": 4, "inUseCount": 0, "instanceProperties": {"machineType": "a3-ultragpu-8g"}}})
+    assert not doctor.check_reservation(settings(SPOT="false", RESERVATION="r1"), 0, body, "").ok
+
+
+def test_doctor_shared_reservation_is_described_in_its_own_project():
+    s = settings(SPOT="false", RESERVATION="projects/other-project/reservations/r1")
+    assert "--project=other-project" in doctor.reservation_describe(s)
+
+
+# ---- leftovers ---------------------------------------------------------------------------------------
+def test_leftovers_network_named_ours_without_marker_is_not_counted():
+    s = settings()
+    assert leftovers.ours("network", [{"name": "nemo-gvnic-net", "description": ""}], s) == []
+
+
+def test_leftovers_any_item_with_our_label_is_counted():
+    found = leftovers.ours("cluster", [{"name": "renamed", "resourceLabels": {"managed-by": "nemo-rl-gke"}}],
+                           settings())
+    assert [f.name for f in found] == ["renamed"]
+
+
+def test_leftovers_peering_using_our_range_is_counted():
+    s = settings()
+    items = [{"service": "services/servicenetworking.googleapis.com", "reservedPeeringRanges": ["nemo-lustre-range"]}]
+    assert [f.name for f in leftovers.ours("VPC peering", items, s)] == ["servicenetworking.googleapis.com"]
+
+
+def test_leftovers_kept_bucket_is_expected():
+    found = leftovers.Found("bucket", "nemo-rl-my-nemo-project", "name")
+    assert leftovers._expected(found, ["bucket gs://nemo-rl-my-nemo-project (us-central1)"])
+
+
+# ---- clean -------------------------------------------------------------------------------------------
+def test_clean_net_keeps_the_main_vpc_that_kept_lustre_needs():
+    steps = clean.layer_teardown_steps(all_steps(settings()), "net", delete_data=False)
+    assert {st.name for st in steps if st.holds_data} == {"net.network"}
+
+
+def test_clean_net_with_delete_data_keeps_nothing():
+    steps = clean.layer_teardown_steps(all_steps(settings()), "net", delete_data=True)
+    assert [st.name for st in steps if st.holds_data] == []
+
+
+# ---- board -------------------------------------------------------------------------------------------
+def test_board_prints_one_plain_line_per_finished_step_without_terminal():
+    steps = all_steps(settings())[:2]
+    out = io.StringIO()
+    with Board(steps, out=out, live=False) as board:
+        board.listener(steps[0], "running", 0.0)
+        board.listener(steps[0], "created", 1.25)
+    assert out.getvalue().splitlines()[0] == f"✓ {steps[0].title}: created (1.2 s)"
+
+
+def test_board_rows_show_every_step_with_its_state():
+    steps = all_steps(settings())
+    board = Board(steps, out=io.StringIO(), live=False)
+    board.listener(steps[0], "failed", 2.0)
+    assert [row[1] for row in board.rows()][:2] == ["✗ failed", "  waiting"]
