@@ -353,6 +353,7 @@ def _extra_status(c: Any, s: Any) -> None:
         module = importlib.import_module(f"nemo_rl_gke.{module_name}")
         helper = getattr(module, function, None)
         if helper is None:
+            print(f"{module_name}: for details run `invoke {module_name}.status`")
             continue
         try:
             for line in helper(c, s) or []:
