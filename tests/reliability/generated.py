@@ -13,6 +13,7 @@ import string
 from hypothesis import strategies as st
 
 from nemo_rl_gke import settings as S
+from support.fake import TEST_HF_TOKEN, TEST_WANDB_KEY, read_env_example
 
 LOWER = string.ascii_lowercase
 NAME_CHARS = LOWER + string.digits + "-"
@@ -44,6 +45,28 @@ def spoil(valid: st.SearchStrategy[str], extra: str = "") -> st.SearchStrategy[s
 
 def too_long(limit: int) -> st.SearchStrategy[str]:
     return st.builds(lambda head, n: head + "a" * n, st.sampled_from(LOWER), st.integers(limit, limit + 40))
+
+
+def base() -> S.Settings:
+    values = {k: v for k, v in read_env_example().items() if k in S.KEYS}
+    values.update(HF_TOKEN=TEST_HF_TOKEN, WANDB_API_KEY=TEST_WANDB_KEY)
+    return S.Settings(**S.coerce(values)).with_overrides()
+
+
+def commands(s: S.Settings) -> list[list[str]]:
+    """Every argv our steps and builders make from these settings (what reaches gcloud/kubectl/helm)."""
+    from nemo_rl_gke import gcloud, helm, kubectl, lustre, names
+
+    out = [gcloud.network_create(s, s.NETWORK, subnet_mode="auto"), gcloud.firewall_create(s),
+           gcloud.cluster_create(s), gcloud.get_credentials(s), gcloud.cluster_delete(s),
+           gcloud.subnet_create(s, names.gvnic_subnet(s), network=names.gvnic_network(s),
+                                ip_range=names.GVNIC_RANGE),
+           lustre.range_create(s), lustre.peering_connect(s), lustre.lustre_create(s), lustre.lustre_delete(s),
+           lustre.bucket_create_equivalent(s), lustre.binding_add_equivalent(s, "123456"),
+           kubectl.apply_stdin(s), helm.status(s)]
+    if not s.autopilot:
+        out.append(gcloud.node_pool_create(s))
+    return out
 
 
 region = st.builds(lambda a, b, n: f"{a}-{b}{n}", st.text(LOWER, min_size=2, max_size=8),
@@ -192,3 +215,25 @@ invalid_override = st.one_of(
     st.builds(lambda k, v: f"{k}=\n{v}", dotted_key, override_value),  # a second line
     st.builds(lambda k, v: f"{k}=\0{v}", dotted_key, override_value),
 )
+
+
+# Keys that can change together without making each other invalid (a region brings its own zone).
+INDEPENDENT = ("PROJECT_ID", "CONTROL_PLANE_LOCATION", "CLUSTER_NAME", "GPU_TYPE", "CLUSTER_MODE", "GKE_VERSION",
+               "GS_BUCKET", "GVNIC_NETWORK_PREFIX", "RDMA_NETWORK_PREFIX", "NETWORK", "RESERVATION", "GPU_NODES",
+               "LUSTRE_NAME", "LUSTRE_CAPACITY_GIB", "LUSTRE_THROUGHPUT", "KSA_NAME", "NAMESPACE")
+
+
+@st.composite
+def valid_settings(draw) -> S.Settings:
+    """Settings with several keys changed at once to generated valid values."""
+    keys = draw(st.lists(st.sampled_from(INDEPENDENT), min_size=3, max_size=8, unique=True))
+    overrides: dict[str, str] = {}
+    for key in keys:
+        overrides.update(draw(VALID[key]))
+    try:
+        return base().with_overrides(**overrides)
+    except S.ConfigError:
+        from hypothesis import assume
+
+        assume(False)
+        raise

@@ -9,35 +9,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nemo_rl_gke import jobspec
-from nemo_rl_gke.settings import KEYS, ConfigError, Settings, coerce
+from nemo_rl_gke.settings import KEYS, ConfigError
 from reliability import counts, generated
-from support.fake import TEST_HF_TOKEN, TEST_WANDB_KEY, read_env_example
 
 EXAMPLES = 25
 FAST = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                              HealthCheck.filter_too_much])
-
-
-def base() -> Settings:
-    values = {k: v for k, v in read_env_example().items() if k in KEYS}
-    values.update(HF_TOKEN=TEST_HF_TOKEN, WANDB_API_KEY=TEST_WANDB_KEY)
-    return Settings(**coerce(values)).with_overrides()
-
-
-def commands(s: Settings) -> list[list[str]]:
-    """Every argv our steps and builders make from these settings (what reaches gcloud/kubectl/helm)."""
-    from nemo_rl_gke import gcloud, helm, kubectl, lustre, names
-
-    out = [gcloud.network_create(s, s.NETWORK, subnet_mode="auto"), gcloud.firewall_create(s),
-           gcloud.cluster_create(s), gcloud.get_credentials(s), gcloud.cluster_delete(s),
-           gcloud.subnet_create(s, names.gvnic_subnet(s), network=names.gvnic_network(s),
-                                ip_range=names.GVNIC_RANGE),
-           lustre.range_create(s), lustre.peering_connect(s), lustre.lustre_create(s), lustre.lustre_delete(s),
-           lustre.bucket_create_equivalent(s), lustre.binding_add_equivalent(s, "123456"),
-           kubectl.apply_stdin(s), helm.status(s)]
-    if not s.autopilot:
-        out.append(gcloud.node_pool_create(s))
-    return out
 
 
 def test_generators_cover_every_settings_key():
@@ -51,7 +28,7 @@ def test_settings_invalid_value_raises_config_error_naming_the_key(key, data):
     overrides = data.draw(generated.INVALID[key])
     counts.add("cases")
     with pytest.raises(ConfigError) as caught:
-        base().with_overrides(**overrides)
+        generated.base().with_overrides(**overrides)
     assert caught.value.key == key, (overrides, str(caught.value))
 
 
@@ -61,8 +38,8 @@ def test_settings_invalid_value_raises_config_error_naming_the_key(key, data):
 def test_settings_valid_value_builds_commands_without_secrets(key, data):
     overrides = data.draw(generated.VALID[key])
     counts.add("cases")
-    s = base().with_overrides(**overrides)
-    argvs = commands(s)
+    s = generated.base().with_overrides(**overrides)
+    argvs = generated.commands(s)
     words = [w for argv in argvs for w in argv]
     assert all(isinstance(w, str) for w in words)
     assert not [w for w in words for secret in s.secrets if secret in w]

@@ -1,0 +1,56 @@
+"""Through the command line, a sample of generated invalid inputs: exit 2, the key in the message, no
+traceback, no external call at all (the fake cloud's calls log stays empty). Subprocesses are slow, so
+this is a small sample of what test_generated_inputs.py checks in process."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from reliability import counts, generated
+from support.fake import TEST_HF_TOKEN, TEST_WANDB_KEY, FakeCloud
+
+CLI = settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                     HealthCheck.filter_too_much])
+# One task per kind of caller: the lifecycle, a namespace create, a read-only status.
+TASKS = (["up", "--yes"], ["net.create"], ["storage.status"])
+# Values that an environment variable can carry (no NUL); the rest are covered in process.
+CLI_KEYS = ("PROJECT_ID", "CLUSTER_NAME", "GPU_TYPE", "GPU_NODES", "LUSTRE_CAPACITY_GIB", "SPOT", "HF_TOKEN",
+            "NEMO_RL_IMAGE", "NODE_LOCATION", "RDMA_NETWORK_PREFIX")
+
+
+@pytest.fixture(scope="module")
+def cli_cloud(tmp_path_factory) -> FakeCloud:
+    cloud = FakeCloud(tmp_path_factory.mktemp("cli"))
+    cloud.write_env()
+    return cloud
+
+
+def refused(cloud: FakeCloud, args: list[str], **env: str):
+    log = cloud.state_dir / "calls.jsonl"
+    log.unlink(missing_ok=True)
+    done = cloud.invoke(*args, **env)
+    return done, cloud.calls()
+
+
+@pytest.mark.parametrize("key", CLI_KEYS)
+@CLI
+@given(data=st.data())
+def test_cli_invalid_setting_exits_2_naming_the_key_before_any_call(cli_cloud, key, data):
+    overrides = data.draw(generated.INVALID[key].filter(lambda o: all("\0" not in v for v in o.values())))
+    task = data.draw(st.sampled_from(TASKS))
+    counts.add("cases")
+    done, calls = refused(cli_cloud, task, **overrides)
+    leaked = [v for v in (TEST_HF_TOKEN, TEST_WANDB_KEY, overrides.get("HF_TOKEN", "\0")) if v in done.output]
+    assert (done.code, key in done.stderr, "Traceback" in done.output, calls, leaked) == (2, True, False, [], []), (
+        overrides, done.output[-1500:])
+
+
+@CLI
+@given(text=generated.invalid_override.filter(lambda t: "\0" not in t))
+def test_cli_invalid_set_override_exits_2_naming_set_before_any_call(cli_cloud, text):
+    counts.add("cases")
+    done, calls = refused(cli_cloud, ["job.submit", "gemma3-gsm8k", f"--set={text}"])
+    assert (done.code, "--set" in done.stderr, "Traceback" in done.output, calls) == (2, True, False, []), (
+        text, done.output[-1500:])
