@@ -292,9 +292,10 @@ def validate(s: Settings) -> Settings:
     if s.LUSTRE_THROUGHPUT not in LUSTRE_THROUGHPUTS:
         raise ConfigError("LUSTRE_THROUGHPUT", s.LUSTRE_THROUGHPUT, "allowed values (MB/s per TiB): 125, 250, 500,"
                                                                     " 1000.")
-    if not 9000 <= s.LUSTRE_CAPACITY_GIB <= 7_632_000 or s.LUSTRE_CAPACITY_GIB % 9000:
+    # gcloud 528's own help for `lustre instances create --capacity-gib`.
+    if not 18_000 <= s.LUSTRE_CAPACITY_GIB <= 954_000 or s.LUSTRE_CAPACITY_GIB % 9000:
         raise ConfigError("LUSTRE_CAPACITY_GIB", s.LUSTRE_CAPACITY_GIB,
-                          "use a multiple of 9000 GiB between 9000 and 7632000 (e.g. 18000).")
+                          "use a multiple of 9000 GiB from 18000 to 954000 (e.g. 18000).")
     if not _IMAGE.match(s.NEMO_RL_IMAGE):
         raise ConfigError("NEMO_RL_IMAGE", s.NEMO_RL_IMAGE, "use a full image reference with a tag, like "
                                                             "nvcr.io/nvidia/nemo-rl:v0.5.0.")

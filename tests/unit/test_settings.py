@@ -37,6 +37,7 @@ def test_env_example_lists_every_key_and_validates():
     ("NETWORK", "Default"), ("RESERVATION", "bad reservation"), ("RESERVATION", "projects/x/reservations/r"),
     ("GPU_NODES", "0"), ("GPU_NODES", "65"), ("GPU_NODES", "two"),
     ("LUSTRE_NAME", "Lustre"), ("LUSTRE_CAPACITY_GIB", "1000"), ("LUSTRE_CAPACITY_GIB", "18001"),
+    ("LUSTRE_CAPACITY_GIB", "9000"), ("LUSTRE_CAPACITY_GIB", "963000"),
     ("LUSTRE_THROUGHPUT", "300"), ("LUSTRE_THROUGHPUT", "fast"),
     ("NEMO_RL_IMAGE", "nemo-rl"), ("NEMO_RL_IMAGE", "nvcr.io/nvidia/nemo-rl:v9.9.9"),
     ("RAY_VERSION", "latest"), ("PROJECT_NUMBER", "12ab"),
@@ -54,7 +55,7 @@ def test_validate_rejects_bad_value_naming_the_key(key, value):
     ("CLUSTER_MODE", "autopilot"), ("CLUSTER_MODE", "Standard"), ("GKE_VERSION", ""),
     ("GKE_VERSION", "1.33.5-gke.1000000"), ("LUSTRE_ZONE", "us-central1-a"), ("GS_BUCKET", ""),
     ("RESERVATION", "projects/other-project/reservations/a4-res"), ("GPU_NODES", "64"),
-    ("LUSTRE_THROUGHPUT", "125"), ("LUSTRE_CAPACITY_GIB", "9000"), ("PROJECT_NUMBER", "123456789012"),
+    ("LUSTRE_THROUGHPUT", "125"), ("LUSTRE_CAPACITY_GIB", "954000"), ("PROJECT_NUMBER", "123456789012"),
     ("NEMO_RL_IMAGE", "nvcr.io/nvidia/nemo-rl:v0.6.0"),
 ])
 def test_validate_accepts_good_value(key, value):
