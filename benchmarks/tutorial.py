@@ -72,6 +72,18 @@ def check_orders(step_names: Sequence[str], autopilot: bool = False) -> list[str
     return problems
 
 
+def bound_seconds(steps, order: Sequence[str | tuple[str, ...]], attr: str) -> float:
+    """The tutorial's wall time from the typical latencies alone: a sum over the order (a group: its max)."""
+    by_name = {s.name: s for s in steps}
+    total = 0.0
+    for item in order:
+        group = [by_name[n] for n in ((item,) if isinstance(item, str) else item) if n in by_name]
+        if attr == "delete_seconds":
+            group = [s for s in group if s.delete is not None]
+        total += max((getattr(s, attr) for s in group), default=0.0)
+    return total
+
+
 def run(runner, steps, order: Sequence[str | tuple[str, ...]], action: str,
         clock: Callable[[], float] = time.monotonic) -> list[Timed]:
     """Run each named step's create (or delete) in the given order, one at a time (a tuple: at once)."""
