@@ -122,7 +122,7 @@ def test_doctor_with_too_little_spot_quota_fails_naming_the_metric(cloud):
 
 
 def test_up_runs_independent_steps_overlapping_in_time(cloud):
-    _up(cloud, FAKECLOUD_TIME_SCALE="0.003")
+    _up(cloud, FAKECLOUD_TIME_SCALE="0.005")
     calls = [c for c in cloud.calls() if c["mutating"]]
 
     def window(*words: str):
@@ -130,8 +130,8 @@ def test_up_runs_independent_steps_overlapping_in_time(cloud):
         assert match, words
         return match[0]["start"], match[0]["end"]
 
-    # Independent branches: cluster ∥ peering range (both need only the main VPC); GPU pool ∥ Lustre.
+    # Independent branches after the main VPC: the cluster ∥ the peering range → the peering.
     cluster, address = window("clusters", "create"), window("addresses", "create")
-    pool, lustre = window("node-pools", "create"), window("lustre", "instances", "create")
-    overlaps = [max(a[0], b[0]) < min(a[1], b[1]) for a, b in ((cluster, address), (pool, lustre))]
+    peering = window("vpc-peerings", "connect")
+    overlaps = [max(a[0], b[0]) < min(a[1], b[1]) for a, b in ((cluster, address), (cluster, peering))]
     assert overlaps == [True, True]
