@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from reliability import counts, generated
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                 HealthCheck.too_slow])
 @given(s=generated.valid_settings())
 def test_generated_valid_settings_give_gcloud_commands_that_parse(s, gcloud_parse):
