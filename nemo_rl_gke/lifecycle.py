@@ -131,6 +131,7 @@ def bring_up(c: Any, s: Any, *, yes: bool) -> None:
         missing = [step for step in steps if not step.always and not present[step.name]]
         r.say(f"up: {describe(s)}", err=True)
         if missing:
+            critical = graph.critical_path_seconds(missing)
             r.say(f"will create {len(missing)} of {len(steps)} (about {_minutes(critical)} end to end): "
                   + ", ".join(step.title for step in missing), err=True)
         else:
@@ -238,18 +239,62 @@ def plan(c, gpu=None, mode=None, nodes=None, spot=False, reservation=None):
     present = present_map(r, steps)
     est = cost.estimate(s)
     hourly = cost.hourly_by_step(est, steps)
+    differs = _drifts(r, s, present)
     rows = []
     for step in steps:
         action = ("run" if step.always else "leave" if present[step.name] else "create" if present[step.name]
                   is False else "create?")
+        if step.name in differs:
+            action = f"leave, but it differs: {differs[step.name]}"
         rows.append((step.title, action, cost.money(hourly[step.name]) + "/h" if step.name in hourly else ""))
     context.print_table(f"plan: {describe(s)}", ("resource", "up would", "cost"), rows)
-    creating = sum(1 for row in rows if row[1] == "create")
+    creating = sum(1 for row in rows if row[1].startswith("create"))
     now = sum(v for name, v in hourly.items() if present.get(name))
-    leaving = sum(1 for row in rows if row[1] == "leave")
+    leaving = sum(1 for row in rows if row[1].startswith("leave"))
     print(f"up would create {creating} of {len(steps)} and leave {leaving}. Everything up: about "
           f"{cost.money(est.total)}/hour; what exists now: about {cost.money(now)}/hour.")
+    if differs:
+        print(f"{len(differs)} existing resource(s) differ from the settings; up does not change them. To "
+              f"rebuild: `invoke clean.cluster --yes` then `invoke up`.")
     print(f"({est.caveat()})")
+
+
+def drift(s: Any, step_name: str, body: dict) -> str:
+    """What differs between an existing resource (its describe JSON) and the settings; '' if nothing."""
+    out = []
+    if step_name == "cluster.cluster":
+        autopilot = bool((body.get("autopilot") or {}).get("enabled"))
+        if autopilot != s.autopilot:
+            out.append(f"it is {'autopilot' if autopilot else 'standard'}, the settings say {s.CLUSTER_MODE}")
+    elif step_name == "cluster.gpu-pool":
+        config = body.get("config") or {}
+        nodes = body.get("initialNodeCount")
+        if nodes is not None and int(nodes) != s.GPU_NODES:
+            out.append(f"{nodes} nodes, the settings say {s.GPU_NODES}")
+        machine = config.get("machineType")
+        if machine and machine != s.gpu.machine_type:
+            out.append(f"{machine}, the settings say {s.gpu.machine_type}")
+        spot = bool(config.get("spot"))
+        if spot != (s.SPOT and not s.RESERVATION):
+            out.append(("Spot VMs" if spot else "not Spot VMs") + ", the settings say otherwise")
+    return "; ".join(out)
+
+
+def _drifts(r: Any, s: Any, present: dict[str, bool | None]) -> dict[str, str]:
+    import json
+
+    from . import gcloud
+
+    asks = {"cluster.cluster": gcloud.cluster_describe(s), "cluster.gpu-pool": gcloud.node_pool_describe(s)}
+    wanted = [(name, argv) for name, argv in asks.items() if present.get(name)]
+    answers = r.parallel([lambda argv=argv: r.query(argv) for _, argv in wanted])
+    out = {}
+    for (name, _), result in zip(wanted, answers, strict=True):
+        if result is not None and result.ok:
+            text = drift(s, name, json.loads(result.stdout or "{}"))
+            if text:
+                out[name] = text
+    return out
 
 
 @context.task

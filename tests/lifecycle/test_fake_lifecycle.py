@@ -135,3 +135,9 @@ def test_up_runs_independent_steps_overlapping_in_time(cloud):
     peering = window("vpc-peerings", "connect")
     overlaps = [max(a[0], b[0]) < min(a[1], b[1]) for a, b in ((cluster, address), (cluster, peering))]
     assert overlaps == [True, True]
+
+
+def test_plan_after_up_names_a_gpu_pool_that_differs_from_the_settings(cloud):
+    _up(cloud)
+    done = cloud.invoke("plan", "--nodes=3")
+    assert (done.code, "1 existing resource(s) differ from the settings" in done.stdout) == (0, True), done.stdout

@@ -166,3 +166,24 @@ def test_board_rows_show_every_step_with_its_state():
     board = Board(steps, out=io.StringIO(), live=False)
     board.listener(steps[0], "failed", 2.0)
     assert [row[1] for row in board.rows()][:2] == ["✗ failed", "  waiting"]
+
+
+# ---- plan's drift ------------------------------------------------------------------------------------
+def test_drift_gpu_pool_node_count_differs():
+    from nemo_rl_gke.lifecycle import drift
+
+    body = {"initialNodeCount": 3, "config": {"machineType": "a4-highgpu-8g", "spot": True}}
+    assert drift(settings(GPU_NODES="2", SPOT="true"), "cluster.gpu-pool", body) == "3 nodes, the settings say 2"
+
+
+def test_drift_matching_gpu_pool_is_empty():
+    from nemo_rl_gke.lifecycle import drift
+
+    body = {"initialNodeCount": 2, "config": {"machineType": "a4-highgpu-8g", "spot": True}}
+    assert drift(settings(GPU_NODES="2", SPOT="true"), "cluster.gpu-pool", body) == ""
+
+
+def test_drift_cluster_mode_differs():
+    from nemo_rl_gke.lifecycle import drift
+
+    assert "autopilot" in drift(settings(CLUSTER_MODE="standard"), "cluster.cluster", {"autopilot": {"enabled": True}})
