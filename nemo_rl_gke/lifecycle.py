@@ -179,8 +179,8 @@ def tear_down(c: Any, s: Any, steps: list[Any], *, delete_data: bool, yes: bool,
     if r.dry:
         r.say(f"# {what}: {scope} in {s.PROJECT_ID}, {data}")
         graph.destroy(r, steps, delete_data=delete_data)
-        r.say("# then: leftover scan (read-only lists of networks, subnets, firewall rules, clusters, Lustre "
-              "instances, address ranges, peerings, buckets)")
+        kinds = [item.kind + "s" for item in leftovers.listings(s) if not layers or item.layer in layers]
+        r.say(f"# then: leftover scan (each step asked by name; read-only lists of {', '.join(kinds)})")
         return
     failure = None
     with state_lock(s, what):
