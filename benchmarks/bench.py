@@ -73,15 +73,22 @@ STEP_COMMANDS = {
 }
 
 
-def median_seconds(argv: list[str], times: int, cwd: Path, env: dict[str, str]) -> float:
-    samples = []
+def median_seconds(argv: list[str], times: int, cwd: Path, env: dict[str, str]) -> tuple[float, float]:
+    """Median wall seconds and median CPU seconds (user + system) of the command; CPU shows the cost
+    without the noise of other load on the machine."""
+    import resource
+
+    samples, cpu = [], []
     for _ in range(times):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.monotonic()
         done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
         samples.append(time.monotonic() - started)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
         if done.returncode != 0:
             raise SystemExit(f"bench: {' '.join(argv[-2:])} failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    return statistics.median(samples)
+    return statistics.median(samples), statistics.median(cpu)
 
 
 def latency_check(steps) -> list[str]:
@@ -198,11 +205,13 @@ def measure(scale: float, with_scale0: bool) -> dict[str, object]:
 
         env = ours.process_env()
         invoke = [sys.executable, "-m", "invoke", "--search-root", str(REPO)]
-        figures["list_seconds"] = median_seconds([*invoke, "--list"], 10, REPO, env)
+        figures["list_seconds"], figures["list_cpu_seconds"] = median_seconds([*invoke, "--list"], 10, REPO, env)
         fresh = tmp_path / "fresh-clone"
         fresh.mkdir()
         no_env = {k: v for k, v in env.items() if k != "ENV_FILE"}
-        figures["dry_up_seconds"] = median_seconds([*invoke, "--dry", "up"], 5, fresh, no_env)
+        figures["dry_up_seconds"], figures["dry_up_cpu_seconds"] = median_seconds([*invoke, "--dry", "up"], 5,
+                                                                                  fresh, no_env)
+        figures["load_average_1min"] = os.getloadavg()[0]
 
     figures["up_vs_critical_path"] = figures["up_seconds"] / figures["critical_path_seconds"]
     figures["up_vs_sequential"] = figures["up_seconds"] / figures["sequential_seconds"]
