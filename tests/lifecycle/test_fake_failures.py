@@ -24,12 +24,18 @@ def _settings():
 
 
 def first_command(step) -> str:
-    """The words of the first command the step's create runs (from a dry run), as FAKECLOUD_FAIL matches."""
+    """The words of the first changing command the step's create runs (from a dry run), as FAKECLOUD_FAIL
+    matches them; '' when the step changes things through a client library instead of a tool."""
     from nemo_rl_gke.runner import Runner
 
     out = io.StringIO()
     step.create(Runner(dry=True, out=out, err=io.StringIO()))
-    lines = [line for line in out.getvalue().splitlines() if line.startswith("$ ")]
+    text = out.getvalue()
+    if "client call" in text:  # google-cloud-storage: the printed gcloud line is an equivalent, never run
+        return ""
+    read_only = {"describe", "get", "list", "status"}
+    lines = [line for line in text.splitlines() if line.startswith("$ ")
+             and not read_only & set(shlex.split(line[2:], comments=True)[:5])]
     if not lines:
         return ""
     words = shlex.split(lines[0][2:], comments=True)
