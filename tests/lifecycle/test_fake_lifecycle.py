@@ -141,3 +141,35 @@ def test_plan_after_up_names_a_gpu_pool_that_differs_from_the_settings(cloud):
     _up(cloud)
     done = cloud.invoke("plan", "--nodes=3")
     assert (done.code, "1 existing resource(s) differ from the settings" in done.stdout) == (0, True), done.stdout
+
+
+def test_down_delete_data_never_deletes_a_main_vpc_it_did_not_create(cloud):
+    import subprocess
+
+    from support.fake import FAKE_BIN
+
+    subprocess.run([str(FAKE_BIN / "gcloud"), "compute", "networks", "create", "default", "--project=my-nemo-project",
+                    "--subnet-mode=auto"], env=cloud.process_env(), check=True, capture_output=True)
+    _up(cloud)
+    done = cloud.invoke("down", "--yes", "--delete-data")
+    assert (done.code, sorted(cloud.resources().get("network", {}))) == (0, ["my-nemo-project/default"]), \
+        done.output[-2000:]
+
+
+def test_clean_layers_in_turn_leave_only_the_kept_data_and_what_it_needs(cloud):
+    _up(cloud)
+    for layer in ("ray", "cluster", "storage", "net"):
+        done = cloud.invoke(f"clean.{layer}", "--yes")
+        assert done.code == 0, (layer, done.output[-2000:])
+    assert sorted(cloud.resources()) == ["address", "lustre", "network", "peering"]
+
+
+def test_status_after_up_shows_every_resource_present_and_the_hourly_total(cloud):
+    from nemo_rl_gke import cost
+    from nemo_rl_gke.settings import load
+
+    _up(cloud)
+    done = cloud.invoke("status")
+    s = load(allow_example=False, cwd=cloud.workdir, environ={})
+    total = f"now: about {cost.money(cost.estimate(s).total)}/hour"
+    assert (done.code, " absent " in done.stdout, total in done.stdout) == (0, False, True), done.stdout
