@@ -105,6 +105,8 @@ def _not_digits() -> st.SearchStrategy[str]:
 
 
 BASE_REGION = "us-central1"
+# Managed Lustre's capacity range (gcloud 528): multiples of 9000 GiB in it.
+LUSTRE_MIN, LUSTRE_MAX = 18_000, 954_000
 
 # key -> strategy of override dicts that are valid
 VALID: dict[str, st.SearchStrategy[dict[str, str]]] = {
@@ -132,7 +134,8 @@ VALID: dict[str, st.SearchStrategy[dict[str, str]]] = {
     "LUSTRE_NAME": st.builds(lambda v: {"LUSTRE_NAME": v}, name(57)),
     "LUSTRE_ZONE": st.builds(lambda z: {"LUSTRE_ZONE": z}, st.one_of(
         st.just(""), zone_letter.map(lambda z: f"{BASE_REGION}-{z}"))),
-    "LUSTRE_CAPACITY_GIB": st.builds(lambda k: {"LUSTRE_CAPACITY_GIB": str(9000 * k)}, st.integers(1, 848)),
+    "LUSTRE_CAPACITY_GIB": st.builds(lambda k: {"LUSTRE_CAPACITY_GIB": str(9000 * k)},
+                                     st.integers(LUSTRE_MIN // 9000, LUSTRE_MAX // 9000)),
     "LUSTRE_THROUGHPUT": st.builds(lambda v: {"LUSTRE_THROUGHPUT": str(v)}, st.sampled_from(S.LUSTRE_THROUGHPUTS)),
     "NEMO_RL_IMAGE": st.builds(lambda v: {"NEMO_RL_IMAGE": v}, image_ok),
     "PROJECT_NUMBER": st.builds(lambda v: {"PROJECT_NUMBER": v}, st.one_of(
@@ -187,7 +190,7 @@ INVALID: dict[str, st.SearchStrategy[dict[str, str]]] = {
         spoil(st.just(f"{BASE_REGION}-b")),
         st.builds(lambda r, z: f"{r}-{z}", region.filter(lambda r: r != BASE_REGION), zone_letter))),
     "LUSTRE_CAPACITY_GIB": _one("LUSTRE_CAPACITY_GIB", st.one_of(
-        _not_digits(), _digits_not(lambda n: n % 9000 or n < 9000 or n > 7_632_000))),
+        _not_digits(), _digits_not(lambda n: n % 9000 or n < LUSTRE_MIN or n > LUSTRE_MAX))),
     "LUSTRE_THROUGHPUT": _one("LUSTRE_THROUGHPUT", st.one_of(
         _not_digits(), _digits_not(lambda n: n not in S.LUSTRE_THROUGHPUTS))),
     "NEMO_RL_IMAGE": _one("NEMO_RL_IMAGE", st.one_of(

@@ -15,20 +15,21 @@ from support.fake import REPO, TEST_HF_TOKEN, TEST_WANDB_KEY
 
 SECRETS = (TEST_HF_TOKEN, TEST_WANDB_KEY)
 # Positional arguments the tasks need; the rest run with none.
-ARGS = {"job.submit": ["gemma3-gsm8k", "--id=leak-check"], "job.metrics": ["leak-check"]}
+ARGS = {"job.submit": ["gemma3-gsm8k", "--id=leak-check"]}
 # On the fake cloud, in an order that exercises every task that does not block on a terminal.
 FAKE_RUNS = [
     ["up", "--yes"], ["plan"], ["status"], ["doctor"], ["net.status"], ["cluster.status"], ["storage.status"],
     ["ray.status"], ["ray.render"], ["ray.render", "--values"], ["cluster.credentials"],
-    ["job.submit", "gemma3-gsm8k", "--id=leak-check"], ["job.list"], ["job.status", "leak-check"],
-    ["job.logs", "leak-check"], ["job.checkpoints", "leak-check"], ["job.metrics", "leak-check"],
-    ["job.stop", "leak-check"], ["storage.export"], ["ray.deploy"], ["net.create"], ["cluster.create"],
+    ["job.submit", "gemma3-gsm8k", "--id=leak-check"], ["job.list"], ["job.status", "--id=leak-check"],
+    ["job.logs", "--id=leak-check"], ["job.checkpoints", "--id=leak-check"], ["job.metrics", "--id=leak-check"],
+    ["job.metrics", "--id=leak-check", "--plot=metrics.png"],
+    ["job.stop", "--id=leak-check"], ["storage.export"], ["ray.deploy"], ["net.create"], ["cluster.create"],
     ["storage.create"], ["clean.ray", "--yes"], ["ray.delete", "--yes"], ["clean.storage", "--yes"],
     ["storage.delete", "--yes"], ["clean.cluster", "--yes"], ["cluster.delete", "--yes"], ["clean.net", "--yes"],
     ["net.delete", "--yes"], ["clean.all", "--yes"], ["down", "--yes", "--delete-data"],
 ]
 # The runs whose success the scan depends on (a failing one would leave little to scan).
-MUST_SUCCEED = ("up", "job.submit", "job.logs", "storage.export", "down")
+MUST_SUCCEED = ("up", "job.submit", "job.status", "job.logs", "job.checkpoints", "storage.export", "down")
 NOT_ON_FAKE = {"ray.dashboard": "port-forward runs until Ctrl-C (its dry run is scanned)"}
 
 
