@@ -37,7 +37,35 @@ def delete(c, yes=False):
     s = context.settings(c)
     context.confirm(c, f"Delete the networks of {s.PROJECT_ID} ({s.GVNIC_NETWORK_PREFIX}-*, "
                        f"{s.RDMA_NETWORK_PREFIX}-*, {s.NETWORK} if ours)?", yes=yes)
-    context.destroy_steps(c, s, _steps(s))
+    context.destroy_steps(c, s, _steps_keeping_live_data(c, s))
+
+
+def _steps_keeping_live_data(c, s):
+    """Our network steps, with those an existing data store still needs (the main VPC under a kept Lustre
+    instance) marked to be kept: the API would refuse to delete them anyway, and the data stays reachable."""
+    from dataclasses import replace
+
+    from .steps import all_steps
+
+    everything = {step.name: step for step in all_steps(s)}
+
+    def needs(name, seen=None):
+        seen = set() if seen is None else seen
+        for dep in everything[name].deps:
+            if dep in everything and dep not in seen:
+                seen.add(dep)
+                needs(dep, seen)
+        return seen
+
+    r = context.runner(c, s)
+    # Only data stores that sit on our networks (Lustre), so no client library call is needed here.
+    live = [name for name, step in everything.items()
+            if step.holds_data and any(everything[d].layer == "net" for d in needs(name)) and step.exists(r)]
+    keep = set().union(*(needs(name) for name in live)) if live else set()
+    for name in sorted(keep & {step.name for step in _steps(s)}):
+        r.say(f"kept {everything[name].title}: {', '.join(everything[n].title for n in live)} still uses it "
+              f"(delete it with `invoke storage.delete --delete-data` first)", err=True)
+    return [replace(step, holds_data=True) if step.name in keep else step for step in _steps(s)]
 
 
 ns = Collection("net", create, status, delete)

@@ -53,12 +53,9 @@ def test_destructive_tasks_without_delete_data_print_no_traceback(after_every_de
 
 def test_destructive_tasks_without_delete_data_succeed(after_every_destructive_task):
     outputs = after_every_destructive_task["outputs"]
-    assert {k: d.code for k, d in outputs.items() if d.code != 0 and k != "net.delete"} == {}
+    assert {k: d.code for k, d in outputs.items() if d.code != 0} == {}
 
 
-@pytest.mark.xfail(strict=True, reason="net.delete does not apply the keep rule clean.net applies: it tries to "
-                                       "delete the main VPC that the kept Lustre's peering range still uses, and "
-                                       "the API refuses (exit 1); clean.net keeps it and says so")
 def test_net_delete_without_delete_data_keeps_the_main_vpc_the_kept_lustre_needs(after_every_destructive_task):
     assert after_every_destructive_task["outputs"]["net.delete"].code == 0
 
