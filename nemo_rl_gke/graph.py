@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
@@ -177,9 +177,13 @@ def _run_graph(runner: Runner, steps: Sequence[Step], ready_after: Callable[[Ste
     return report
 
 
-def apply(runner: Runner, steps: Sequence[Step], *, listener: Listener | None = None, max_workers: int = 16
-          ) -> Report:
-    """Create every step whose resource does not exist, dependencies first, independent ones in parallel."""
+def apply(runner: Runner, steps: Sequence[Step], *, listener: Listener | None = None, max_workers: int = 16,
+          known: Mapping[str, bool | None] | None = None) -> Report:
+    """Create every step whose resource does not exist, dependencies first, independent ones in parallel.
+
+    known: answers already obtained (`up` asks every step before it shows its plan); a step known to exist
+    is not asked again, one known to be missing is created at once (a create that meets "already exists"
+    still counts as done), and an unknown one (None, or absent from the map) is asked on its turn."""
 
     def work(step: Step) -> str:
         if runner.dry:
@@ -187,7 +191,10 @@ def apply(runner: Runner, steps: Sequence[Step], *, listener: Listener | None = 
         if step.always:
             step.create(runner)
             return "ran"
-        if step.exists(runner):
+        answer = None if known is None else known.get(step.name)
+        if answer is None:
+            answer = step.exists(runner)
+        if answer:
             return "exists"
         return step.create(runner) or "created"
 

@@ -142,7 +142,7 @@ def bring_up(c: Any, s: Any, *, yes: bool) -> None:
                                f"{cost.money(est.total)}/hour while up?", yes=yes)
         with Board(steps, title=f"up {s.CLUSTER_NAME}") as board:
             try:
-                graph.apply(r, steps, listener=board.listener)
+                graph.apply(r, steps, listener=board.listener, known=present)
             except graph.GraphError:
                 r.say("up stopped: steps already running were let finish; nothing new was started. Fix the "
                       "cause above, then run `invoke up` again: it keeps what exists and continues "

@@ -103,3 +103,12 @@ def test_critical_path_is_the_longest_chain():
              Step("a.y", "y", lambda r: False, lambda r: None, deps=("a.x",), create_seconds=5),
              Step("a.z", "z", lambda r: False, lambda r: None, create_seconds=12)]
     assert graph.critical_path_seconds(steps) == 15
+
+
+def test_apply_does_not_ask_again_what_it_already_knows():
+    asked = []
+    steps = [Step(f"net.{n}", n, lambda r, n=n: asked.append(n) or False, lambda r: None) for n in "abc"]
+    report = graph.apply(runner(), steps, known={"net.a": True, "net.b": False, "net.c": None})
+    assert asked == ["c"]
+    assert [s.name for s in report.by_outcome("exists")] == ["net.a"]
+    assert sorted(s.name for s in report.by_outcome("created")) == ["net.b", "net.c"]
