@@ -122,19 +122,29 @@ def test_doctor_with_too_little_spot_quota_fails_naming_the_metric(cloud):
 
 
 def test_up_runs_independent_steps_overlapping_in_time(cloud):
-    _up(cloud, FAKECLOUD_TIME_SCALE="0.005")
-    calls = [c for c in cloud.calls() if c["mutating"]]
+    _up(cloud, FAKECLOUD_TIME_SCALE="0.01")
+    calls = cloud.calls()
+    # The graph starts with the first create; the existence checks before it are up's plan.
+    begin = min(c["start"] for c in calls if c["mutating"])
+    calls = [c for c in calls if c["start"] >= begin]
 
-    def window(*words: str):
-        match = [c for c in calls if all(w in c["argv"] for w in words)]
-        assert match, words
-        return match[0]["start"], match[0]["end"]
+    def window(first: tuple[str, ...], last: tuple[str, ...]):
+        """A branch of the graph: from its first call (an existence check) to the end of its last call."""
+        opening = [c for c in calls if all(w in c["argv"] for w in first)]
+        closing = [c for c in calls if all(w in c["argv"] for w in last)]
+        assert opening and closing, (first, last)
+        return opening[0]["start"], closing[-1]["end"]
 
-    # Independent branches after the main VPC: the cluster ∥ the peering range → the peering.
-    cluster, address = window("clusters", "create"), window("addresses", "create")
-    peering = window("vpc-peerings", "connect")
-    overlaps = [max(a[0], b[0]) < min(a[1], b[1]) for a, b in ((cluster, address), (cluster, peering))]
-    assert overlaps == [True, True]
+    def overlap(a, b) -> bool:
+        return max(a[0], b[0]) < min(a[1], b[1])
+
+    # After the main VPC: the cluster ∥ the range → peering; after the cluster: the GPU pool ∥ Lustre
+    # (created, then described until it is ready).
+    cluster = window(("clusters", "describe"), ("clusters", "create"))
+    peering = window(("addresses", "describe"), ("vpc-peerings", "connect"))
+    pool = window(("node-pools", "describe"), ("node-pools", "create"))
+    lustre = window(("lustre", "instances", "create"), ("lustre", "instances", "describe"))
+    assert (overlap(cluster, peering), overlap(pool, lustre)) == (True, True), (cluster, peering, pool, lustre)
 
 
 def test_plan_after_up_names_a_gpu_pool_that_differs_from_the_settings(cloud):
