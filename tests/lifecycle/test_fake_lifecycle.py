@@ -129,7 +129,7 @@ def test_up_runs_independent_steps_overlapping_in_time(cloud):
     calls = [c for c in calls if c["start"] >= begin]
 
     def window(first: tuple[str, ...], last: tuple[str, ...]):
-        """A branch of the graph: from its first call (an existence check) to the end of its last call."""
+        """A branch of the graph: from the start of its first call to the end of its last one."""
         opening = [c for c in calls if all(w in c["argv"] for w in first)]
         closing = [c for c in calls if all(w in c["argv"] for w in last)]
         assert opening and closing, (first, last)
@@ -140,9 +140,9 @@ def test_up_runs_independent_steps_overlapping_in_time(cloud):
 
     # After the main VPC: the cluster ∥ the range → peering; after the cluster: the GPU pool ∥ Lustre
     # (created, then described until it is ready).
-    cluster = window(("clusters", "describe"), ("clusters", "create"))
-    peering = window(("addresses", "describe"), ("vpc-peerings", "connect"))
-    pool = window(("node-pools", "describe"), ("node-pools", "create"))
+    cluster = window(("clusters", "create"), ("clusters", "create"))
+    peering = window(("addresses", "create"), ("vpc-peerings", "connect"))
+    pool = window(("node-pools", "create"), ("node-pools", "create"))
     lustre = window(("lustre", "instances", "create"), ("lustre", "instances", "describe"))
     assert (overlap(cluster, peering), overlap(pool, lustre)) == (True, True), (cluster, peering, pool, lustre)
 
