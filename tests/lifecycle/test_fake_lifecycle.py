@@ -35,7 +35,7 @@ def test_down_without_delete_data_keeps_lustre_and_bucket_and_says_so(cloud):
     done = cloud.invoke("down", "--yes")
     assert done.code == 0, done.output[-3000:]
     kept = (sorted(cloud.resources().get("lustre", {})), buckets(cloud))
-    assert kept[0] and kept[1] and "kept bucket gs://" in done.stderr and "Lustre instance" in done.stderr \
+    assert kept[0] and kept[1] and "bucket gs://" in done.stderr and "Lustre instance" in done.stderr \
         and "invoke storage.export" in done.stderr
 
 
