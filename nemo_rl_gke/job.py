@@ -327,3 +327,21 @@ def metrics(c, id_=None, plot=None):
 
 
 ns = Collection("job", submit, list_, status, logs, stop, checkpoints, metrics)
+
+
+def latest_summary(c: Any, s: Any) -> list[str]:
+    """One line for the top-level `status`: the latest run's state and step."""
+    import json
+
+    from . import jobscript
+    from .runner import ToolError
+
+    r = context.runner(c, s)
+    if r.dry:
+        return []
+    try:
+        result = _query(r, s, jobscript.reader_script("status", ""))
+    except ToolError as exc:
+        return [f"latest job: none ({str(exc).splitlines()[0]})"]
+    run = json.loads(result.stdout)
+    return [f"latest job: {run['id']} ({run.get('job')}): {_state_text(run)}, step {_step_text(run)}"]

@@ -139,3 +139,17 @@ def delete(c, yes=False):
 
 
 ns = Collection("ray", deploy, render, status, dashboard, delete)
+
+
+def cluster_summary(c, s):
+    """One line for the top-level `status`: the Ray pods' progress and the GPUs Ray sees."""
+    from . import helm, names, raychart
+    from .steps import ray as ray_steps
+
+    r = context.runner(c, s)
+    if r.dry or not r.exists(helm.status(s)):
+        return [f"Ray cluster {names.RAY_RELEASE}: not deployed (run `invoke ray.deploy`)"]
+    states = ray_steps.query_pods(r, s)
+    gpus = ray_steps.query_gpus(r, s, states)
+    seen = "no Ready head to ask" if gpus is None else f"Ray sees {gpus:g} of {raychart.expected_gpus(s)} GPUs"
+    return [f"Ray cluster {names.RAY_RELEASE}: {ray_steps.progress_line(states, s.GPU_NODES)}; {seen}"]

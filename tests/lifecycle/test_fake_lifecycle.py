@@ -183,3 +183,5 @@ def test_status_after_up_shows_every_resource_present_and_the_hourly_total(cloud
     s = load(allow_example=False, cwd=cloud.workdir, environ={})
     total = f"now: about {cost.money(cost.estimate(s).total)}/hour"
     assert (done.code, " absent " in done.stdout, total in done.stdout) == (0, False, True), done.stdout
+    assert "Ray cluster nemo-rl:" in done.stdout and "Ray sees 16 of 16 GPUs" in done.stdout, done.output
+    assert "latest job: none" in done.stdout, done.output
