@@ -22,8 +22,36 @@ def is_dry(c: Any) -> bool:
     return bool(c.config.run.dry)
 
 
-def task(*args: Any, **kwargs: Any) -> Callable[..., Any]:
-    """invoke.task, plus: ConfigError -> exit 2, tool failure -> the tool's exit code, one clear message."""
+_OPTIONAL_POSITIONAL: set[str] = set()
+
+
+def _allow_optional_positionals() -> None:
+    """Let `invoke job.status [ID]` omit ID, as DESIGN's command line has it.
+
+    Invoke treats every positional argument as required. For the arguments registered here, the parser
+    now fills an unfilled one with "" (meaning: not given) just before it checks, so `job.status`,
+    `job.status RUN` and `job.status --id=RUN` all parse. Only these arguments change."""
+    from invoke.parser.parser import ParseMachine as Parser
+
+    if getattr(Parser.complete_context, "_nrg_optional_positionals", False):
+        return
+    original = Parser.complete_context
+
+    def complete_context(self: Any) -> None:
+        if self.context is not None:
+            for arg in self.context.positional_args:
+                if arg.value is None and f"{self.context.name}:{arg.name}" in _OPTIONAL_POSITIONAL:
+                    arg.value = ""
+        original(self)
+
+    complete_context._nrg_optional_positionals = True  # type: ignore[attr-defined]
+    Parser.complete_context = complete_context  # type: ignore[method-assign]
+
+
+def task(*args: Any, optional_positional: bool = False, **kwargs: Any) -> Callable[..., Any]:
+    """invoke.task, plus: ConfigError -> exit 2, tool failure -> the tool's exit code, one clear message.
+
+    optional_positional: the task's `positional` arguments may be left out (they arrive as "")."""
 
     def decorate(body: Callable[..., Any]) -> Any:
         @functools.wraps(body)
@@ -42,7 +70,14 @@ def task(*args: Any, **kwargs: Any) -> Callable[..., Any]:
             except KeyboardInterrupt:
                 raise Exit("interrupted", code=130) from None
 
-        return invoke_task(*args, **kwargs)(guarded)
+        made = invoke_task(*args, **kwargs)(guarded)
+        if optional_positional:
+            _allow_optional_positionals()
+            module = body.__module__.rsplit(".", 1)[-1]
+            for name in kwargs.get("positional", []):
+                # Invoke's parser context is named "<collection>.<task>"; the argument keeps its Python name.
+                _OPTIONAL_POSITIONAL.add(f"{module}.{made.name}:{name}")
+        return made
 
     if len(args) == 1 and callable(args[0]) and not kwargs:
         body, args = args[0], ()
