@@ -33,8 +33,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "benchmarks")]
 
 import tutorial  # noqa: E402
-from reliability.state import comparable  # noqa: E402
 
+from reliability.state import comparable  # noqa: E402
 from support.fake import FakeCloud, read_env_example  # noqa: E402
 
 DEFAULT_SCALE = 0.005

@@ -4,6 +4,7 @@ make from them parses in the real gcloud (exit 2 would mean our flags are wrong)
 from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
+
 from reliability import counts, generated
 
 

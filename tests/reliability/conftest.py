@@ -1,40 +1,5 @@
 """The reliability suite: fault injection, generated inputs, secrets, concurrency, data safety.
 
-At the end of the run it prints one line, e.g. `reliability: 1234 cases, 40 faults injected, 57 files
-scanned`, summed over pytest-xdist workers when there are any.
+Its counts line (`reliability: 1234 cases, 40 faults injected, 57 files scanned`) is printed by hooks in
+tests/conftest.py: under pytest-xdist only the root conftest is loaded on the controller.
 """
-
-from __future__ import annotations
-
-import pytest
-
-from reliability import counts
-
-
-def pytest_sessionfinish(session):
-    workeroutput = getattr(session.config, "workeroutput", None)
-    if workeroutput is not None:  # an xdist worker: hand the counts to the controller
-        workeroutput["reliability_counts"] = dict(counts.COUNTS)
-        workeroutput["reliability_skipped"] = sorted(counts.SKIPPED_TASKS)
-        workeroutput["reliability_not_on_fake"] = sorted(counts.NOT_ON_FAKE)
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_testnodedown(node, error):
-    out = getattr(node, "workeroutput", {}) or {}
-    counts.COUNTS.update(out.get("reliability_counts", {}))
-    counts.SKIPPED_TASKS.update(out.get("reliability_skipped", []))
-    counts.NOT_ON_FAKE.update(out.get("reliability_not_on_fake", []))
-
-
-def pytest_terminal_summary(terminalreporter):
-    c = counts.COUNTS
-    if not c:
-        return
-    line = (f"reliability: {c['cases']} cases, {c['faults']} faults injected, {c['files']} files scanned"
-            + (f", {c['runs']} task runs" if c["runs"] else ""))
-    if counts.SKIPPED_TASKS:
-        line += f"; tasks not there yet (skipped): {', '.join(sorted(counts.SKIPPED_TASKS))}"
-    if counts.NOT_ON_FAKE:
-        line += f"; dry-run only: {', '.join(sorted(counts.NOT_ON_FAKE))}"
-    terminalreporter.write_line(line)
