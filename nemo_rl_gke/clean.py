@@ -25,22 +25,9 @@ HELP = {"delete_data": DATA_HELP, "yes": YES_HELP}
 
 def kept_for_data(steps: list[Any], delete_data: bool) -> set[str]:
     """Names of the steps a teardown keeps: the data (unless delete_data) and everything it depends on."""
-    if delete_data:
-        return set()
-    by_name = {step.name: step for step in steps}
-    kept: set[str] = set()
+    from .graph import needed_by
 
-    def keep(name: str) -> None:
-        if name in kept or name not in by_name:
-            return
-        kept.add(name)
-        for dep in by_name[name].deps:
-            keep(dep)
-
-    for step in steps:
-        if step.holds_data:
-            keep(step.name)
-    return kept
+    return set() if delete_data else needed_by(steps, [step.name for step in steps if step.holds_data])
 
 
 def layer_teardown_steps(steps: list[Any], layer: str, delete_data: bool) -> list[Any]:

@@ -221,19 +221,7 @@ def destroy(runner: Runner, steps: Sequence[Step], *, delete_data: bool = False,
                 parent = present[dep].parent
                 if present[dep].delete is None and parent in present and parent != waiter:
                     dependents[parent].add(waiter)
-    kept: set[str] = set()
-
-    def keep(name: str) -> None:
-        if name in kept:
-            return
-        kept.add(name)
-        for dep in present[name].deps:
-            if dep in present:
-                keep(dep)
-
-    for step in steps:
-        if step.holds_data and not delete_data:
-            keep(step.name)
+    kept = set() if delete_data else needed_by(steps, [step.name for step in steps if step.holds_data])
 
     def work(step: Step) -> str:
         if step.name in kept:
@@ -248,6 +236,19 @@ def destroy(runner: Runner, steps: Sequence[Step], *, delete_data: bool = False,
         return step.delete(runner) or "deleted"
 
     return _run_graph(runner, steps, lambda s: dependents[s.name], work, listener, max_workers)
+
+
+def needed_by(steps: Sequence[Step], names: Iterable[str]) -> set[str]:
+    """The named steps and every step they depend on, directly or not (deps outside `steps` ignored)."""
+    present = {step.name: step for step in steps}
+    found: set[str] = set()
+    pending = [name for name in names if name in present]
+    while pending:
+        name = pending.pop()
+        if name not in found:
+            found.add(name)
+            pending.extend(dep for dep in present[name].deps if dep in present)
+    return found
 
 
 def reverse_order(steps: Sequence[Step]) -> list[Step]:

@@ -45,23 +45,16 @@ def _steps_keeping_live_data(c, s):
     instance) marked to be kept: the API would refuse to delete them anyway, and the data stays reachable."""
     from dataclasses import replace
 
+    from .graph import needed_by
     from .steps import all_steps
 
-    everything = {step.name: step for step in all_steps(s)}
-
-    def needs(name, seen=None):
-        seen = set() if seen is None else seen
-        for dep in everything[name].deps:
-            if dep in everything and dep not in seen:
-                seen.add(dep)
-                needs(dep, seen)
-        return seen
-
+    steps = all_steps(s)
+    everything = {step.name: step for step in steps}
     r = context.runner(c, s)
     # Only data stores that sit on our networks (Lustre), so no client library call is needed here.
-    live = [name for name, step in everything.items()
-            if step.holds_data and any(everything[d].layer == "net" for d in needs(name)) and step.exists(r)]
-    keep = set().union(*(needs(name) for name in live)) if live else set()
+    live = [step.name for step in steps if step.holds_data
+            and any(everything[d].layer == "net" for d in needed_by(steps, [step.name])) and step.exists(r)]
+    keep = needed_by(steps, live) - set(live)
     for name in sorted(keep & {step.name for step in _steps(s)}):
         r.say(f"kept {everything[name].title}: {', '.join(everything[n].title for n in live)} still uses it "
               f"(delete it with `invoke storage.delete --delete-data` first)", err=True)

@@ -112,3 +112,11 @@ def test_apply_does_not_ask_again_what_it_already_knows():
     assert asked == ["c"]
     assert [s.name for s in report.by_outcome("exists")] == ["net.a"]
     assert sorted(s.name for s in report.by_outcome("created")) == ["net.b", "net.c"]
+
+
+def test_needed_by_is_the_names_and_their_transitive_dependencies():
+    w = World()
+    steps = [w.step("net.n"), w.step("storage.range", deps=("net.n",)), w.step("storage.lustre",
+             deps=("storage.range", "outside.x")), w.step("cluster.c", deps=("net.n",))]
+    assert graph.needed_by(steps, ["storage.lustre"]) == {"storage.lustre", "storage.range", "net.n"}
+    assert graph.needed_by(steps, []) == set()
