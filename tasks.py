@@ -2,7 +2,7 @@
 
 from invoke import Collection
 
-from nemo_rl_gke import clean, cluster, job, lifecycle, net, ray, storage
+from nemo_rl_gke.tasks import clean, cluster, job, lifecycle, net, ray, storage
 
 ns = Collection()
 for module in (net, cluster, storage, ray, job, clean):

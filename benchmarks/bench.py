@@ -138,9 +138,9 @@ def timed_invoke(fake: FakeCloud, *args: str, **env: str) -> float:
 
 def sequential(fake: FakeCloud, order, action: str) -> float:
     """The tutorial's order through the same fake cloud, in this process (one Runner, no invoke start-up)."""
+    from nemo_rl_gke.resources import all_steps
     from nemo_rl_gke.runner import Runner
     from nemo_rl_gke.settings import load
-    from nemo_rl_gke.steps import all_steps
 
     saved = dict(os.environ)
     os.environ.clear()
@@ -158,8 +158,8 @@ def sequential(fake: FakeCloud, order, action: str) -> float:
 
 def measure(scale: float, with_scale0: bool) -> dict[str, object]:
     from nemo_rl_gke import graph
+    from nemo_rl_gke.resources import all_steps
     from nemo_rl_gke.settings import load
-    from nemo_rl_gke.steps import all_steps
 
     figures: dict[str, object] = {"time_scale": scale}
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:

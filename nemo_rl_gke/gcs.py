@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from . import lustre
+from .commands import lustre
 from .runner import Runner, ToolError
 from .settings import ConfigError, Settings
 

@@ -25,8 +25,8 @@ def _gcloud_lines(text: str) -> list[list[str]]:
 
 def _existence_queries(s) -> list[list[str]]:
     """The argv every step's exists() asks, recorded by a runner that answers 'not found' without running."""
+    from nemo_rl_gke.resources import all_steps
     from nemo_rl_gke.runner import Result, Runner
-    from nemo_rl_gke.steps import all_steps
 
     asked: list[list[str]] = []
 
@@ -60,7 +60,8 @@ def test_lifecycle_dry_transcripts_parse_in_real_gcloud(tmp_path, gcloud_parse):
 
 
 def test_lifecycle_queries_parse_in_real_gcloud(gcloud_parse):
-    from nemo_rl_gke import doctor, leftovers
+    from nemo_rl_gke.commands import doctor
+    from nemo_rl_gke.resources import leftovers
 
     commands = []
     for gpu, mode in VARIANTS:

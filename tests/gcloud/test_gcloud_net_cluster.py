@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import shlex
 
-from nemo_rl_gke import gcloud, names
+from nemo_rl_gke import names
+from nemo_rl_gke.commands import gcloud
 from nemo_rl_gke.settings import Settings, coerce, validate
 from support.fake import FakeCloud, read_env_example
 

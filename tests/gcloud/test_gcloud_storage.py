@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shlex
 
-from nemo_rl_gke import lustre
+from nemo_rl_gke.commands import lustre
 from nemo_rl_gke.settings import Settings, coerce, validate
 from support.fake import FakeCloud, read_env_example
 

@@ -8,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from nemo_rl_gke import gcs, lustre
+from nemo_rl_gke import gcs
+from nemo_rl_gke.commands import lustre
 from nemo_rl_gke.runner import Runner
 from nemo_rl_gke.settings import ConfigError, Settings, validate
 

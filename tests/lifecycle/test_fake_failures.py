@@ -54,7 +54,7 @@ def _steady(obj):
 
 
 def failure_cases() -> list:
-    from nemo_rl_gke.steps import all_steps
+    from nemo_rl_gke.resources import all_steps
 
     steps = [step for step in all_steps(_settings()) if step.mutating and not step.always]
     if os.environ.get("NRG_FAILURE_MATRIX") != "all":

@@ -51,12 +51,12 @@ def test_up_without_yes_and_without_terminal_exits_2_before_creating(cloud):
 
 
 def test_up_refuses_while_another_run_holds_the_lock(cloud, tmp_path):
-    from nemo_rl_gke import lifecycle
+    from nemo_rl_gke import lock
     from nemo_rl_gke.settings import load
 
     s = load(allow_example=False, cwd=cloud.workdir, environ={"XDG_CACHE_HOME": cloud.env["XDG_CACHE_HOME"]})
     path = (tmp_path / "cache" / "nemo-rl-gke" / f"{s.PROJECT_ID}-{s.CLUSTER_NAME}.lock")
-    assert lifecycle.lock_path(s).name == path.name
+    assert lock.lock_path(s).name == path.name
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -67,8 +67,8 @@ def test_up_refuses_while_another_run_holds_the_lock(cloud, tmp_path):
 
 
 def test_plan_on_half_built_state_leaves_the_networks_and_creates_the_rest(cloud):
+    from nemo_rl_gke.resources import all_steps, layer_steps
     from nemo_rl_gke.settings import load
-    from nemo_rl_gke.steps import all_steps, layer_steps
 
     assert cloud.invoke("net.create").code == 0
     before = len(cloud.calls())
@@ -82,8 +82,8 @@ def test_plan_on_half_built_state_leaves_the_networks_and_creates_the_rest(cloud
 
 
 def test_dry_up_without_env_prints_the_whole_plan_from_env_example(tmp_path):
+    from nemo_rl_gke.resources import all_steps
     from nemo_rl_gke.settings import load
-    from nemo_rl_gke.steps import all_steps
 
     fake = FakeCloud(tmp_path)
     fake.workdir.mkdir(parents=True)

@@ -8,9 +8,11 @@ import json
 
 import pytest
 
-from nemo_rl_gke import clean, cost, doctor, graph, leftovers
+from nemo_rl_gke import cost, graph
 from nemo_rl_gke.board import Board
-from nemo_rl_gke.steps import LAYERS, all_steps
+from nemo_rl_gke.commands import doctor
+from nemo_rl_gke.resources import LAYERS, all_steps, leftovers
+from nemo_rl_gke.tasks import clean
 from support.fake import read_env_example
 
 VARIANTS = [(gpu, mode) for gpu in ("b200", "h200") for mode in ("standard", "autopilot")]
@@ -170,20 +172,20 @@ def test_board_rows_show_every_step_with_its_state():
 
 # ---- plan's drift ------------------------------------------------------------------------------------
 def test_drift_gpu_pool_node_count_differs():
-    from nemo_rl_gke.lifecycle import drift
+    from nemo_rl_gke.tasks.lifecycle import drift
 
     body = {"initialNodeCount": 3, "config": {"machineType": "a4-highgpu-8g", "spot": True}}
     assert drift(settings(GPU_NODES="2", SPOT="true"), "cluster.gpu-pool", body) == "3 nodes, the settings say 2"
 
 
 def test_drift_matching_gpu_pool_is_empty():
-    from nemo_rl_gke.lifecycle import drift
+    from nemo_rl_gke.tasks.lifecycle import drift
 
     body = {"initialNodeCount": 2, "config": {"machineType": "a4-highgpu-8g", "spot": True}}
     assert drift(settings(GPU_NODES="2", SPOT="true"), "cluster.gpu-pool", body) == ""
 
 
 def test_drift_cluster_mode_differs():
-    from nemo_rl_gke.lifecycle import drift
+    from nemo_rl_gke.tasks.lifecycle import drift
 
     assert "autopilot" in drift(settings(CLUSTER_MODE="standard"), "cluster.cluster", {"autopilot": {"enabled": True}})

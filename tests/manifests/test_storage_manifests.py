@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from nemo_rl_gke import lustre, render
+from nemo_rl_gke import render
+from nemo_rl_gke.commands import lustre
 from nemo_rl_gke.settings import Settings, validate
 from support.schemas import SchemaError, validate_builtin
 

@@ -55,7 +55,8 @@ def base() -> S.Settings:
 
 def commands(s: S.Settings) -> list[list[str]]:
     """Every argv our steps and builders make from these settings (what reaches gcloud/kubectl/helm)."""
-    from nemo_rl_gke import gcloud, helm, kubectl, lustre, names
+    from nemo_rl_gke import names
+    from nemo_rl_gke.commands import gcloud, helm, kubectl, lustre
 
     out = [gcloud.network_create(s, s.NETWORK, subnet_mode="auto"), gcloud.firewall_create(s),
            gcloud.cluster_create(s), gcloud.get_credentials(s), gcloud.cluster_delete(s),

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from nemo_rl_gke import gcloud, kubectl, names
+from nemo_rl_gke import names
+from nemo_rl_gke.commands import gcloud, kubectl
 from nemo_rl_gke.settings import Settings, coerce, validate
 from support.fake import read_env_example
 

@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from nemo_rl_gke import helm
 from nemo_rl_gke import settings as settings_module
+from nemo_rl_gke.commands import helm
 
 
 def settings(**overrides):

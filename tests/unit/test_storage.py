@@ -8,9 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from nemo_rl_gke import gcs, lustre
+from nemo_rl_gke import gcs
+from nemo_rl_gke.commands import lustre
+from nemo_rl_gke.resources import storage_steps
 from nemo_rl_gke.settings import ConfigError, Settings, validate
-from nemo_rl_gke.steps import storage as storage_steps
 
 NOW = datetime(2026, 1, 2, 12, 0, tzinfo=UTC)
 

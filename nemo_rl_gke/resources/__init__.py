@@ -9,7 +9,10 @@ LAYERS = ("net", "cluster", "storage", "ray")
 
 
 def all_steps(s: Settings) -> list[Step]:
-    from . import cluster, net, ray, storage
+    from . import cluster_steps as cluster
+    from . import net_steps as net
+    from . import ray_steps as ray
+    from . import storage_steps as storage
 
     return net.steps(s) + cluster.steps(s) + storage.steps(s) + ray.steps(s)
 

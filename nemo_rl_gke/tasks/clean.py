@@ -25,7 +25,7 @@ HELP = {"delete_data": DATA_HELP, "yes": YES_HELP}
 
 def kept_for_data(steps: list[Any], delete_data: bool) -> set[str]:
     """Names of the steps a teardown keeps: the data (unless delete_data) and everything it depends on."""
-    from .graph import needed_by
+    from ..graph import needed_by
 
     return set() if delete_data else needed_by(steps, [step.name for step in steps if step.holds_data])
 
@@ -39,8 +39,8 @@ def layer_teardown_steps(steps: list[Any], layer: str, delete_data: bool) -> lis
 
 
 def _clean_layer(c: Any, layer: str, delete_data: bool, yes: bool) -> None:
+    from ..resources import all_steps
     from .lifecycle import tear_down
-    from .steps import all_steps
 
     s = context.settings(c)
     steps = layer_teardown_steps(all_steps(s), layer, delete_data)
@@ -50,8 +50,8 @@ def _clean_layer(c: Any, layer: str, delete_data: bool, yes: bool) -> None:
 @context.task(name="all", default=True, help=HELP)
 def all_(c, delete_data=False, yes=False):
     """Delete everything (same as `down`), then scan for leftovers; data kept unless --delete-data."""
+    from ..resources import all_steps
     from .lifecycle import tear_down
-    from .steps import all_steps
 
     s = context.settings(c)
     tear_down(c, s, all_steps(s), delete_data=delete_data, yes=yes, what="clean")

@@ -12,8 +12,8 @@ import os
 import re
 from pathlib import Path
 
-from . import names
-from .settings import Settings
+from .. import names
+from ..settings import Settings
 
 Argv = list[str]
 MIN_VERSION = (3, 14)

@@ -8,12 +8,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .. import gcloud, gcs, kubectl, lustre, names
+from .. import gcs, names
+from ..commands import gcloud, kubectl, lustre
 from ..graph import Step
 from ..runner import ALREADY_EXISTS, NOT_FOUND, Runner, ToolError
 from ..settings import Settings
-from . import cluster, net
-from .common import check, creator, delete_if_ours, deleter
+from . import cluster_steps as cluster
+from . import net_steps as net
+from .step_shapes import check, creator, delete_if_ours, deleter
 
 BUCKET = "storage.bucket"
 KSA = "storage.ksa"

@@ -9,11 +9,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from .. import gcloud, helm, kubectl, names, raychart
+from .. import names, raychart
+from ..commands import gcloud, helm, kubectl
 from ..graph import Step
 from ..runner import Runner, ToolError
 from ..settings import Settings
-from . import cluster
+from . import cluster_steps as cluster
 
 RELEASE = "ray.release"
 # Created by the storage layer; deps outside a selection are ignored by the graph.

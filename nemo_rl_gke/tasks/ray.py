@@ -31,14 +31,14 @@ def _settings(c, nodes=None, offline=False):
 
 
 def _head(head_cpu, head_memory):
-    from .settings import _int
+    from ..settings import _int
 
     return {"head_cpu": None if head_cpu is None else _int("--head-cpu", head_cpu),
             "head_memory_gi": None if head_memory is None else _int("--head-memory", head_memory)}
 
 
 def _credentials(r, s):
-    from .steps import cluster
+    from ..resources import cluster_steps as cluster
 
     for step in cluster.steps(s):
         if step.name == cluster.CREDENTIALS:
@@ -48,8 +48,8 @@ def _credentials(r, s):
 @context.task(help={**SIZE_HELP, "timeout": "Seconds to wait for every Ray pod to be Ready (default 1800)."})
 def deploy(c, nodes=None, head_cpu=None, head_memory=None, timeout=None):
     """Install or upgrade the Ray cluster, wait for every pod, and check Ray sees GPU_NODES x 8 GPUs."""
-    from .raychart import values
-    from .steps import ray as ray_steps
+    from ..raychart import values
+    from ..resources import ray_steps
 
     s = _settings(c, nodes)
     head = _head(head_cpu, head_memory)
@@ -63,7 +63,8 @@ def deploy(c, nodes=None, head_cpu=None, head_memory=None, timeout=None):
 @context.task(help={**SIZE_HELP, "values": "Print the generated Helm values instead of the manifests."})
 def render(c, nodes=None, head_cpu=None, head_memory=None, values=False):
     """Print the manifests ray.deploy would install (helm template, offline; --dry prints the command)."""
-    from . import helm, raychart
+    from .. import raychart
+    from ..commands import helm
 
     s = _settings(c, nodes, offline=True)
     text = raychart.values_yaml(s, **_head(head_cpu, head_memory))
@@ -82,8 +83,9 @@ def render(c, nodes=None, head_cpu=None, head_memory=None, values=False):
 @context.task
 def status(c):
     """Show the Helm release, the Ray pods (and why any is not Ready), and Ray's count of nodes and GPUs."""
-    from . import helm, names, raychart
-    from .steps import ray as ray_steps
+    from .. import names, raychart
+    from ..commands import helm
+    from ..resources import ray_steps
 
     s = context.settings(c)
     r = context.runner(c, s)
@@ -109,7 +111,7 @@ def status(c):
 @context.task(help={"port": "Local port for the dashboard (default 8265)."})
 def dashboard(c, port=8265):
     """Port-forward the Ray dashboard to localhost and print its URL; Ctrl-C stops it."""
-    from .steps import ray as ray_steps
+    from ..resources import ray_steps
 
     s = context.settings(c)
     r = context.runner(c, s)
@@ -119,7 +121,7 @@ def dashboard(c, port=8265):
     if code == 130:
         r.say("dashboard stopped.", err=True)
     elif code:
-        from .runner import ToolError
+        from ..runner import ToolError
 
         raise ToolError(f"kubectl port-forward exited with code {code}: is the Ray cluster deployed "
                         "(`invoke ray.status`)?", code)
@@ -128,8 +130,8 @@ def dashboard(c, port=8265):
 @context.task(help={"yes": "Answer yes to the confirmation (needed without a terminal)."})
 def delete(c, yes=False):
     """Uninstall the Ray cluster (pods and RayCluster); Lustre data and the cluster stay."""
-    from . import names
-    from .steps import ray as ray_steps
+    from .. import names
+    from ..resources import ray_steps
 
     s = context.settings(c)
     context.confirm(c, f"Delete the Ray cluster {names.RAY_RELEASE} in {s.CLUSTER_NAME}/{s.NAMESPACE}? "
@@ -143,8 +145,9 @@ ns = Collection("ray", deploy, render, status, dashboard, delete)
 
 def cluster_summary(c, s):
     """One line for the top-level `status`: the Ray pods' progress and the GPUs Ray sees."""
-    from . import helm, names, raychart
-    from .steps import ray as ray_steps
+    from .. import names, raychart
+    from ..commands import helm
+    from ..resources import ray_steps
 
     r = context.runner(c, s)
     if r.dry or not r.exists(helm.status(s)):

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import names
-from .runner import NOT_FOUND, Runner, ToolError
-from .settings import Settings
+from .. import names
+from ..runner import NOT_FOUND, Runner, ToolError
+from ..settings import Settings
 
 Argv = list[str]
 
@@ -118,7 +118,7 @@ def _parse(stdout: str) -> list[dict[str, Any]]:
 def _buckets(s: Settings) -> list[dict[str, Any]] | None:
     """Buckets through the google-cloud-storage client the storage layer uses (None: list with gcloud)."""
     try:
-        from . import gcs
+        from .. import gcs
     except ImportError:
         return None
     return [{"name": b.name, "labels": dict(b.labels or {})} for b in gcs.client(s).list_buckets()]

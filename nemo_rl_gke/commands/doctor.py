@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from .settings import Settings
+from ..settings import Settings
 
 Argv = list[str]
 

@@ -12,8 +12,8 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from . import names
-from .settings import Settings
+from .. import names
+from ..settings import Settings
 
 Argv = list[str]
 
@@ -260,7 +260,7 @@ def pv_values(s: Settings, ip: str, capacity_gib: int) -> dict[str, object]:
 
 
 def pv_pvc_yaml(s: Settings, ip: str, capacity_gib: int) -> tuple[str, str]:
-    from . import render
+    from .. import render
 
     values = pv_values(s, ip, capacity_gib)
     pv = render.render_file("lustre-pv.yaml", values)

@@ -3,7 +3,7 @@ points an apply at another cluster."""
 
 from __future__ import annotations
 
-from .settings import Settings
+from ..settings import Settings
 
 Argv = list[str]
 

@@ -1,10 +1,8 @@
-"""Top-level lifecycle tasks: `up`, `down`, `plan`, `status`, `doctor`.
+"""Top-level lifecycle tasks: `up`, `down`, `plan`, `status` (and `doctor`, from `checkup`).
 
-They run the one resource graph (`steps.all_steps`): `up` creates what is missing, independent steps in
+They run the one resource graph (`resources.all_steps`): `up` creates what is missing, independent steps in
 parallel, with a live board; `down` walks it backwards and ends with a leftover scan; `plan` and `status`
-only ask. Two `up`/`down`/`clean` runs against the same project and cluster never interleave: each holds
-a lock file (~/.cache/nemo-rl-gke/<project>-<cluster>.lock); a second run refuses at once and says who
-holds it (the lock frees itself when that process ends, even if it crashed).
+only ask. Two `up`/`down`/`clean` runs against the same project and cluster never interleave (`lock.py`).
 
 Examples:
     invoke --dry up                      # the whole plan, offline, nothing runs
@@ -17,12 +15,13 @@ Examples:
 from __future__ import annotations
 
 import sys
-from contextlib import contextmanager
 from typing import Any
 
 from invoke import Exit
 
+from ..lock import state_lock
 from . import context
+from .checkup import doctor
 from .cluster import FLAG_HELP, cluster_settings
 
 YES_HELP = "Answer yes to the confirmation (needed without a terminal)."
@@ -36,55 +35,12 @@ def describe(s: Any) -> str:
             f"{s.GPU_NODES} × {s.gpu.machine_type} ({s.gpu.short}, {capacity}) in {s.zone}")
 
 
-def lock_path(s: Any) -> Any:
-    import os
-    from pathlib import Path
-
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nemo-rl-gke"
-    return base / f"{s.PROJECT_ID}-{s.CLUSTER_NAME}.lock"
-
-
-@contextmanager
-def state_lock(s: Any, what: str):
-    """Hold the per project+cluster lock; refuse (exit 1) if another run holds it."""
-    import fcntl
-    import json
-    import os
-    import time
-
-    path = lock_path(s)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            try:
-                holder = json.loads(handle.read() or "{}")
-            except json.JSONDecodeError:
-                holder = {}
-            who = (f"`invoke {holder.get('what', '?')}` (pid {holder.get('pid', '?')}, "
-                   f"since {holder.get('since', '?')})")
-            raise Exit(f"error: another run holds {path}: {who} works on {s.PROJECT_ID}/{s.CLUSTER_NAME}. "
-                       f"Two runs must not interleave; wait for it to finish, then run this again (the lock "
-                       f"frees itself when that process ends).", code=1) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(json.dumps({"what": what, "pid": os.getpid(),
-                                 "since": time.strftime("%Y-%m-%d %H:%M:%S")}))
-        handle.flush()
-        try:
-            yield path
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def present_map(r: Any, steps: list[Any]) -> dict[str, bool | None]:
     """step name -> exists, asked in parallel (read-only); `always` steps count as absent.
 
     None: the check could not tell (a peering cannot be listed before its network exists); `up` then
     lets the graph ask again when the step's turn comes."""
-    from .runner import ToolError
+    from ..runner import ToolError
 
     def ask(step: Any) -> bool | None:
         try:
@@ -104,7 +60,7 @@ def _minutes(seconds: float) -> str:
 
 
 def _say_cost(r: Any, est: Any, *, prefix: str) -> None:
-    from . import cost
+    from .. import cost
 
     r.say(f"{prefix}estimated cost while up:", err=not r.dry)
     for line in cost.summary_lines(est):
@@ -112,9 +68,9 @@ def _say_cost(r: Any, est: Any, *, prefix: str) -> None:
 
 
 def bring_up(c: Any, s: Any, *, yes: bool) -> None:
-    from . import cost, graph
-    from .board import Board
-    from .steps import all_steps
+    from .. import cost, graph
+    from ..board import Board
+    from ..resources import all_steps
 
     steps = all_steps(s)
     r = context.runner(c, s)
@@ -167,8 +123,9 @@ def kept_message(kept: list[Any]) -> str:
 def tear_down(c: Any, s: Any, steps: list[Any], *, delete_data: bool, yes: bool, what: str,
               layers: tuple[str, ...] = ()) -> None:
     """`down` and `clean.*`: confirm, destroy in parallel with the board, then scan for leftovers."""
-    from . import graph, leftovers
-    from .board import Board
+    from .. import graph
+    from ..board import Board
+    from ..resources import leftovers
 
     r = context.runner(c, s)
     scope = ", ".join(layers) if layers else "everything"
@@ -193,7 +150,7 @@ def tear_down(c: Any, s: Any, steps: list[Any], *, delete_data: bool, yes: bool,
         message = kept_message(kept)
         if message:
             r.say(message, err=True)
-        from .steps import all_steps
+        from ..resources import all_steps
 
         result = leftovers.scan(r, s, all_steps(s), kept=kept, layers=layers)
     for warning in result.warnings:
@@ -221,7 +178,7 @@ def up(c, gpu=None, mode=None, nodes=None, spot=False, reservation=None, yes=Fal
 @context.task(help={"delete_data": DATA_HELP, "yes": YES_HELP})
 def down(c, delete_data=False, yes=False):
     """Delete everything `up` made, in parallel, then scan for leftovers (data kept unless --delete-data)."""
-    from .steps import all_steps
+    from ..resources import all_steps
 
     s = context.settings(c)
     tear_down(c, s, all_steps(s), delete_data=delete_data, yes=yes, what="down")
@@ -230,8 +187,8 @@ def down(c, delete_data=False, yes=False):
 @context.task(help=FLAG_HELP)
 def plan(c, gpu=None, mode=None, nodes=None, spot=False, reservation=None):
     """Show what `up` would create and what it would leave as is, with the cost per hour (read-only)."""
-    from . import cost
-    from .steps import all_steps
+    from .. import cost
+    from ..resources import all_steps
 
     s = cluster_settings(c, gpu, mode, nodes, spot, reservation)
     steps = all_steps(s)
@@ -283,7 +240,7 @@ def drift(s: Any, step_name: str, body: dict) -> str:
 def _drifts(r: Any, s: Any, present: dict[str, bool | None]) -> dict[str, str]:
     import json
 
-    from . import gcloud
+    from ..commands import gcloud
 
     asks = {"cluster.cluster": gcloud.cluster_describe(s), "cluster.gpu-pool": gcloud.node_pool_describe(s)}
     wanted = [(name, argv) for name, argv in asks.items() if present.get(name)]
@@ -300,8 +257,8 @@ def _drifts(r: Any, s: Any, present: dict[str, bool | None]) -> dict[str, str]:
 @context.task
 def status(c):
     """One table of every resource: state, age and cost per hour; then the Ray cluster and the latest job."""
-    from . import cost
-    from .steps import all_steps
+    from .. import cost
+    from ..resources import all_steps
 
     s = context.settings(c)
     steps = all_steps(s)
@@ -341,12 +298,13 @@ def _ages(r: Any, s: Any, steps: list[Any], present: dict[str, bool]) -> dict[st
     """Seconds since creation, for the resources that bill by the hour and report a creation time."""
     import json
 
-    from . import cost, gcloud
+    from .. import cost
+    from ..commands import gcloud
 
     asks = {"cluster.cluster": gcloud.cluster_describe(s)}
     lustre_step = cost.attach_step("lustre", steps)
     try:
-        from . import lustre
+        from ..commands import lustre
 
         if lustre_step:
             asks[lustre_step] = lustre.lustre_describe(s)
@@ -395,7 +353,7 @@ def _extra_status(c: Any, s: Any) -> None:
     import importlib
 
     for module_name, function in (("ray", "cluster_summary"), ("job", "latest_summary")):
-        module = importlib.import_module(f"nemo_rl_gke.{module_name}")
+        module = importlib.import_module(f"nemo_rl_gke.tasks.{module_name}")
         helper = getattr(module, function, None)
         if helper is None:
             print(f"{module_name}: for details run `invoke {module_name}.status`")
@@ -406,82 +364,6 @@ def _extra_status(c: Any, s: Any) -> None:
         except Exception as exc:  # noqa: BLE001 - status must still print the rest
             print(f"{module_name}: could not read status: {str(exc).splitlines()[0] if str(exc) else exc}",
                   file=sys.stderr)
-
-
-@context.task
-def doctor(c):
-    """Check tools, account, project, APIs, GPU quota and reservation; each ✓/✗ with the fix."""
-    from . import doctor as checks
-
-    s = context.settings(c)
-    r = context.runner(c, s)
-    if r.dry:
-        r.say("# doctor asks (read-only):")
-        for argv in checks.queries(s):
-            r.say("#   " + " ".join(argv))
-        return
-    results = run_checks(r, s)
-    for check in results:
-        for line in check.lines():
-            print(line)
-    failed = [check for check in results if not check.ok]
-    if failed:
-        raise Exit(f"doctor: {len(failed)} of {len(results)} checks failed; fix them before `invoke up`.",
-                   code=1)
-    print(f"doctor: all {len(results)} checks passed.")
-
-
-def run_checks(r: Any, s: Any) -> list[Any]:
-    """Run doctor's read-only queries in parallel and turn each answer into a Check."""
-    from . import doctor as checks
-    from .runner import INSTALL_HINTS, MissingTool
-
-    def tool(name: str, argv: list[str], parse: Any) -> Any:
-        try:
-            result = r.query(argv)
-        except MissingTool:
-            return checks.missing_tool(name, INSTALL_HINTS.get(name, f"install {name}"))
-        if not result.ok:
-            return checks.Check(name, False, (result.stderr.strip().splitlines() or ["failed"])[-1],
-                                INSTALL_HINTS.get(name, ""))
-        return parse(result.stdout)
-
-    def answer(argv: list[str]) -> Any:
-        try:
-            return r.query(argv, ok_codes=range(256))
-        except MissingTool:
-            return None
-
-    def cloud(name: str, argv: list[str], parse: Any) -> Any:
-        result = answer(argv)
-        if result is None:
-            return checks.Check(name, False, "gcloud is missing", INSTALL_HINTS["gcloud"])
-        return parse(result)
-
-    thunks = [
-        lambda: tool("gcloud", checks.gcloud_version(), checks.check_gcloud),
-        lambda: tool("kubectl", checks.kubectl_version(), checks.check_kubectl),
-        lambda: tool("helm", checks.helm_version(), checks.check_helm),
-        lambda: tool("gke-gcloud-auth-plugin", checks.auth_plugin_version(), checks.check_auth_plugin),
-        lambda: cloud("account", checks.active_account(), lambda res: checks.check_account(res.stdout)),
-        lambda: cloud("project", checks.project_describe(s),
-                      lambda res: checks.check_project(s, res.exit_code, res.stdout, res.stderr)),
-        lambda: cloud("APIs", checks.enabled_services(s), lambda res: checks.check_apis(s, res.stdout)),
-    ]
-    if s.RESERVATION:
-        thunks.append(lambda: cloud(f"reservation {s.RESERVATION}", checks.reservation_describe(s),
-                                    lambda res: checks.check_reservation(s, res.exit_code, res.stdout,
-                                                                         res.stderr)))
-    else:
-        def quota(res: Any) -> Any:
-            if res.ok:
-                return checks.check_quota(s, res.stdout)
-            return checks.Check(f"GPU quota ({s.region})", False,
-                                (res.stderr.strip().splitlines() or ["cannot read quotas"])[-1],
-                                "check the project and region, and that compute.googleapis.com is enabled")
-
-        thunks.append(lambda: cloud(f"GPU quota ({s.region})", checks.region_quotas(s), quota))
-    return r.parallel(thunks)
 
 
 TASKS = [up, down, plan, status, doctor]

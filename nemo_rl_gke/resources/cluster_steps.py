@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 
-from .. import gcloud, kubectl, names, render
+from .. import names, render
+from ..commands import gcloud, kubectl
 from ..graph import Step
 from ..runner import Runner
 from ..settings import Settings
-from . import net
-from .common import check, creator, deleter
+from . import net_steps as net
+from .step_shapes import check, creator, deleter
 
 CLUSTER = "cluster.cluster"
 CREDENTIALS = "cluster.credentials"

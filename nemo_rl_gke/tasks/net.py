@@ -12,7 +12,7 @@ from . import context
 
 
 def _steps(s):
-    from .steps import net
+    from ..resources import net_steps as net
 
     return net.steps(s)
 
@@ -45,8 +45,8 @@ def _steps_keeping_live_data(c, s):
     instance) marked to be kept: the API would refuse to delete them anyway, and the data stays reachable."""
     from dataclasses import replace
 
-    from .graph import needed_by
-    from .steps import all_steps
+    from ..graph import needed_by
+    from ..resources import all_steps
 
     steps = all_steps(s)
     everything = {step.name: step for step in steps}

@@ -3,12 +3,13 @@ RDMA VPC (zonal RoCE profile) with its 8 subnets."""
 
 from __future__ import annotations
 
-from .. import gcloud, names
+from .. import names
+from ..commands import gcloud
 from ..graph import Step
 from ..settings import Settings
-from .common import check as _exists
-from .common import creator as _create
-from .common import delete_if_ours as _delete_if_ours
+from .step_shapes import check as _exists
+from .step_shapes import creator as _create
+from .step_shapes import delete_if_ours as _delete_if_ours
 
 MAIN = "net.network"
 GVNIC_NET = "net.gvnic-network"

@@ -14,7 +14,7 @@ from typing import Any
 from invoke import Exit
 from invoke import task as invoke_task
 
-from .settings import ConfigError, Settings
+from ..settings import ConfigError, Settings
 
 
 def is_dry(c: Any) -> bool:
@@ -56,8 +56,8 @@ def task(*args: Any, optional_positional: bool = False, **kwargs: Any) -> Callab
     def decorate(body: Callable[..., Any]) -> Any:
         @functools.wraps(body)
         def guarded(c: Any, *a: Any, **kw: Any) -> Any:
-            from .render import RenderError
-            from .runner import ToolError
+            from ..render import RenderError
+            from ..runner import ToolError
 
             try:
                 return body(c, *a, **kw)
@@ -93,7 +93,7 @@ def settings(c: Any, *, offline: bool = False, **overrides: Any) -> Settings:
 
     Dry runs and offline tasks fall back to .env.example (and say so); real runs refuse without a .env.
     """
-    from . import settings as settings_module
+    from .. import settings as settings_module
 
     allow_example = offline or is_dry(c)
     loaded = settings_module.load(allow_example=allow_example, **overrides)
@@ -106,7 +106,7 @@ def settings(c: Any, *, offline: bool = False, **overrides: Any) -> Settings:
 
 
 def runner(c: Any, s: Settings) -> Any:
-    from .runner import Runner
+    from ..runner import Runner
 
     return Runner(dry=is_dry(c), secrets=s.secrets, verbose=bool(c.config.get("verbose", False)))
 
@@ -124,24 +124,24 @@ def confirm(c: Any, question: str, *, yes: bool) -> None:
 
 def apply_steps(c: Any, s: Settings, steps: list[Any], *, title: str = "create") -> Any:
     """Create what is missing among steps, in parallel, with the live board."""
-    from . import graph
+    from .. import graph
 
     r = runner(c, s)
     if r.dry:
         return graph.apply(r, steps)
-    from .board import Board
+    from ..board import Board
 
     with Board(steps, title=f"{title} {s.CLUSTER_NAME}") as board:
         return graph.apply(r, steps, listener=board.listener)
 
 
 def destroy_steps(c: Any, s: Settings, steps: list[Any], *, delete_data: bool = False, title: str = "delete") -> Any:
-    from . import graph
+    from .. import graph
 
     r = runner(c, s)
     if r.dry:
         return graph.destroy(r, steps, delete_data=delete_data)
-    from .board import Board
+    from ..board import Board
 
     with Board(steps, title=f"{title} {s.CLUSTER_NAME}") as board:
         return graph.destroy(r, steps, delete_data=delete_data, listener=board.listener)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from . import names
-from .settings import Settings
+from .. import names
+from ..settings import Settings
 
 Argv = list[str]
 

@@ -22,7 +22,7 @@ FLAG_HELP = {
 
 def cluster_settings(c, gpu=None, mode=None, nodes=None, spot=False, reservation=None):
     """Flags over .env. --spot and --reservation exclude each other; either one replaces the other's .env value."""
-    from .settings import ConfigError
+    from ..settings import ConfigError
 
     if spot and reservation:
         raise ConfigError("--spot", "--reservation", "choose one: Spot VMs or a reservation.")
@@ -35,7 +35,7 @@ def cluster_settings(c, gpu=None, mode=None, nodes=None, spot=False, reservation
 
 
 def _steps(s):
-    from .steps import cluster
+    from ..resources import cluster_steps as cluster
 
     return cluster.steps(s)
 
@@ -50,7 +50,7 @@ def create(c, gpu=None, mode=None, nodes=None, spot=False, reservation=None):
 @context.task
 def credentials(c):
     """Fetch kubectl credentials for the cluster."""
-    from .steps import cluster
+    from ..resources import cluster_steps as cluster
 
     s = context.settings(c)
     context.apply_steps(c, s, [step for step in _steps(s) if step.name == cluster.CREDENTIALS])

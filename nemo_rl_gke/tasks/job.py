@@ -22,14 +22,16 @@ ID_HELP = "Run id (default: the latest submitted run)."
 
 
 def _kubectl_exec(s: Any, pod: str) -> list[str]:
-    from . import jobscript, kubectl
+    from .. import jobscript
+    from ..commands import kubectl
 
     return kubectl.base(s) + ["exec", "-i", pod, f"--namespace={s.NAMESPACE}",
                               f"--container={jobscript.HEAD_CONTAINER}", "--", "bash"]
 
 
 def _pods_argv(s: Any) -> list[str]:
-    from . import kubectl, names
+    from .. import names
+    from ..commands import kubectl
 
     return kubectl.get(s, "pods", namespace=s.NAMESPACE, selector=f"ray.io/cluster={names.RAY_RELEASE}",
                        output="json")
@@ -39,8 +41,8 @@ def _head(r: Any, s: Any) -> tuple[str, int | None]:
     """(head pod name, GPUs on Running Ray workers or None if unknown). Dry runs: a placeholder, None."""
     import json
 
-    from . import names
-    from .runner import ToolError
+    from .. import names
+    from ..runner import ToolError
 
     result = r.query(_pods_argv(s))
     if result is None:
@@ -65,7 +67,7 @@ def _ray_gpus(r: Any, s: Any, head: str, items: list[dict]) -> int | None:
     """What Ray in the head reports (one cheap exec); the Running workers' GPU limits if Ray cannot say."""
     import json
 
-    from .steps import ray as ray_steps
+    from ..resources import ray_steps
 
     answer = r.query(ray_steps.gpu_query_argv(s, head), ok_codes=range(256), timeout=60)
     if answer is not None and answer.ok:
@@ -95,7 +97,7 @@ def _worker_gpus(items: list[dict]) -> int | None:
 
 def _query(r: Any, s: Any, script: str) -> Any:
     """Pipe a read-only script into the head pod. Dry run: show it, return None. 'No such run' is exit 3."""
-    from .runner import ToolError
+    from ..runner import ToolError
 
     if r.dry:
         r.say("# dry run: would ask the head pod (read-only):")
@@ -122,7 +124,7 @@ def _utc_stamp() -> str:
 })
 def submit(c, name, set_=None, id_=None, follow=False):
     """Validate a job and start it detached in the Ray head pod; prints the run id."""
-    from . import jobscript, jobspec
+    from .. import jobscript, jobspec
 
     s = context.settings(c)
     spec = jobspec.load(name)
@@ -178,7 +180,7 @@ def list_(c):
     """List the runs on /data/runs with their state, step and latest checkpoint."""
     import json
 
-    from . import jobscript
+    from .. import jobscript
 
     s = context.settings(c)
     r = context.runner(c, s)
@@ -198,7 +200,7 @@ def status(c, id_=None):
     """Show one run's state (running, succeeded, failed, stopped, lost), step and latest checkpoint."""
     import json
 
-    from . import jobscript
+    from .. import jobscript
 
     s = context.settings(c)
     r = context.runner(c, s)
@@ -217,7 +219,7 @@ def status(c, id_=None):
                     "lines": "How many of the last lines to show first (default 200)."})
 def logs(c, id_=None, follow=False, lines=200):
     """Print the driver log of a run (the latest by default); --follow streams it."""
-    from . import jobscript
+    from .. import jobscript
 
     s = context.settings(c)
     r = context.runner(c, s)
@@ -225,7 +227,7 @@ def logs(c, id_=None, follow=False, lines=200):
     script = jobscript.logs_script(id_ or "", follow=follow, lines=int(lines))
     code = r.stream(_kubectl_exec(s, pod), stdin=script)
     if code not in (0, 130):
-        from .runner import ToolError
+        from ..runner import ToolError
 
         raise ToolError(f"reading the driver log failed (exit code {code})", code)
 
@@ -236,7 +238,7 @@ def stop(c, id_=None, grace=30):
     """Stop a run: signal the driver's whole process group, then confirm it is gone."""
     import json
 
-    from . import jobscript
+    from .. import jobscript
 
     s = context.settings(c)
     r = context.runner(c, s)
@@ -246,7 +248,7 @@ def stop(c, id_=None, grace=30):
                    show_stdin=r.dry, dry_stdout="{}", ok_codes=(0, 1, 3))
     if r.dry:
         return
-    from .runner import ToolError
+    from ..runner import ToolError
 
     if result.exit_code == 3:
         raise ToolError(result.stderr.strip().removeprefix("error: "), 1)
@@ -261,7 +263,7 @@ def checkpoints(c, id_=None):
     """List a run's checkpoints on Lustre (training_info.json figures) and what was exported to the bucket."""
     import json
 
-    from . import jobscript
+    from .. import jobscript
 
     s = context.settings(c)
     r = context.runner(c, s)
@@ -288,7 +290,8 @@ def _number(value: Any) -> str:
 
 def _exported(r: Any, s: Any, run_id: str) -> None:
     """What `storage.export` copied to gs://BUCKET/runs/<id>/ (best effort: no bucket is no error)."""
-    from . import gcs, lustre
+    from .. import gcs
+    from ..commands import lustre
 
     _, uri, prefix = lustre.export_paths(s, run_id)
     try:
@@ -311,7 +314,7 @@ def _exported(r: Any, s: Any, run_id: str) -> None:
               help={"id_": ID_HELP, "plot": "Also write a PNG plot of reward, accuracy and step time here."})
 def metrics(c, id_=None, plot=None):
     """Per-step reward, validation accuracy and step time from the driver log, as a table (and a PNG)."""
-    from . import jobmetrics, jobscript
+    from .. import jobmetrics, jobscript
 
     s = context.settings(c)
     r = context.runner(c, s)
@@ -335,8 +338,8 @@ def latest_summary(c: Any, s: Any) -> list[str]:
     """One line for the top-level `status`: the latest run's state and step."""
     import json
 
-    from . import jobscript
-    from .runner import ToolError
+    from .. import jobscript
+    from ..runner import ToolError
 
     r = context.runner(c, s)
     if r.dry:

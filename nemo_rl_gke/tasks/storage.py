@@ -23,7 +23,8 @@ _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 def _steps(s):
-    from .steps import cluster, storage
+    from ..resources import cluster_steps as cluster
+    from ..resources import storage_steps as storage
 
     # kubectl needs the cluster's credentials; `up` has that step already, storage.create brings its own.
     return [st for st in cluster.steps(s) if st.name == cluster.CREDENTIALS] + storage.steps(s)
@@ -39,7 +40,7 @@ def create(c):
 @context.task
 def status(c):
     """Show the bucket (location, size), Lustre (state, capacity, IP), the PVC phase and the Secret."""
-    from .steps import storage as storage_steps
+    from ..resources import storage_steps
 
     s = context.settings(c)
     r = context.runner(c, s)
@@ -54,7 +55,7 @@ def status(c):
                     "yes": "Answer yes to the confirmation (needed without a terminal)."})
 def delete(c, delete_data=False, yes=False):
     """Delete the PV/PVC, KSA, Secret and binding; with --delete-data also Lustre, peering, range, bucket."""
-    from .steps import storage as storage_steps
+    from ..resources import storage_steps
 
     s = context.settings(c)
     r = context.runner(c, s)
@@ -79,8 +80,8 @@ def delete(c, delete_data=False, yes=False):
 @context.task(help={"run": "Export only this run (/data/runs/ID); default: every run."})
 def export(c, run=None):
     """Copy checkpoints from Lustre to gs://GS_BUCKET/runs/ and list what the bucket holds there."""
-    from .settings import ConfigError
-    from .steps import storage as storage_steps
+    from ..resources import storage_steps
+    from ..settings import ConfigError
 
     if run is not None and not _RUN_ID.match(run):
         raise ConfigError("--run", run, "a run id is letters, digits, '.', '_' or '-' (as in job.list).")

@@ -1,0 +1,1 @@
+"""The Invoke namespaces: one module per namespace, plus the top-level lifecycle tasks."""
