@@ -195,7 +195,7 @@ def list_(c):
     context.print_table("runs", header, _runs_rows(runs))
 
 
-@context.task(positional=["id_"], optional_positional=True, help={"id_": ID_HELP})
+@context.task(help={"id_": ID_HELP})
 def status(c, id_=None):
     """Show one run's state (running, succeeded, failed, stopped, lost), step and latest checkpoint."""
     import json
@@ -214,7 +214,7 @@ def status(c, id_=None):
     r.say(f"  run dir: {run['run_dir']}, checkpoints: {run.get('checkpoint_dir') or '-'}")
 
 
-@context.task(positional=["id_"], optional_positional=True, help={"id_": ID_HELP,
+@context.task(help={"id_": ID_HELP,
                     "follow": "Keep streaming until the driver exits; Ctrl-C stops only this.",
                     "lines": "How many of the last lines to show first (default 200)."})
 def logs(c, id_=None, follow=False, lines=200):
@@ -232,8 +232,7 @@ def logs(c, id_=None, follow=False, lines=200):
         raise ToolError(f"reading the driver log failed (exit code {code})", code)
 
 
-@context.task(positional=["id_"], optional_positional=True,
-              help={"id_": ID_HELP, "grace": "Seconds between SIGTERM and SIGKILL (default 30)."})
+@context.task(help={"id_": ID_HELP, "grace": "Seconds between SIGTERM and SIGKILL (default 30)."})
 def stop(c, id_=None, grace=30):
     """Stop a run: signal the driver's whole process group, then confirm it is gone."""
     import json
@@ -258,7 +257,7 @@ def stop(c, id_=None, grace=30):
         raise ToolError(f"run {answer.get('id')} did not stop: {answer.get('message')}", 1)
 
 
-@context.task(positional=["id_"], optional_positional=True, help={"id_": ID_HELP})
+@context.task(help={"id_": ID_HELP})
 def checkpoints(c, id_=None):
     """List a run's checkpoints on Lustre (training_info.json figures) and what was exported to the bucket."""
     import json
@@ -310,8 +309,7 @@ def _exported(r: Any, s: Any, run_id: str) -> None:
           + (f"; checkpoints {', '.join(steps)}" if steps else ""))
 
 
-@context.task(positional=["id_"], optional_positional=True,
-              help={"id_": ID_HELP, "plot": "Also write a PNG plot of reward, accuracy and step time here."})
+@context.task(help={"id_": ID_HELP, "plot": "Also write a PNG plot of reward, accuracy and step time here."})
 def metrics(c, id_=None, plot=None):
     """Per-step reward, validation accuracy and step time from the driver log, as a table (and a PNG)."""
     from .. import jobmetrics, jobscript
