@@ -21,11 +21,19 @@ JOBS_DIR = REPO_ROOT / "jobs"
 # Where things live inside the pods (the Lustre volume is mounted at /data on the head and every worker).
 DATA = "/data"
 RUNS_DIR = f"{DATA}/runs"
-HF_HOME = f"{DATA}/hf-home"
+# One Hugging Face cache on /data for the pods (the chart's HF_HOME) and the driver alike: NeMo RL copies the
+# driver's environment to every worker, so a second path would only split the cache.
+HF_HOME = f"{DATA}/huggingface"
 DATASETS = {
     # name -> (directory on /data, train file, validation file, input key, output key)
     "gsm8k": (f"{DATA}/datasets/gsm8k", "train.jsonl", "test.jsonl", "question", "answer"),
 }
+# Rows of each prepared train split (GSM8K config main, train: 7473). NeMo RL's dataloader drops the last
+# partial batch, so an epoch is floor(rows / prompts per step) steps (FACTS §7).
+TRAIN_ROWS = {"gsm8k": 7473}
+# NeMo RL v0.5.0's recipes, each chain merged as its load_config does (generated from the upstream tag).
+CONFIGS_FILE = Path(__file__).resolve().parent / "data" / "nemo_rl_v0.5.0_configs.json"
+CADENCE_LIMIT_SECONDS = 30 * 60
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 _RUN_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
@@ -43,15 +51,22 @@ VLLM_TP = "policy.generation.vllm_cfg.tensor_parallel_size"
 VLLM_PP = "policy.generation.vllm_cfg.pipeline_parallel_size"
 POLICY_TP = "policy.dtensor_cfg.tensor_parallel_size"
 POLICY_CP = "policy.dtensor_cfg.context_parallel_size"
-POLICY_PP = "policy.dtensor_cfg.pipeline_parallel_size"
 PROMPTS = "grpo.num_prompts_per_step"
 GENERATIONS = "grpo.num_generations_per_prompt"
 GLOBAL_BATCH = "policy.train_global_batch_size"
 MAX_STEPS = "grpo.max_num_steps"
+MAX_EPOCHS = "grpo.max_num_epochs"
+SAVE_PERIOD = "checkpointing.save_period"
+TRAIN_DATA = "data.train_data_path"
 CHECKPOINT_DIR = "checkpointing.checkpoint_dir"
 LOG_DIR = "logger.log_dir"
 WANDB_ENABLED = "logger.wandb_enabled"
-DEFAULTS = {VLLM_PP: "1", POLICY_CP: "1", POLICY_PP: "1"}
+DEFAULTS = {VLLM_PP: "1", POLICY_CP: "1", MAX_EPOCHS: "1"}
+# Keys validation reads: a dict- or list-valued override of one of them (or of a parent) is parsed here.
+GOVERNED = (NUM_NODES, GPUS_PER_NODE, COLOCATED, INFER_NODES, INFER_GPUS, VLLM_TP, VLLM_PP, POLICY_TP, POLICY_CP,
+            PROMPTS, GENERATIONS, GLOBAL_BATCH, MAX_STEPS, MAX_EPOCHS, SAVE_PERIOD)
+# Settings of ours that ride on --set but never reach NeMo RL.
+JOB_SETTINGS = ("max_restarts",)
 
 
 class JobError(ConfigError):
@@ -100,6 +115,14 @@ class JobSpec:
     steps: int
     overrides: tuple[str, ...] = field(default=())
     path: str = ""
+    epochs: int = 1
+    gated: bool = False
+    max_restarts: int = 3
+    step_seconds: float | None = None
+
+    @property
+    def licence_url(self) -> str:
+        return f"https://huggingface.co/{self.model_name}"
 
 
 # ---- loading ------------------------------------------------------------------------------------------
@@ -121,7 +144,9 @@ def load(name: str, jobs_dir: Path = JOBS_DIR) -> JobSpec:
         raise ConfigError("NAME", name, f"no {path.name} in {jobs_dir}; known jobs: {known}. Adding a job is "
                                         f"adding a file there.")
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = yaml.safe_load(path.read_bytes().decode("utf-8")) or {}
+    except UnicodeDecodeError as exc:
+        raise ConfigError(path.name, "", f"not UTF-8 text (byte {exc.start}): save the file as UTF-8.") from None
     except yaml.YAMLError as exc:
         raise ConfigError(path.name, "", f"not valid YAML: {exc}") from None
     return from_dict(name, raw, source=str(path))
@@ -132,7 +157,7 @@ def from_dict(name: str, raw: dict, *, source: str = "") -> JobSpec:
     if not isinstance(raw, dict):
         raise ConfigError(where, raw, "the job file must be a mapping (see jobs/gemma3-gsm8k.yaml).")
     known = {"description", "entry_point", "recipe", "model", "dataset", "topology", "batch", "steps",
-             "overrides"}
+             "epochs", "max_restarts", "step_seconds", "overrides"}
     unknown = sorted(set(raw) - known)
     if unknown:
         allowed = ", ".join(sorted(known))
@@ -157,8 +182,8 @@ def from_dict(name: str, raw: dict, *, source: str = "") -> JobSpec:
             raise ConfigError(f"{where}: {label}", value, f"must be a whole number >= {minimum}.")
         return value
 
-    def flag(mapping: dict, key: str, label: str) -> bool:
-        value = mapping.get(key)
+    def flag(mapping: dict, key: str, label: str, default: bool | None = None) -> bool:
+        value = mapping.get(key, default)
         if not isinstance(value, bool):
             raise ConfigError(f"{where}: {label}", value, "must be true or false.")
         return value
@@ -204,7 +229,19 @@ def from_dict(name: str, raw: dict, *, source: str = "") -> JobSpec:
         steps=whole(raw, "steps", "steps"),
         overrides=tuple(extra),
         path=source,
+        epochs=whole(raw, "epochs", "epochs", default=1),
+        gated=flag(model, "gated", "model.gated", default=False),
+        max_restarts=whole(raw, "max_restarts", "max_restarts", minimum=0, default=3),
+        step_seconds=_seconds(raw.get("step_seconds"), f"{where}: step_seconds"),
     )
+
+
+def _seconds(value: object, label: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 86400:
+        raise ConfigError(label, value, "seconds per training step, a number between 0 and 86400 (or leave it out).")
+    return float(value)
 
 
 # ---- overrides ----------------------------------------------------------------------------------------
@@ -237,12 +274,105 @@ def merge(*layers: list[str] | tuple[str, ...]) -> list[str]:
 
 
 def effective(overrides: list[str]) -> dict[str, str]:
-    """bare key -> value as the final override list sets it (over NeMo RL defaults we rely on)."""
+    """bare key -> value as the final override list sets it (over NeMo RL defaults we rely on).
+
+    A dict value (`cluster={num_nodes:4,gpus_per_node:8}`) sets its leaves the way Hydra merges it, so a key
+    validation governs is read the same whichever form set it; a governed key that cannot be read that way
+    (a list, a scalar over a whole section, Hydra syntax we cannot parse) is a ConfigError."""
     values = dict(DEFAULTS)
     for text in overrides:
         o = parse_override(text)
-        values[o.bare_key] = _unquote(o.value)
+        key = o.bare_key
+        governs = [g for g in GOVERNED if g == key or g.startswith(key + ".")]
+        if not governs:
+            values[key] = _unquote(o.value)
+            continue
+        try:
+            parsed = parse_hydra_value(o.value)
+        except ValueError as exc:
+            raise ConfigError("--set", o.text, f"cannot read this Hydra value ({exc}), and {governs[0]} must be "
+                                          f"checked before the run starts: write it as {governs[0]}=VALUE.") from None
+        if isinstance(parsed, dict):
+            for leaf, value in _flatten(key, parsed):
+                deeper = next((g for g in GOVERNED if leaf.startswith(g + ".")), None)
+                if deeper:
+                    raise ConfigError("--set", o.text, f"{deeper} is validated and must be a single value, "
+                                                       f"not a mapping.")
+                if isinstance(value, list | dict):
+                    raise ConfigError("--set", o.text, f"{leaf} is validated and must be a single value, not "
+                                                  f"{'a list' if isinstance(value, list) else 'a mapping'}.")
+                values[leaf] = value
+        elif isinstance(parsed, list) or key != governs[0]:
+            raise ConfigError("--set", o.text, f"{key} holds {', '.join(governs)}: give "
+                                          f"{'a mapping {...}' if key != governs[0] else 'one value'}, or set "
+                                          f"{governs[0]}=VALUE.")
+        else:
+            values[key] = parsed
     return values
+
+
+def _flatten(prefix: str, mapping: dict) -> list[tuple[str, object]]:
+    out: list[tuple[str, object]] = []
+    for name, value in mapping.items():
+        key = f"{prefix}.{name}"
+        out += _flatten(key, value) if isinstance(value, dict) else [(key, value)]
+    return out
+
+
+def parse_hydra_value(text: str) -> object:
+    """A Hydra override value: {k: v, ...}, [a, b], quoted or bare primitives (kept as text). Raises ValueError."""
+    text = text.strip()
+    value, end = _hydra_value(text, 0)
+    if text[end:].strip():
+        raise ValueError(f"unexpected {text[end:].strip()[:20]!r}")
+    return value
+
+
+def _hydra_value(text: str, i: int) -> tuple[object, int]:
+    i = _skip(text, i)
+    if i < len(text) and text[i] in "{[":
+        closing, is_dict = ("}", True) if text[i] == "{" else ("]", False)
+        items: dict[str, object] | list[object] = {} if is_dict else []
+        i = _skip(text, i + 1)
+        if i < len(text) and text[i] == closing:
+            return items, i + 1
+        while True:
+            if is_dict:
+                colon = text.find(":", i)
+                if colon < 0:
+                    raise ValueError("a mapping entry needs key: value")
+                name = text[i:colon].strip()
+                if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", name):
+                    raise ValueError(f"bad key {name!r}")
+                value, i = _hydra_value(text, colon + 1)
+                items[name] = value  # type: ignore[index]
+            else:
+                value, i = _hydra_value(text, i)
+                items.append(value)  # type: ignore[union-attr]
+            i = _skip(text, i)
+            if i < len(text) and text[i] == ",":
+                i = _skip(text, i + 1)
+                continue
+            if i < len(text) and text[i] == closing:
+                return items, i + 1
+            raise ValueError(f"missing {closing!r}")
+    if i < len(text) and text[i] in "'\"":
+        end = text.find(text[i], i + 1)
+        if end < 0:
+            raise ValueError("unterminated quote")
+        return text[i + 1:end], end + 1
+    start = i
+    while i < len(text) and text[i] not in ",]}":
+        if text[i] in "{[":
+            raise ValueError(f"unexpected {text[i]!r}")
+        i += 1
+    return text[start:i].strip(), i
+
+
+def _skip(text: str, i: int) -> int:
+    while i < len(text) and text[i].isspace():
+        i += 1
+    return i
 
 
 def _unquote(value: str) -> str:
@@ -263,7 +393,10 @@ def base_overrides(spec: JobSpec, run_id: str) -> list[str]:
         f"{NUM_NODES}={spec.num_nodes}",
         f"{GPUS_PER_NODE}={spec.gpus_per_node}",
         f"policy.model_name={spec.model_name}",
+        # Recipes pin their own tokenizer (the Gemma 8n8g one: gemma-3-27b-it): it follows the model here.
+        f"policy.tokenizer.name={spec.model_name}",
         f"{MAX_STEPS}={spec.steps}",
+        f"{MAX_EPOCHS}={spec.epochs}",
         f"{PROMPTS}={spec.prompts_per_step}",
         f"{GENERATIONS}={spec.generations_per_prompt}",
         f"{GLOBAL_BATCH}={spec.train_global_batch_size}",
@@ -275,6 +408,8 @@ def base_overrides(spec: JobSpec, run_id: str) -> list[str]:
     out += [
         f"{VLLM_TP}={spec.vllm_tp}",
         f"{POLICY_TP}={spec.policy_tp}",
+        # grpo_math_1B's own default, restored: some recipes pin a number that no longer fits their TP.
+        "policy.make_sequence_length_divisible_by=${policy.dtensor_cfg.tensor_parallel_size}",
         # GSM8K prepared on /data as JSONL with the final answer only: the verifier then sees real answers.
         "data.dataset_name=ResponseDataset",
         f"+data.train_data_path={directory}/{train}",
@@ -337,9 +472,10 @@ def rule_problems(spec: JobSpec, values: dict[str, str]) -> list[str]:
     nodes, gpus = _int(values, NUM_NODES, p), _int(values, GPUS_PER_NODE, p)
     colocated = _bool(values, COLOCATED, p)
     vllm_tp, vllm_pp = _int(values, VLLM_TP, p), _int(values, VLLM_PP, p)
-    tp, cp, pp = _int(values, POLICY_TP, p), _int(values, POLICY_CP, p), _int(values, POLICY_PP, p)
+    tp, cp = _int(values, POLICY_TP, p), _int(values, POLICY_CP, p)
     prompts, gens, gbs = _int(values, PROMPTS, p), _int(values, GENERATIONS, p), _int(values, GLOBAL_BATCH, p)
-    _int(values, MAX_STEPS, p)
+    steps, epochs = _int(values, MAX_STEPS, p), _int(values, MAX_EPOCHS, p)
+    p += _epoch_problems(spec, values, steps, epochs, prompts)
     if None in (nodes, gpus, colocated):
         return p
     assert nodes is not None and gpus is not None
@@ -373,9 +509,10 @@ def rule_problems(spec: JobSpec, values: dict[str, str]) -> list[str]:
     if vllm_tp and vllm_pp and vllm_world > 0 and vllm_world % (vllm_tp * vllm_pp):
         p.append(f"vLLM runs on {vllm_where} = {vllm_world} GPUs, not divisible by {VLLM_TP}={vllm_tp} x "
                  f"{VLLM_PP}={vllm_pp} = {vllm_tp * vllm_pp}.")
-    if tp and cp and pp and train_world > 0 and train_world % (tp * cp * pp):
+    # DTensor in v0.5.0 has no pipeline parallelism (no policy.dtensor_cfg.pipeline_parallel_size key).
+    if tp and cp and train_world > 0 and train_world % (tp * cp):
         p.append(f"the policy trains on {train_where} = {train_world} GPUs, not divisible by "
-                 f"{POLICY_TP}={tp} x {POLICY_CP}={cp} x {POLICY_PP}={pp} = {tp * cp * pp}.")
+                 f"{POLICY_TP}={tp} x {POLICY_CP}={cp} = {tp * cp}.")
     heads, kv = spec.attention_heads, spec.kv_heads
     for key, size in ((VLLM_TP, vllm_tp), (POLICY_TP, tp)):
         if size and (heads % size or kv % size):
@@ -388,6 +525,136 @@ def rule_problems(spec: JobSpec, values: dict[str, str]) -> list[str]:
         p.append(f"{PROMPTS}={prompts} x {GENERATIONS}={gens} = {prompts * gens} samples per step is not a "
                  f"multiple of {GLOBAL_BATCH}={gbs}: {why} Use a multiple of {gbs}.")
     return p
+
+
+def _epoch_problems(spec: JobSpec, values: dict[str, str], steps: int | None, epochs: int | None,
+                    prompts: int | None) -> list[str]:
+    """A run ends at the end of its epochs whatever max_num_steps says: refuse steps it would never reach."""
+    rows = TRAIN_ROWS.get(spec.dataset)
+    directory, train, *_ = DATASETS[spec.dataset]
+    if not (rows and steps and epochs and prompts) or values.get(TRAIN_DATA) != f"{directory}/{train}":
+        return []
+    per_epoch = rows // prompts
+    most = epochs * per_epoch
+    if steps <= most:
+        return []
+    need = -(-steps // per_epoch) if per_epoch else None
+    fix = (f"set epochs: {need} in the job file (--set {MAX_EPOCHS}={need}) or ask for at most {most} steps"
+           if need else f"ask for at most {rows} prompts per step")
+    return [f"{MAX_STEPS}={steps} but {MAX_EPOCHS}={epochs} x floor({rows} {spec.dataset} train rows / "
+            f"{PROMPTS}={prompts}) = {epochs} x {per_epoch} = {most} steps: the run would end at step {most}. "
+            f"{fix[0].upper()}{fix[1:]}."]
+
+
+# ---- the recipe chain's keys (offline) --------------------------------------------------------------------
+def recipe_config(recipe: str) -> dict | None:
+    """The merged v0.5.0 config of a recipe we know (None for any other recipe: the pod checks it)."""
+    import json
+
+    try:
+        recipes = json.loads(CONFIGS_FILE.read_text())["recipes"]
+    except (OSError, ValueError, KeyError):
+        return None
+    return recipes.get(recipe)
+
+
+def key_problems(recipe: str, overrides: list[str] | tuple[str, ...]) -> list[str]:
+    """Overrides Hydra would refuse against the recipe chain: key=value on a missing key, +key on an existing one."""
+    import difflib
+
+    config = recipe_config(recipe)
+    if config is None:
+        return []
+    p: list[str] = []
+    for text in overrides:
+        o = parse_override(text)
+        if o.prefix == "++" or "@" in o.key or "/" in o.key:
+            continue
+        node: object = config
+        parts = o.bare_key.split(".")
+        for depth, part in enumerate(parts):
+            if not isinstance(node, dict):
+                node = None  # under a leaf (null or a value): only Hydra can tell
+                break
+            if part not in node:
+                if o.prefix == "+":
+                    node = None
+                    break
+                where = ".".join(parts[:depth]) or "the top level"
+                close = difflib.get_close_matches(part, [str(k) for k in node], n=3)
+                hint = (f" Did you mean {', '.join('.'.join([*parts[:depth], c]) for c in close)}?" if close
+                        else f" {where} has: {', '.join(sorted(map(str, node)))[:200]}.")
+                p.append(f"{text}: NeMo RL v0.5.0's {recipe} (with its parents) has no key {o.bare_key}, so "
+                         f"Hydra would stop the run at start ('Key {part!r} is not in struct').{hint} To add a "
+                         f"key the code reads, write +{o.bare_key}=...")
+                break
+            node = node[part]
+        else:
+            if o.prefix == "" and isinstance(node, dict) and o.value.strip().startswith("{"):
+                try:
+                    parsed = parse_hydra_value(o.value)
+                except ValueError:
+                    parsed = None
+                if isinstance(parsed, dict):
+                    for leaf, _ in _flatten(o.bare_key, parsed):
+                        if recipe_default(recipe, leaf) is None and not _has_key(config, leaf):
+                            p.append(f"{text}: {recipe} has no key {leaf}; Hydra would refuse the merge "
+                                     f"('Key {leaf.rsplit('.', 1)[-1]!r} is not in struct').")
+            if o.prefix == "+":
+                p.append(f"{text}: {o.bare_key} already exists in {recipe}; Hydra refuses '+' on it "
+                         f"('Could not append to config'). Use {o.bare_key}=... (or ++{o.bare_key}=...).")
+    return p
+
+
+def _has_key(config: dict, key: str) -> bool:
+    node: object = config
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def recipe_default(recipe: str, key: str) -> str | None:
+    node: object = recipe_config(recipe)
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return None if isinstance(node, dict | list) or node is None else str(node)
+
+
+def cadence_warning(spec: JobSpec, values: dict[str, str]) -> str | None:
+    """How much work one preemption would cost at this checkpointing.save_period, when it is over 30 min."""
+    if not spec.step_seconds:
+        return None
+    raw = values.get(SAVE_PERIOD) or recipe_default(spec.recipe, SAVE_PERIOD) or "10"
+    steps_raw = values.get(MAX_STEPS, str(spec.steps))
+    if not (raw.isdigit() and steps_raw.isdigit()) or int(raw) < 1:
+        return None
+    period, steps = int(raw), int(steps_raw)
+    lost_steps = min(period, steps)
+    lost = lost_steps * spec.step_seconds
+    if lost <= CADENCE_LIMIT_SECONDS:
+        return None
+    better = max(1, int(CADENCE_LIMIT_SECONDS // spec.step_seconds))
+    return (f"warning: {SAVE_PERIOD}={period} at about {spec.step_seconds:g} s per step (step_seconds in "
+            f"{spec.name}.yaml): a preempted Spot node would cost up to {lost_steps} steps, "
+            f"{lost / 60:.0f} min of work. Checkpoint more often: --set {SAVE_PERIOD}={better}.")
+
+
+def split_job_settings(extra: list[str] | tuple[str, ...]) -> tuple[list[str], dict[str, int]]:
+    """`--set max_restarts=N` is ours (the supervisor's), not NeMo RL's: take it out of the overrides."""
+    overrides, settings = [], {}
+    for text in extra:
+        key, sep, value = text.partition("=")
+        if sep and key in JOB_SETTINGS:
+            if not re.fullmatch(r"[0-9]{1,3}", value.strip()):
+                raise ConfigError(f"--set {key}", value, "a whole number from 0 to 999.")
+            settings[key] = int(value)
+        else:
+            overrides.append(text)
+    return overrides, settings
 
 
 def cluster_problems(values: dict[str, str], *, gpu_nodes: int, gpus_per_node: int, gpu_name: str,
@@ -414,9 +681,9 @@ def validate(spec: JobSpec, overrides: list[str], *, gpu_nodes: int, gpus_per_no
              ray_gpus: int | None = None) -> dict[str, str]:
     """Raise JobError listing every broken rule; return the effective values otherwise."""
     values = effective(overrides)
-    problems = rule_problems(spec, values) + cluster_problems(values, gpu_nodes=gpu_nodes,
-                                                              gpus_per_node=gpus_per_node, gpu_name=gpu_name,
-                                                              ray_gpus=ray_gpus)
+    problems = key_problems(spec.recipe, overrides) + rule_problems(spec, values)
+    problems += cluster_problems(values, gpu_nodes=gpu_nodes, gpus_per_node=gpus_per_node, gpu_name=gpu_name,
+                                 ray_gpus=ray_gpus)
     if problems:
         raise JobError(problems, subject=f"job {spec.name}")
     return values

@@ -149,3 +149,95 @@ def test_jobspec_overrides_point_data_at_prepared_gsm8k_and_state_at_the_run_dir
 def test_jobspec_bad_run_id_is_config_error(run_id):
     with pytest.raises(ConfigError, match="--id"):
         jobspec.check_run_id(run_id)
+
+
+# ---- issue 13: steps and epochs, config keys, gated models --------------------------------------------------
+def test_jobspec_steps_beyond_the_epochs_are_refused_with_the_arithmetic():
+    found = problems("gemma3-gsm8k", "grpo.max_num_steps=500")
+    assert found == [next(p for p in found if "max_num_steps=500" in p)]
+    assert "floor(7473 gsm8k train rows / grpo.num_prompts_per_step=16) = 1 x 467 = 467 steps" in found[0]
+    assert "--set grpo.max_num_epochs=2" in found[0]
+
+
+def test_jobspec_more_epochs_allow_more_steps():
+    assert problems("gemma3-gsm8k", "grpo.max_num_steps=500", "grpo.max_num_epochs=2") == []
+    assert problems("gemma3-gsm8k", "grpo.max_num_steps=935", "grpo.max_num_epochs=2") != []
+
+
+def test_jobspec_epochs_field_becomes_max_num_epochs(tmp_path):
+    raw = (jobspec.JOBS_DIR / "qwen2.5-1.5b-gsm8k.yaml").read_text().replace("epochs: 1", "epochs: 3")
+    (tmp_path / "q.yaml").write_text(raw)
+    spec = jobspec.load("q", tmp_path)
+    assert spec.epochs == 3 and "grpo.max_num_epochs=3" in jobspec.final_overrides(spec, "r")
+
+
+def test_jobspec_dtensor_pipeline_parallel_key_is_refused_as_unknown():
+    found = problems("gemma3-gsm8k", "policy.dtensor_cfg.pipeline_parallel_size=1")
+    assert len(found) == 1 and "has no key policy.dtensor_cfg.pipeline_parallel_size" in found[0]
+
+
+def test_jobspec_unknown_key_names_the_closest_ones():
+    found = problems("qwen2.5-1.5b-gsm8k", "grpo.max_num_step=3")
+    assert len(found) == 1 and "Did you mean grpo.max_num_steps" in found[0]
+
+
+def test_jobspec_plus_on_an_existing_key_is_refused():
+    found = problems("qwen2.5-1.5b-gsm8k", "+grpo.val_period=3")
+    assert len(found) == 1 and "Could not append to config" in found[0]
+
+
+def test_jobspec_plus_plus_and_new_plus_keys_pass():
+    assert problems("qwen2.5-1.5b-gsm8k", "++grpo.val_period=3", "+extra.thing=1") == []
+
+
+def test_jobspec_gemma_job_fits_tp8_and_its_tokenizer_follows_the_model():
+    spec = jobspec.load("gemma3-gsm8k")
+    assert "8n8g-fsdp2tp8" in spec.recipe and spec.gated
+    assert jobspec.recipe_default(spec.recipe, "policy.make_sequence_length_divisible_by") == "8"
+    overrides = jobspec.final_overrides(spec, "r")
+    assert f"policy.tokenizer.name={spec.model_name}" in overrides
+    assert "policy.make_sequence_length_divisible_by=${policy.dtensor_cfg.tensor_parallel_size}" in overrides
+
+
+@pytest.mark.parametrize("text", ["cluster={num_nodes:4,gpus_per_node:8}", "cluster={num_nodes: 4}"])
+def test_jobspec_dict_override_of_the_cluster_is_validated_like_the_dotted_form(text):
+    found = problems("gemma3-gsm8k", text)
+    assert any("cluster.num_nodes=4 but the Ray cluster has GPU_NODES=2" in p for p in found)
+
+
+def test_jobspec_dict_override_of_dtensor_cfg_is_validated():
+    found = problems("gemma3-gsm8k", "policy.dtensor_cfg={tensor_parallel_size:3}")
+    assert any("policy.dtensor_cfg.tensor_parallel_size=3 must divide" in p for p in found)
+
+
+@pytest.mark.parametrize("text", ["cluster=[1,2]", "cluster=4", "cluster={num_nodes:[1,2]}",
+                                  "cluster={num_nodes:4", "policy={dtensor_cfg:{tensor_parallel_size:{a:1}}}"])
+def test_jobspec_unreadable_override_of_a_validated_key_is_refused(text):
+    with pytest.raises(ConfigError):
+        problems("gemma3-gsm8k", text)
+
+
+def test_jobspec_dict_override_with_an_unknown_leaf_is_refused():
+    found = problems("gemma3-gsm8k", "policy.dtensor_cfg={foo:1}")
+    assert len(found) == 1 and "no key policy.dtensor_cfg.foo" in found[0]
+
+
+def test_jobspec_job_file_with_non_utf8_bytes_is_config_error(tmp_path):
+    (tmp_path / "bad.yaml").write_bytes(b"description: caf\xe9\n")
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        jobspec.load("bad", tmp_path)
+
+
+def test_jobspec_max_restarts_set_is_taken_out_of_the_overrides():
+    overrides, settings = jobspec.split_job_settings(["max_restarts=5", "grpo.val_period=3"])
+    assert overrides == ["grpo.val_period=3"] and settings == {"max_restarts": 5}
+    with pytest.raises(ConfigError):
+        jobspec.split_job_settings(["max_restarts=abc"])
+
+
+def test_jobspec_cadence_warning_when_a_preemption_would_lose_over_30_minutes():
+    spec = jobspec.load("gemma3-gsm8k")
+    values = jobspec.effective(jobspec.final_overrides(spec, "r", ["checkpointing.save_period=30"]))
+    warning = jobspec.cadence_warning(spec, values)
+    assert warning and "30 steps" in warning and "--set checkpointing.save_period=18" in warning
+    assert jobspec.cadence_warning(spec, jobspec.effective(jobspec.final_overrides(spec, "r"))) is None
