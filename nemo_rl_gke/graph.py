@@ -14,12 +14,32 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
-from .runner import Runner, ToolError
+from .runner import NOT_FOUND, Runner, ToolError
 
 # An action may return an outcome word ("exists" when a create raced another, "kept" when a delete found
 # the resource is not ours); None means the plain outcome ("created", "deleted").
 Action = Callable[[Runner], "str | None"]
 Check = Callable[[Runner], bool]
+
+
+@dataclass(frozen=True)
+class Consent:
+    """What a teardown may delete beyond what is always ours to delete: the task's flags, and how to ask.
+
+    A step names the flag it needs (`Step.consent`); without it, destroy keeps the step and what it needs.
+    `ask(question)` confirms on a terminal (`--yes` answers); it raises to cancel. None: nobody to ask, so a
+    guard that needs an answer refuses."""
+    delete_data: bool = False  # the Lustre instance (after a verified export)
+    delete_unexported: bool = False  # ... even when runs on it are not in the bucket
+    delete_bucket: bool = False  # the bucket, the durable home of exported checkpoints
+    ask: Callable[[str], None] | None = None
+
+    def gives(self, flag: str) -> bool:
+        return bool(getattr(self, flag)) if flag else True
+
+
+# A guard runs before destroy deletes anything (the cluster is still there to ask): it raises to refuse.
+Guard = Callable[[Runner, Consent], None]
 
 
 @dataclass(frozen=True)
@@ -36,21 +56,25 @@ class Step:
     delete_seconds: float = 0.0
     mutating: bool = True  # False for steps that only write local state (kubeconfig)
     parent: str = ""  # the step whose deletion removes this one too (the cluster, for in-cluster objects)
+    consent: str = ""  # the Consent flag destroy needs to delete it ("" with holds_data: "delete_data")
+    guard: Guard | None = None  # checked before any delete of a teardown that would delete this step
 
     @property
     def layer(self) -> str:
         return self.name.split(".", 1)[0]
 
-
-OUTCOMES = ("created", "exists", "ran", "deleted", "absent", "kept", "with-parent", "failed", "skipped")
+    def needs(self) -> str:
+        """The consent flag without which destroy keeps this step ("" if none)."""
+        return self.consent or ("delete_data" if self.holds_data else "")
 
 
 @dataclass
 class Outcome:
     step: Step
-    outcome: str
+    outcome: str  # created exists ran deleted absent kept with-parent failed skipped
     seconds: float = 0.0
     error: str = ""
+    exc: BaseException | None = field(default=None, repr=False, compare=False)  # the failure, for its exit code
 
 
 @dataclass
@@ -62,9 +86,11 @@ class Report:
 
 
 class GraphError(ToolError):
-    def __init__(self, message: str, exit_code: int, report: Report):
+    """A graph that failed (a step's error, exit code of the first) or cannot run (a cycle, a stall: exit 1)."""
+
+    def __init__(self, message: str, exit_code: int = 1, report: Report | None = None):
         super().__init__(message, exit_code)
-        self.report = report
+        self.report = report if report is not None else Report()
 
 
 Listener = Callable[[Step, str, float], None]
@@ -73,26 +99,37 @@ Listener = Callable[[Step, str, float], None]
 def _check_graph(steps: Sequence[Step]) -> None:
     names = [s.name for s in steps]
     if len(set(names)) != len(names):
-        raise ValueError(f"duplicate step names: {sorted(n for n in names if names.count(n) > 1)}")
+        raise GraphError(f"duplicate step names: {sorted(n for n in names if names.count(n) > 1)}")
+
+
+def stuck(steps: Sequence[Step], waits: Mapping[str, set[str]]) -> list[Step]:
+    """The steps that could never start: each waits, directly or not, on a cycle (empty: the graph can run)."""
+    done: set[str] = set()
+    remaining = list(steps)
+    progress = True
+    while remaining and progress:
+        ready = [s for s in remaining if waits[s.name] <= done]
+        progress = bool(ready)
+        done.update(s.name for s in ready)
+        remaining = [s for s in remaining if s.name not in done]
+    return remaining
+
+
+def _stall_error(blocked: Sequence[Step], waits: Mapping[str, set[str]], what: str) -> GraphError:
+    detail = "; ".join(f"{s.name} waits for {', '.join(sorted(waits[s.name]))}" for s in blocked)
+    return GraphError(f"{what}: {len(blocked)} step(s) can never start (a dependency cycle): {detail}. Nothing "
+                      f"was changed by them; this is a bug in the step graph, please report it.", 1)
 
 
 def order(steps: Sequence[Step]) -> list[Step]:
     """Topological order, stable with respect to the given order (deps outside the selection ignored)."""
     _check_graph(steps)
     present = {s.name for s in steps}
-    done: set[str] = set()
-    ordered: list[Step] = []
-    remaining = list(steps)
-    while remaining:
-        for step in remaining:
-            if all(d in done or d not in present for d in step.deps):
-                ordered.append(step)
-                done.add(step.name)
-                remaining.remove(step)
-                break
-        else:
-            raise ValueError(f"dependency cycle among {[s.name for s in remaining]}")
-    return ordered
+    waits = {s.name: {d for d in s.deps if d in present} for s in steps}
+    blocked = stuck(steps, waits)
+    if blocked:
+        raise _stall_error(blocked, waits, "dependency cycle")
+    return _waits_order(steps, waits)
 
 
 def _waits_order(steps: Sequence[Step], waits: dict[str, set[str]]) -> list[Step]:
@@ -101,7 +138,9 @@ def _waits_order(steps: Sequence[Step], waits: dict[str, set[str]]) -> list[Step
     ordered: list[Step] = []
     remaining = list(steps)
     while remaining:
-        step = next((s for s in remaining if waits[s.name] <= done), remaining[0])
+        step = next((s for s in remaining if waits[s.name] <= done), None)
+        if step is None:
+            raise _stall_error(remaining, waits, "dependency cycle")
         ordered.append(step)
         done.add(step.name)
         remaining.remove(step)
@@ -114,6 +153,9 @@ def _run_graph(runner: Runner, steps: Sequence[Step], ready_after: Callable[[Ste
     _check_graph(steps)
     present = {s.name for s in steps}
     waits = {s.name: {d for d in ready_after(s) if d in present} for s in steps}
+    blocked = stuck(steps, waits)
+    if blocked:  # before anything runs: a half-run graph that then stalls would leave things half-made
+        raise _stall_error(blocked, waits, "the step graph cannot run")
     report = Report()
     lock = threading.Lock()
     finished: set[str] = set()
@@ -129,8 +171,7 @@ def _run_graph(runner: Runner, steps: Sequence[Step], ready_after: Callable[[Ste
         try:
             outcome = work(step)
         except Exception as exc:  # noqa: BLE001 - every failure is reported, then the graph stops
-            outcome_ = Outcome(step, "failed", time.monotonic() - started, str(exc))
-            outcome_.exc = exc  # type: ignore[attr-defined]
+            outcome_ = Outcome(step, "failed", time.monotonic() - started, str(exc), exc)
             with lock:
                 report.outcomes.append(outcome_)
                 failed.append(outcome_)
@@ -159,7 +200,11 @@ def _run_graph(runner: Runner, steps: Sequence[Step], ready_after: Callable[[Ste
                         pending.remove(step)
                         running[pool.submit(run_one, step)] = step
                 if not running:
-                    break  # failed, or nothing can start (cannot happen after order() validated the graph)
+                    if pending and not failed:
+                        # Nothing runs and steps still wait: never a silent return (checked above, kept as a net).
+                        raise _stall_error(pending, {s.name: waits[s.name] - finished for s in pending},
+                                           "the step graph stalled")
+                    break
                 done, _ = wait(list(running), return_when=FIRST_COMPLETED)
                 for future in done:
                     running.pop(future)
@@ -171,9 +216,8 @@ def _run_graph(runner: Runner, steps: Sequence[Step], ready_after: Callable[[Ste
         lines = [f"{o.step.title}: {o.error}" for o in failed]
         if not_started:
             lines.append("not started: " + ", ".join(s.title for s in not_started))
-        code = getattr(getattr(first, "exc", None), "exit_code", 1)
+        code = getattr(first.exc, "exit_code", 1)
         raise GraphError("\n".join(lines), code, report)
-    order(steps)  # validates there was no cycle (the dry path already did)
     return report
 
 
@@ -202,10 +246,17 @@ def apply(runner: Runner, steps: Sequence[Step], *, listener: Listener | None = 
     return _run_graph(runner, steps, lambda s: s.deps, work, listener, max_workers)
 
 
-def destroy(runner: Runner, steps: Sequence[Step], *, delete_data: bool = False, listener: Listener | None = None,
-            max_workers: int = 16) -> Report:
-    """Delete in reverse dependency order. Without delete_data, steps that hold data are kept, and so is
-    everything they depend on (a kept Lustre instance keeps its peering, range and network)."""
+def destroy(runner: Runner, steps: Sequence[Step], *, delete_data: bool = False, consent: Consent | None = None,
+            listener: Listener | None = None, max_workers: int = 16,
+            known: Mapping[str, bool | None] | None = None) -> Report:
+    """Delete in reverse dependency order. A step that needs a consent not given (`Step.needs`) is kept, and
+    so is everything it depends on (a kept Lustre instance keeps its peering, range and network). Kept steps
+    are reported "kept" only if they exist ("absent" otherwise). Before anything is deleted, every guard of
+    a step that would be deleted runs (the Lustre export check): one refusal and nothing is deleted.
+
+    consent: the teardown's flags (default: `delete_data` alone, no one to ask). known: existence answers
+    the caller already has (a step known absent is not asked again)."""
+    consent = consent if consent is not None else Consent(delete_data=delete_data)
     order(steps)
     present = {s.name: s for s in steps}
     dependents: dict[str, set[str]] = {name: set() for name in present}
@@ -221,21 +272,42 @@ def destroy(runner: Runner, steps: Sequence[Step], *, delete_data: bool = False,
                 parent = present[dep].parent
                 if present[dep].delete is None and parent in present and parent != waiter:
                     dependents[parent].add(waiter)
-    kept = set() if delete_data else needed_by(steps, [step.name for step in steps if step.holds_data])
+    kept = kept_steps(steps, consent)
+    blocked = stuck(steps, {name: set(waiting) for name, waiting in dependents.items()})
+    if blocked:
+        raise _stall_error(blocked, dependents, "the teardown graph cannot run")
+    for step in steps:
+        if step.guard is not None and step.name not in kept and step.delete is not None:
+            step.guard(runner, consent)
+
+    def exists(step: Step) -> bool:
+        answer = None if known is None else known.get(step.name)
+        return step.exists(runner) if answer is None else answer
 
     def work(step: Step) -> str:
         if step.name in kept:
-            return "kept"
+            # "kept" names only what is there: a second `down` keeps nothing that the first one deleted.
+            if runner.dry or step.always:
+                return "kept"
+            try:
+                return "kept" if exists(step) else "absent"
+            except ToolError as exc:  # a peering of a network that is gone: gone too; otherwise say kept
+                return "absent" if NOT_FOUND.search(str(exc)) else "kept"
         if step.delete is None:
             return "with-parent"
         if runner.dry:
             # A dry teardown shows every delete it would make, as if everything existed.
             runner.say(f"# delete {step.title}")
-        elif not step.always and not step.exists(runner):
+        elif not step.always and not exists(step):
             return "absent"
         return step.delete(runner) or "deleted"
 
     return _run_graph(runner, steps, lambda s: dependents[s.name], work, listener, max_workers)
+
+
+def kept_steps(steps: Sequence[Step], consent: Consent) -> set[str]:
+    """What a teardown with this consent keeps: each step whose consent is missing, and what it depends on."""
+    return needed_by(steps, [step.name for step in steps if not consent.gives(step.needs())])
 
 
 def needed_by(steps: Sequence[Step], names: Iterable[str]) -> set[str]:
@@ -249,10 +321,6 @@ def needed_by(steps: Sequence[Step], names: Iterable[str]) -> set[str]:
             found.add(name)
             pending.extend(dep for dep in present[name].deps if dep in present)
     return found
-
-
-def reverse_order(steps: Sequence[Step]) -> list[Step]:
-    return list(reversed(order(steps)))
 
 
 def critical_path_seconds(steps: Sequence[Step], *, deleting: bool = False) -> float:

@@ -65,10 +65,87 @@ def test_apply_failure_stops_new_steps_and_reports_what_did_not_start():
     assert "create net.b" not in w.log
 
 
-def test_apply_rejects_cycles():
+def test_apply_rejects_cycles_with_exit_1_naming_the_steps_before_creating_anything():
     w = World()
-    with pytest.raises(ValueError, match="cycle"):
-        graph.apply(runner(), [w.step("net.a", deps=("net.b",)), w.step("net.b", deps=("net.a",))])
+    steps = [w.step("net.c"), w.step("net.a", deps=("net.b",)), w.step("net.b", deps=("net.a",))]
+    with pytest.raises(GraphError) as caught:
+        graph.apply(runner(), steps)
+    assert (caught.value.exit_code, w.log) == (1, [])
+    assert "net.a waits for net.b" in str(caught.value) and "net.b waits for net.a" in str(caught.value)
+
+
+def test_apply_step_waiting_on_a_cycle_is_named_too():
+    w = World()
+    steps = [w.step("net.a", deps=("net.b",)), w.step("net.b", deps=("net.a",)), w.step("net.d", deps=("net.a",))]
+    with pytest.raises(GraphError, match="3 step"):
+        graph.apply(runner(), steps)
+
+
+def test_dry_apply_with_a_cycle_fails_loudly():
+    w = World()
+    with pytest.raises(GraphError, match="cycle"):
+        graph.apply(runner(dry=True), [w.step("net.a", deps=("net.b",)), w.step("net.b", deps=("net.a",))])
+
+
+def test_destroy_with_a_cycle_in_its_wait_graph_fails_loudly_and_deletes_nothing():
+    # No dependency cycle, but through in-cluster objects (deleted with their parent) the cluster waits for
+    # the network and the network for the cluster: destroy used to return quietly having deleted nothing.
+    w = World(present={"net.x", "cluster.c"})
+    steps = [w.step("net.x"), w.step("cluster.c"),
+             w.step("cluster.p", deps=("net.x",), delete=None, parent="cluster.c"),
+             w.step("net.q", deps=("cluster.c",), delete=None, parent="net.x")]
+    graph.order(steps)  # a valid dependency order exists
+    with pytest.raises(GraphError) as caught:
+        graph.destroy(runner(), steps)
+    assert (caught.value.exit_code, w.log) == (1, [])
+    assert "net.x waits for cluster.c" in str(caught.value) and "cluster.c waits for net.x" in str(caught.value)
+
+
+def test_stuck_is_empty_for_a_graph_that_can_run():
+    w = World()
+    steps = [w.step("net.a"), w.step("net.b", deps=("net.a",))]
+    assert graph.stuck(steps, {"net.a": set(), "net.b": {"net.a"}}) == []
+
+
+def test_destroy_runs_every_guard_before_deleting_anything():
+    w = World(present={"cluster.c", "storage.lustre"})
+
+    def refuse(r, consent):
+        raise ToolError("not exported", 1)
+
+    steps = [w.step("cluster.c"), w.step("storage.lustre", holds_data=True, guard=refuse)]
+    with pytest.raises(ToolError, match="not exported"):
+        graph.destroy(runner(), steps, delete_data=True)
+    assert w.log == []
+
+
+def test_destroy_skips_the_guard_of_a_kept_step():
+    w = World(present={"storage.lustre"})
+    steps = [w.step("storage.lustre", holds_data=True, guard=lambda r, c: (_ for _ in ()).throw(AssertionError))]
+    assert [s.name for s in graph.destroy(runner(), steps).by_outcome("kept")] == ["storage.lustre"]
+
+
+def test_destroy_keeps_a_step_until_its_own_consent_is_given():
+    w = World(present={"storage.bucket", "storage.lustre"})
+    steps = [w.step("storage.bucket", holds_data=True, consent="delete_bucket"),
+             w.step("storage.lustre", holds_data=True, consent="delete_data")]
+    report = graph.destroy(runner(), steps, consent=graph.Consent(delete_data=True))
+    assert (w.log, [s.name for s in report.by_outcome("kept")]) == (["delete storage.lustre"], ["storage.bucket"])
+
+
+def test_destroy_reports_a_kept_step_that_is_gone_as_absent_not_kept():
+    w = World(present=set())
+    steps = [w.step("storage.lustre", holds_data=True)]
+    report = graph.destroy(runner(), steps)
+    assert (report.by_outcome("kept"), [s.name for s in report.by_outcome("absent")]) == ([], ["storage.lustre"])
+
+
+def test_failed_outcome_keeps_its_exception():
+    w = World()
+    with pytest.raises(GraphError) as caught:
+        graph.apply(runner(), [w.step("net.a", fail=True)])
+    (failed,) = caught.value.report.outcomes
+    assert isinstance(failed.exc, ToolError) and failed.exc.exit_code == 5
 
 
 def test_dry_apply_prints_in_stable_topological_order():
