@@ -93,6 +93,12 @@ def estimate(s: Settings, prices: dict[str, Any] | None = None) -> Estimate:
     return Estimate(tuple(lines), str(prices["as_of"]), str(prices["region"]))
 
 
+def bucket_monthly(size_bytes: int, prices: dict[str, Any] | None = None) -> float:
+    """What a bucket holding size_bytes costs per month (Standard class, approximate list price)."""
+    prices = prices or load_prices()
+    return size_bytes / 2**30 * float(prices["bucket_per_gib_month"])
+
+
 def attach_step(attach: str, steps: Sequence[Any]) -> str | None:
     """The step a cost line belongs to, found by what the steps are (so new layers need no edit here)."""
     names = [step.name for step in steps]

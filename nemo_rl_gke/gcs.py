@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from .commands import lustre
@@ -239,10 +238,26 @@ def drop_binding(r: Runner, s: Settings, project_number: str) -> str | None:
 
 
 # ---- export records ----------------------------------------------------------------------------------------
-def write_export_record(s: Settings, lustre_path: str, gcs_uri: str, when: datetime | None = None) -> None:
-    record = lustre.export_record(s, lustre_path, gcs_uri, when or datetime.now(UTC))
-    client(s).bucket(s.bucket).blob(lustre.EXPORT_MARKER).upload_from_string(record,
-                                                                           content_type="application/json")
+def generations(s: Settings, prefix: str) -> dict[str, int]:
+    """object name -> generation under prefix: an export that rewrites an object gives it a new generation."""
+    from google.api_core import exceptions
+
+    try:
+        return {b.name: int(b.generation or 0) for b in client(s).list_blobs(s.bucket, prefix=prefix)}
+    except exceptions.NotFound:
+        return {}
+    except exceptions.GoogleAPICallError as exc:
+        raise _api_error(f"listing gs://{s.bucket}/{prefix}", exc) from None
+
+
+def write_export_record(s: Settings, record_json: str) -> None:
+    from google.api_core import exceptions
+
+    try:
+        client(s).bucket(s.bucket).blob(lustre.EXPORT_MARKER).upload_from_string(
+            record_json, content_type="application/json")
+    except exceptions.GoogleAPICallError as exc:
+        raise _api_error(f"writing gs://{s.bucket}/{lustre.EXPORT_MARKER}", exc) from None
 
 
 def read_export_record(s: Settings) -> str | None:
@@ -252,3 +267,7 @@ def read_export_record(s: Settings) -> str | None:
         return client(s).bucket(s.bucket).blob(lustre.EXPORT_MARKER).download_as_text()
     except exceptions.NotFound:
         return None
+    except UnicodeDecodeError:
+        return None  # not ours to read: proves no export
+    except exceptions.GoogleAPICallError as exc:
+        raise _api_error(f"reading gs://{s.bucket}/{lustre.EXPORT_MARKER}", exc) from None

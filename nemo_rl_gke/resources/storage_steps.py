@@ -1,6 +1,12 @@
 """Storage: the bucket (durable home of exported checkpoints) with its Workload Identity binding, the
 Kubernetes service account and Secret, and Managed Lustre end to end (peering range -> VPC peering ->
 instance -> PV/PVC). The bucket and the Lustre instance hold data: `destroy` keeps them without consent.
+
+The data guard lives here, in the Lustre step, so every path to the delete (down, clean, clean.storage,
+storage.delete) goes through it: the instance goes only with --delete-data and a verified export (every run
+under /data/runs in gs://BUCKET/runs/ with the same files and sizes, none running), or with
+--delete-unexported after a confirmation that lists what is lost. The bucket goes only with --delete-bucket,
+after a confirmation naming it with its object count and size.
 """
 
 from __future__ import annotations
@@ -218,7 +224,8 @@ def steps(s: Settings) -> list[Step]:
         Step(BUCKET, f"bucket gs://{s.bucket} ({s.region})",
              lambda r: gcs.bucket_exists(r, s, project_number(r, s)),
              lambda r: gcs.create_bucket(r, s, project_number(r, s)), lambda r: gcs.delete_bucket(r, s),
-             holds_data=True, create_seconds=3, delete_seconds=5),
+             holds_data=True, consent="delete_bucket", guard=_bucket_guard(s), create_seconds=3,
+             delete_seconds=5),
         Step(KSA, f"service account {s.NAMESPACE}/{s.KSA_NAME}",
              check(kubectl.get(s, "serviceaccount", s.KSA_NAME, namespace=s.NAMESPACE)),
              _apply(s, lustre.service_account(s), f"ServiceAccount {s.NAMESPACE}/{s.KSA_NAME}"),
@@ -240,7 +247,8 @@ def steps(s: Settings) -> list[Step]:
              _peering_create(s), _peering_delete(s), deps=(RANGE,), create_seconds=90, delete_seconds=60),
         Step(LUSTRE, f"Lustre instance {s.LUSTRE_NAME} ({s.LUSTRE_CAPACITY_GIB} GiB, {s.lustre_zone})",
              _lustre_ready(s), _lustre_create(s), deleter(lustre.lustre_delete(s)), deps=(PEERING,),
-             holds_data=True, create_seconds=900, delete_seconds=480),
+             holds_data=True, consent="delete_data", guard=_lustre_guard(s), create_seconds=900,
+             delete_seconds=480),
         Step(PV, f"PersistentVolume {names.LUSTRE_PV}",
              check(kubectl.get(s, "persistentvolume", names.LUSTRE_PV)),
              _apply_pv(s), deleter(kubectl.delete(s, "persistentvolume", names.LUSTRE_PV)),
@@ -260,48 +268,152 @@ def credentials_if_cluster(r: Runner, s: Settings) -> None:
         r.run(gcloud.get_credentials(s))
 
 
-def data_at_risk(r: Runner, s: Settings) -> list[str]:
-    """What `--delete-data` would destroy, one line each (empty in a dry run: it assumes nothing exists)."""
-    if r.dry:
-        r.say("# a real run first checks for an export of /data/runs from the last 24 h")
-        return []
-    lost = []
-    info = lustre_state(r, s)
-    if info is not None:
-        lost.append(f"Lustre instance {s.LUSTRE_NAME} ({info['capacity_gib']} GiB, {info['state']}): every "
-                    f"checkpoint and run record under /data")
-    bucket = gcs.summary(s)
-    if bucket is not None and bucket["objects"]:
-        lost.append(f"bucket gs://{s.bucket}: {bucket['objects']} objects, {_size(bucket['bytes'])}")
-    return lost
+# ---- the export check: the Lustre instance's guard -------------------------------------------------------
+def head_pod(r: Runner, s: Settings) -> str | None:
+    """The Running Ray head pod, which mounts the Lustre volume at /data; None without cluster, Ray or pod."""
+    if not r.exists(gcloud.cluster_describe(s)):
+        return None
+    r.run(gcloud.get_credentials(s))
+    result = r.query(kubectl.get(s, "pods", namespace=s.NAMESPACE,
+                                 selector=f"ray.io/cluster={names.RAY_RELEASE},ray.io/node-type=head"),
+                     ok_codes=range(256))
+    if result is None or not result.ok:
+        return None
+    items = json.loads(result.stdout or "{}").get("items", [])
+    running = [p["metadata"]["name"] for p in items if p.get("status", {}).get("phase") == "Running"]
+    return running[0] if running else None
 
 
-def recent_export(r: Runner, s: Settings) -> bool:
-    """A full export within lustre.EXPORT_FRESH, as recorded in the bucket (object lustre.EXPORT_MARKER)."""
+def head_exec(s: Settings, pod: str) -> list[str]:
+    from .. import jobscript
+
+    return kubectl.base(s) + ["exec", "-i", pod, f"--namespace={s.NAMESPACE}",
+                              f"--container={jobscript.HEAD_CONTAINER}", "--", "bash"]
+
+
+def lustre_runs(r: Runner, s: Settings) -> tuple[dict[str, int], set[str], str] | None:
+    """(files under /data/runs -> size, running run ids, the pod asked), or None with no head pod to ask."""
+    pod = head_pod(r, s)
+    if pod is None:
+        return None
+    result = r.query(head_exec(s, pod), stdin=lustre.RUNS_LISTING_SCRIPT, ok_codes=(0,), timeout=300)
+    if result is None:
+        return None
+    files, _, running = lustre.parse_runs_listing(result.stdout)
+    return files, running, pod
+
+
+def export_check(r: Runner, s: Settings) -> tuple[dict[str, str], str]:
+    """(run id -> why it is not safely in the bucket, how that was established). Empty: every run is there.
+
+    With a head pod: /data/runs and gs://BUCKET/runs/ listed now, file by file. Without one (the cluster is
+    gone, nothing can write to /data any more): the last full export's record, if it wrote something, is
+    less than a day old, and every file it saw on /data (or in the bucket) is still in the bucket."""
+    bucket_files = lustre.bucket_run_files(gcs.list_prefix(s, lustre.RUNS_PREFIX))
+    where = f"gs://{s.bucket}/{lustre.RUNS_PREFIX}"
+    listed = lustre_runs(r, s)
+    if listed is not None:
+        files, running, pod = listed
+        runs = {path.split("/", 1)[0] for path in files}
+        return (lustre.unexported_runs(files, bucket_files, running),
+                f"listed /data/runs in pod {pod} ({len(runs)} runs, {len(files)} files) and {where}")
     from datetime import UTC, datetime
 
-    if r.dry:
-        return True
-    if lustre_state(r, s) is None:
-        return True  # no Lustre instance: nothing on it to lose
-    if gcs.get_bucket(gcs.client(s), s) is None:
-        return False
-    return lustre.export_is_fresh(gcs.read_export_record(s), datetime.now(UTC))
+    text = gcs.read_export_record(s)
+    record = lustre.parse_export_record(text)
+    how = f"no Ray head pod to list /data; the export record gs://{s.bucket}/{lustre.EXPORT_MARKER}"
+    if record is None:
+        return {"(every run)": "no export recorded, and no Ray head pod to list /data/runs"}, how
+    if not lustre.export_is_fresh(text, datetime.now(UTC)):
+        copied = int(record.get("copied") or 0)
+        why = (f"the last export ({record.get('time')}) copied nothing" if copied == 0 else
+               f"the last full export is from {record.get('time')} (more than "
+               f"{lustre.EXPORT_FRESH.total_seconds() / 3600:.0f} h ago, or of one run only)")
+        return {"(every run)": why}, how
+    seen = record.get("lustre_files")
+    seen = seen if isinstance(seen, dict) else record.get("objects") or {}
+    return lustre.unexported_runs({k: int(v) for k, v in seen.items()}, bucket_files,
+                                  set(record.get("running") or ())), f"{how} of {record.get('time')}"
+
+
+def _lustre_guard(s: Settings):
+    def guard(r: Runner, consent: Any) -> None:
+        if r.dry:
+            r.say(f"# a real run first checks that every run under /data/runs is in gs://{s.bucket}/"
+                  f"{lustre.RUNS_PREFIX} (same files and sizes) and that none is running")
+            return
+        if lustre_state(r, s) is None:
+            return
+        missing, how = export_check(r, s)
+        if not missing:
+            r.say(f"export verified: every run on Lustre {s.LUSTRE_NAME} is in gs://{s.bucket}/"
+                  f"{lustre.RUNS_PREFIX} ({how}).", err=True)
+            return
+        lines = "\n".join(f"  - {run}: {why}" for run, why in missing.items())
+        if not consent.delete_unexported:
+            raise ToolError(f"refusing to delete Lustre instance {s.LUSTRE_NAME}: these runs are not safely in "
+                            f"gs://{s.bucket}/{lustre.RUNS_PREFIX} ({how}):\n{lines}\nRun `invoke storage.export` "
+                            f"(stop running jobs first: `invoke job.stop ID`), then run this again; or add "
+                            f"--delete-unexported to delete them anyway.", 1)
+        r.say(f"--delete-unexported: deleting Lustre instance {s.LUSTRE_NAME} loses these runs ({how}):\n{lines}",
+              err=True)
+        if consent.ask is None:
+            raise ToolError("refusing to lose unexported runs without a confirmation (nobody to ask).", 1)
+        consent.ask(f"Delete Lustre instance {s.LUSTRE_NAME} and lose the {len(missing)} run(s) listed above?")
+
+    return guard
+
+
+def _bucket_guard(s: Settings):
+    def guard(r: Runner, consent: Any) -> None:
+        if r.dry:
+            r.say(f"# a real run first asks, naming gs://{s.bucket} with its object count and size")
+            return
+        held = gcs.summary(s)
+        if held is None:
+            return
+        question = (f"Delete bucket gs://{s.bucket} with its {held['objects']} objects ({size_text(held['bytes'])}), "
+                    f"the exported checkpoints among them?")
+        r.say(f"--delete-bucket: gs://{s.bucket} holds {held['objects']} objects, {size_text(held['bytes'])}.",
+              err=True)
+        if consent.ask is None:
+            raise ToolError(f"refusing to delete gs://{s.bucket} without a confirmation (nobody to ask).", 1)
+        consent.ask(question)
+
+    return guard
 
 
 def export(r: Runner, s: Settings, run: str | None) -> list[tuple[str, int]]:
-    """Managed Lustre's export-data to the bucket, record it, then list what the bucket holds there."""
+    """Managed Lustre's export-data to the bucket, then what the bucket holds there, and a record of both.
+
+    The record counts as an export only if this export wrote objects (new generations): an export of nothing
+    proves nothing. With a head pod, /data/runs is listed too and any run missing from the bucket is named."""
+    from datetime import UTC, datetime
+
     lustre_path, uri, prefix = lustre.export_paths(s, run)
+    before = {} if r.dry else gcs.generations(s, prefix)
     r.run(lustre.lustre_export(s, lustre_path, uri), timeout=6 * 3600)
     if r.dry:
         gcs.show(r, lustre.list_equivalent(s, prefix))
         return []
-    gcs.write_export_record(s, lustre_path, uri)
-    objects = [o for o in gcs.list_prefix(s, prefix)]
+    after = gcs.generations(s, prefix)
+    copied = sum(1 for name, gen in after.items() if before.get(name) != gen)
+    objects = gcs.list_prefix(s, prefix)
+    listed = lustre_runs(r, s) if run is None else None
+    files, running = (listed[0], sorted(listed[1])) if listed is not None else (None, [])
+    gcs.write_export_record(s, lustre.export_record(
+        s, lustre_path, uri, datetime.now(UTC), copied=copied, objects=lustre.bucket_run_files(objects),
+        lustre_files=files, running=running))
     total = sum(size for _, size in objects)
-    r.say(f"gs://{s.bucket}/{prefix}: {len(objects)} objects, {_size(total)}")
+    r.say(f"gs://{s.bucket}/{prefix}: {len(objects)} objects, {size_text(total)} ({copied} written by this export)")
     for name, size in objects:
-        r.say(f"  {_size(size):>10}  gs://{s.bucket}/{name}")
+        r.say(f"  {size_text(size):>10}  gs://{s.bucket}/{name}")
+    if files is not None:
+        missing = lustre.unexported_runs(files, lustre.bucket_run_files(objects), set(running))
+        for run_id, why in missing.items():
+            r.say(f"not exported: {run_id}: {why}", err=True)
+    if copied == 0:
+        r.say("this export copied nothing, so it does not count as an export of /data/runs.", err=True)
     return objects
 
 
@@ -309,7 +421,7 @@ def status_rows(r: Runner, s: Settings) -> list[tuple[str, str]]:
     rows: list[tuple[str, str]] = []
     bucket = gcs.summary(s)
     rows.append((f"bucket gs://{s.bucket}", "absent" if bucket is None else
-                 f"{bucket['location']}, {bucket['objects']} objects, {_size(bucket['bytes'])}"))
+                 f"{bucket['location']}, {bucket['objects']} objects, {size_text(bucket['bytes'])}"))
     info = lustre_state(r, s)
     rows.append((f"Lustre {s.LUSTRE_NAME}", "absent" if info is None else
                  f"{info['state']}, {info['capacity_gib']} GiB, IP {info['ip'] or '-'}"))
@@ -324,7 +436,7 @@ def status_rows(r: Runner, s: Settings) -> list[tuple[str, str]]:
     return rows
 
 
-def _size(n: int) -> str:
+def size_text(n: int) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

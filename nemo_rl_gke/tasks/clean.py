@@ -18,67 +18,69 @@ from typing import Any
 from invoke import Collection
 
 from . import context
-from .lifecycle import DATA_HELP, YES_HELP
-
-HELP = {"delete_data": DATA_HELP, "yes": YES_HELP}
+from .lifecycle import TEARDOWN_HELP as HELP
 
 
-def kept_for_data(steps: list[Any], delete_data: bool) -> set[str]:
-    """Names of the steps a teardown keeps: the data (unless delete_data) and everything it depends on."""
-    from ..graph import needed_by
+def kept_for_data(steps: list[Any], delete_data: bool, delete_bucket: bool = False) -> set[str]:
+    """Names of the steps a teardown keeps: data without its consent, and everything that data depends on."""
+    from ..graph import Consent, kept_steps
 
-    return set() if delete_data else needed_by(steps, [step.name for step in steps if step.holds_data])
+    return kept_steps(steps, Consent(delete_data=delete_data, delete_bucket=delete_bucket))
 
 
-def layer_teardown_steps(steps: list[Any], layer: str, delete_data: bool) -> list[Any]:
+def layer_teardown_steps(steps: list[Any], layer: str, delete_data: bool, delete_bucket: bool = False) -> list[Any]:
     """The layer's steps, with those that kept data needs (judged over the whole graph) marked as kept."""
-    kept = kept_for_data(steps, delete_data)
-    # holds_data=True makes graph.destroy keep the step (it never runs its delete) when delete_data is off.
-    return [replace(step, holds_data=True) if step.name in kept else step for step in steps
+    kept = kept_for_data(steps, delete_data, delete_bucket)
+    # holds_data=True (consent "delete_data") makes graph.destroy keep a step the kept data needs, unless
+    # delete_data; the data steps keep their own consent.
+    return [replace(step, holds_data=True) if step.name in kept and not step.needs() else step for step in steps
             if step.layer == layer]
 
 
-def _clean_layer(c: Any, layer: str, delete_data: bool, yes: bool) -> None:
+def _clean_layer(c: Any, layer: str, delete_data: bool, yes: bool, delete_unexported: bool = False,
+                 delete_bucket: bool = False) -> None:
     from ..resources import all_steps
     from .lifecycle import tear_down
 
     s = context.settings(c)
-    steps = layer_teardown_steps(all_steps(s), layer, delete_data)
-    tear_down(c, s, steps, delete_data=delete_data, yes=yes, what=f"clean.{layer}", layers=(layer,))
+    steps = layer_teardown_steps(all_steps(s), layer, delete_data, delete_bucket)
+    tear_down(c, s, steps, delete_data=delete_data, yes=yes, what=f"clean.{layer}", layers=(layer,),
+              delete_unexported=delete_unexported, delete_bucket=delete_bucket)
 
 
 @context.task(name="all", default=True, help=HELP)
-def all_(c, delete_data=False, yes=False):
-    """Delete everything (same as `down`), then scan for leftovers; data kept unless --delete-data."""
+def all_(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes=False):
+    """Delete everything (same as `down`), then scan for leftovers; Lustre and bucket kept by default."""
     from ..resources import all_steps
     from .lifecycle import tear_down
 
     s = context.settings(c)
-    tear_down(c, s, all_steps(s), delete_data=delete_data, yes=yes, what="clean")
+    tear_down(c, s, all_steps(s), delete_data=delete_data, yes=yes, what="clean",
+              delete_unexported=delete_unexported, delete_bucket=delete_bucket)
 
 
 @context.task(help=HELP)
-def ray(c, delete_data=False, yes=False):
+def ray(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes=False):
     """Delete the Ray cluster (Helm release) only."""
-    _clean_layer(c, "ray", delete_data, yes)
+    _clean_layer(c, "ray", delete_data, yes, delete_unexported, delete_bucket)
 
 
 @context.task(help=HELP)
-def cluster(c, delete_data=False, yes=False):
+def cluster(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes=False):
     """Delete the GKE cluster with its GPU pool and everything inside it."""
-    _clean_layer(c, "cluster", delete_data, yes)
+    _clean_layer(c, "cluster", delete_data, yes, delete_unexported, delete_bucket)
 
 
 @context.task(help=HELP)
-def storage(c, delete_data=False, yes=False):
-    """Delete the storage layer: PV/PVC, KSA, Secret, binding; Lustre and bucket only with --delete-data."""
-    _clean_layer(c, "storage", delete_data, yes)
+def storage(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes=False):
+    """Delete the storage layer: PV/PVC, KSA, Secret, binding; Lustre and bucket only with their own flags."""
+    _clean_layer(c, "storage", delete_data, yes, delete_unexported, delete_bucket)
 
 
 @context.task(help=HELP)
-def net(c, delete_data=False, yes=False):
+def net(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes=False):
     """Delete our subnets, firewall rule and VPCs (the main VPC stays while kept Lustre needs it)."""
-    _clean_layer(c, "net", delete_data, yes)
+    _clean_layer(c, "net", delete_data, yes, delete_unexported, delete_bucket)
 
 
 ns = Collection("clean", all_, ray, cluster, storage, net)

@@ -9,7 +9,8 @@ Examples:
     invoke up --gpu=h200 --nodes=2 --spot --yes
     invoke plan
     invoke down --yes                    # keeps Lustre and the bucket (checkpoints)
-    invoke down --yes --delete-data      # everything, back to zero spend
+    invoke storage.export && invoke down --yes --delete-data   # everything but the bucket
+    invoke down --yes --delete-data --delete-bucket            # back to zero spend
 """
 
 from __future__ import annotations
@@ -24,8 +25,13 @@ from . import context
 from .checkup import doctor
 from .cluster import FLAG_HELP, cluster_settings
 
-YES_HELP = "Answer yes to the confirmation (needed without a terminal)."
-DATA_HELP = "Also delete the Lustre instance and the bucket, with the checkpoints they hold."
+YES_HELP = "Answer yes to the confirmations (needed without a terminal)."
+DATA_HELP = ("Also delete the Lustre instance, once every run on it is verified in the bucket (`invoke "
+             "storage.export`). The bucket stays.")
+UNEXPORTED_HELP = "With --delete-data: delete Lustre even with runs not in the bucket (lists them, asks)."
+BUCKET_HELP = "Also delete the bucket, the durable home of exported checkpoints (asks, naming its size)."
+TEARDOWN_HELP = {"delete_data": DATA_HELP, "delete_unexported": UNEXPORTED_HELP, "delete_bucket": BUCKET_HELP,
+                 "yes": YES_HELP}
 
 
 # ---- helpers shared with clean.py ----------------------------------------------------------------
@@ -109,41 +115,88 @@ def bring_up(c: Any, s: Any, *, yes: bool) -> None:
 
 
 def kept_message(kept: list[Any]) -> str:
-    data = [step.title for step in kept if step.holds_data]
+    """What stays on purpose (only what exists: `kept` comes from the report, which checked)."""
+    data = [step for step in kept if step.holds_data and step.needs()]
     if not data:
         return ""
-    others = [step.title for step in kept if not step.holds_data]
-    text = (f"kept {' and '.join(data)}: they hold checkpoints; run `invoke storage.export` then "
-            f"`invoke down --delete-data` to delete them.")
+    others = [step.title for step in kept if step not in data]
+    hints = []
+    if any(step.needs() == "delete_data" for step in data):
+        hints.append("`invoke storage.export` then `--delete-data` deletes the Lustre instance")
+    if any(step.needs() == "delete_bucket" for step in data):
+        hints.append("`--delete-bucket` deletes the bucket")
+    text = f"kept {' and '.join(step.title for step in data)}: they hold checkpoints; " + "; ".join(hints) + "."
     if others:
         text += " Also kept what they need: " + ", ".join(others) + "."
     return text
 
 
+def consent(c: Any, *, delete_data: bool, delete_unexported: bool, delete_bucket: bool, yes: bool) -> Any:
+    """The teardown's consent from its flags; the guards ask through context.confirm (`--yes` answers)."""
+    from ..graph import Consent
+    from ..settings import ConfigError
+
+    if delete_unexported and not delete_data:
+        raise ConfigError("--delete-unexported", "set", "it only applies with --delete-data (add both to delete "
+                                                         "the Lustre instance with runs not in the bucket).")
+    return Consent(delete_data=delete_data, delete_unexported=delete_unexported, delete_bucket=delete_bucket,
+                   ask=lambda question: context.confirm(c, question, yes=yes))
+
+
+def _bucket_line(s: Any) -> str:
+    """The bucket left behind, with what it holds and costs ('' if there is none)."""
+    from .. import cost, gcs
+    from ..resources.storage_steps import size_text
+
+    try:
+        held = gcs.summary(s)
+    except Exception:  # noqa: BLE001 - a summary line must not fail the teardown
+        return ""
+    if held is None:
+        return ""
+    return (f"left: bucket gs://{s.bucket} ({held['objects']} objects, {size_text(held['bytes'])}, about "
+            f"{cost.money(cost.bucket_monthly(held['bytes']))}/month); `--delete-bucket` deletes it.")
+
+
 def tear_down(c: Any, s: Any, steps: list[Any], *, delete_data: bool, yes: bool, what: str,
-              layers: tuple[str, ...] = ()) -> None:
-    """`down` and `clean.*`: confirm, destroy in parallel with the board, then scan for leftovers."""
+              layers: tuple[str, ...] = (), delete_unexported: bool = False, delete_bucket: bool = False) -> None:
+    """`down` and `clean.*`: list what will go, confirm, destroy in parallel with the board, scan for leftovers."""
     from .. import graph
     from ..board import Board
     from ..resources import leftovers
 
+    given = consent(c, delete_data=delete_data, delete_unexported=delete_unexported, delete_bucket=delete_bucket,
+                    yes=yes)
     r = context.runner(c, s)
     scope = ", ".join(layers) if layers else "everything"
-    data = ("INCLUDING the Lustre instance and the bucket with their checkpoints" if delete_data else
-            "keeping the Lustre instance and the bucket (add --delete-data to delete them too)")
-    context.confirm(c, f"Delete {scope} of nemo-rl-gke in {s.PROJECT_ID} (cluster {s.CLUSTER_NAME}), {data}?",
-                    yes=yes)
+    data = ("INCLUDING the Lustre instance (after the export check)" if delete_data else
+            "keeping the Lustre instance (add --delete-data to delete it)")
+    data += (", INCLUDING the bucket" if delete_bucket else ", keeping the bucket (add --delete-bucket to delete it)")
+    question = f"Delete {scope} of nemo-rl-gke in {s.PROJECT_ID} (cluster {s.CLUSTER_NAME}), {data}?"
     if r.dry:
         r.say(f"# {what}: {scope} in {s.PROJECT_ID}, {data}")
-        graph.destroy(r, steps, delete_data=delete_data)
+        graph.destroy(r, steps, consent=given)
         kinds = [item.kind + "s" for item in leftovers.listings(s) if not layers or item.layer in layers]
         r.say(f"# then: leftover scan (each step asked by name; read-only lists of {', '.join(kinds)})")
         return
+    if not yes and not sys.stdin.isatty():
+        context.confirm(c, question, yes=False)  # no terminal and no --yes: exit 2 before any external call
     failure = None
     with state_lock(s, what):
+        present = present_map(r, steps)
+        keep = graph.kept_steps(steps, given)
+        going = [step.title for step in steps if step.delete is not None and step.name not in keep
+                 and present.get(step.name) is not False and not step.always]
+        staying = [step.title for step in steps if step.name in keep and present.get(step.name)]
+        r.say(f"{what} will delete ({len(going)}): " + (", ".join(going) or "nothing, nothing of ours is there"),
+              err=True)
+        if staying:
+            r.say(f"{what} will keep ({len(staying)}): " + ", ".join(staying), err=True)
+        if going:
+            context.confirm(c, question, yes=yes)
         with Board(steps, title=f"{what} {s.CLUSTER_NAME}") as board:
             try:
-                report = graph.destroy(r, steps, delete_data=delete_data, listener=board.listener)
+                report = graph.destroy(r, steps, consent=given, listener=board.listener, known=present)
             except graph.GraphError as exc:
                 failure, report = exc, exc.report
         kept = report.by_outcome("kept")
@@ -163,7 +216,11 @@ def tear_down(c: Any, s: Any, steps: list[Any], *, delete_data: bool, yes: bool,
         lines = "\n".join(f"  {found.line()}" for found in result.left)
         raise Exit(f"error: still there after {what} (and possibly billing):\n{lines}\n"
                    f"Run `invoke {what}` again, or delete them in the console.", code=1)
-    tail = " except the data kept on purpose." if message else "."
+    if delete_data and not delete_bucket and any(step.needs() == "delete_bucket" for step in kept):
+        line = _bucket_line(s)
+        if line:
+            r.say(line, err=True)
+    tail = " except what is kept on purpose (above)." if kept else "."
     r.say(f"{what}: nothing of ours is left{tail}", err=True)
 
 
@@ -175,13 +232,14 @@ def up(c, gpu=None, mode=None, nodes=None, spot=False, reservation=None, yes=Fal
     bring_up(c, s, yes=yes)
 
 
-@context.task(help={"delete_data": DATA_HELP, "yes": YES_HELP})
-def down(c, delete_data=False, yes=False):
-    """Delete everything `up` made, in parallel, then scan for leftovers (data kept unless --delete-data)."""
+@context.task(help=TEARDOWN_HELP)
+def down(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes=False):
+    """Delete everything `up` made, in parallel, then scan for leftovers (Lustre and bucket kept by default)."""
     from ..resources import all_steps
 
     s = context.settings(c)
-    tear_down(c, s, all_steps(s), delete_data=delete_data, yes=yes, what="down")
+    tear_down(c, s, all_steps(s), delete_data=delete_data, yes=yes, what="down",
+              delete_unexported=delete_unexported, delete_bucket=delete_bucket)
 
 
 @context.task(help=FLAG_HELP)

@@ -2,22 +2,24 @@
 Kubernetes Secret with the tokens, and Managed Lustre end to end (peering range, VPC peering, instance,
 PV/PVC at /data).
 
-The Lustre instance and the bucket hold your checkpoints: `storage.delete` keeps both unless you add
---delete-data, and even then refuses to delete Lustre without an export from the last 24 hours.
+The Lustre instance and the bucket hold your checkpoints: `storage.delete` keeps both by default.
+--delete-data deletes Lustre once every run on it is verified in the bucket (`storage.export` first);
+--delete-bucket deletes the bucket, after a confirmation naming its size.
 
 Examples:
     invoke --dry storage.create           # the whole plan, nothing runs
     invoke storage.create                 # ~20 min the first time (Lustre), seconds afterwards
     invoke storage.export --run=gsm8k-1   # /data/runs/gsm8k-1 -> gs://GS_BUCKET/runs/gsm8k-1/
     invoke storage.delete --yes           # PV/PVC and the binding; Lustre and the bucket stay
-    invoke storage.export && invoke storage.delete --delete-data --yes
+    invoke storage.export && invoke storage.delete --delete-data --yes   # the bucket stays
 """
 
 import re
 
-from invoke import Collection, Exit
+from invoke import Collection
 
 from . import context
+from .lifecycle import TEARDOWN_HELP
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -50,31 +52,34 @@ def status(c):
     context.print_table("storage", ("resource", "state"), storage_steps.status_rows(r, s))
 
 
-@context.task(help={"delete_data": "Also delete the Lustre instance and the bucket, with every checkpoint in "
-                                   "them (needs an export from the last 24 h).",
-                    "yes": "Answer yes to the confirmation (needed without a terminal)."})
-def delete(c, delete_data=False, yes=False):
-    """Delete the PV/PVC, KSA, Secret and binding; with --delete-data also Lustre, peering, range, bucket."""
+@context.task(help=TEARDOWN_HELP)
+def delete(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes=False):
+    """Delete PV/PVC, KSA, Secret, binding; Lustre with --delete-data (export checked), bucket with --delete-bucket."""
+    from .. import graph
+    from ..board import Board
     from ..resources import storage_steps
+    from .lifecycle import consent, kept_message
 
     s = context.settings(c)
+    given = consent(c, delete_data=delete_data, delete_unexported=delete_unexported, delete_bucket=delete_bucket,
+                    yes=yes)
     r = context.runner(c, s)
-    lost = storage_steps.data_at_risk(r, s) if delete_data else []
-    if lost and not storage_steps.recent_export(r, s):
-        raise Exit("refusing to delete data that has no recent export. This would be lost:\n"
-                   + "\n".join(f"  - {line}" for line in lost)
-                   + "\nRun `invoke storage.export` first (it copies /data/runs to the bucket), then re-run.",
-                   code=1)
     what = "the Lustre PV/PVC, service account, Secret and bucket binding"
     if delete_data:
-        what += f", AND the Lustre instance {s.LUSTRE_NAME}, its peering and range, and gs://{s.bucket}"
+        what += f", AND the Lustre instance {s.LUSTRE_NAME} with its peering and range (after the export check)"
+    if delete_bucket:
+        what += f", AND the bucket gs://{s.bucket}"
     context.confirm(c, f"Delete {what}?", yes=yes)
     storage_steps.credentials_if_cluster(r, s)
-    report = context.destroy_steps(c, s, _steps(s), delete_data=delete_data)
-    for step in report.by_outcome("kept"):
-        if step.holds_data:
-            r.say(f"kept {step.title}: it holds checkpoints; add --delete-data (after `invoke "
-                  f"storage.export`) to delete it.", err=True)
+    steps = _steps(s)
+    if r.dry:
+        graph.destroy(r, steps, consent=given)
+        return
+    with Board(steps, title=f"delete {s.CLUSTER_NAME}") as board:
+        report = graph.destroy(r, steps, consent=given, listener=board.listener)
+    message = kept_message(report.by_outcome("kept"))
+    if message:
+        r.say(message, err=True)
 
 
 @context.task(help={"run": "Export only this run (/data/runs/ID); default: every run."})

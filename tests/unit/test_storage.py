@@ -67,18 +67,46 @@ def test_mount_ip_of_an_empty_mount_point_raises():
 
 
 def test_export_fresh_for_a_recent_full_export():
-    record = lustre.export_record(make_settings(), lustre.RUNS_PATH, "gs://b/runs/", NOW - timedelta(hours=2))
+    record = lustre.export_record(make_settings(), lustre.RUNS_PATH, "gs://b/runs/", NOW - timedelta(hours=2),
+                                  copied=3)
     assert lustre.export_is_fresh(record, NOW)
 
 
+def test_export_that_copied_nothing_does_not_count():
+    record = lustre.export_record(make_settings(), lustre.RUNS_PATH, "gs://b/runs/", NOW, copied=0)
+    assert not lustre.export_is_fresh(record, NOW)
+
+
 def test_export_not_fresh_after_a_day():
-    record = lustre.export_record(make_settings(), lustre.RUNS_PATH, "gs://b/runs/", NOW - timedelta(hours=25))
+    record = lustre.export_record(make_settings(), lustre.RUNS_PATH, "gs://b/runs/", NOW - timedelta(hours=25),
+                                  copied=3)
     assert not lustre.export_is_fresh(record, NOW)
 
 
 def test_export_of_one_run_does_not_cover_the_instance():
-    record = lustre.export_record(make_settings(), "/runs/r1", "gs://b/runs/r1/", NOW)
+    record = lustre.export_record(make_settings(), "/runs/r1", "gs://b/runs/r1/", NOW, copied=3)
     assert not lustre.export_is_fresh(record, NOW)
+
+
+def test_unexported_runs_names_runs_with_missing_or_resized_files_and_running_ones():
+    on_lustre = {"r1/a": 1, "r1/b": 2, "r2/a": 5, "r3/a": 1, "r4/pid": 3}
+    in_bucket = {"r1/a": 1, "r1/b": 2, "r2/a": 4, "extra/x": 9, "r4/pid": 3}
+    assert lustre.unexported_runs(on_lustre, in_bucket, {"r4"}) == {
+        "r2": "1 file(s) of another size in the bucket (e.g. r2/a)",
+        "r3": "1 file(s) not in the bucket (e.g. r3/a)", "r4": "still running"}
+
+
+def test_unexported_runs_is_empty_when_every_file_is_in_the_bucket():
+    assert lustre.unexported_runs({"r1/a": 1}, {"r1/a": 1, "r1/old": 7}) == {}
+
+
+def test_parse_runs_listing_reads_files_runs_and_running():
+    text = "run r1\nrun r2\nrunning r2\nfile 10 r1/step_1/x y.pt\nfile 3 r2/pid\n"
+    assert lustre.parse_runs_listing(text) == ({"r1/step_1/x y.pt": 10, "r2/pid": 3}, {"r1", "r2"}, {"r2"})
+
+
+def test_bucket_run_files_strips_the_prefix_and_skips_folders():
+    assert lustre.bucket_run_files([("runs/r1/a", 4), ("runs/r1/", 0), ("other/b", 1)]) == {"r1/a": 4}
 
 
 def test_export_record_unreadable_is_not_fresh():
