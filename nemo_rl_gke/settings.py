@@ -7,12 +7,30 @@ and the fix, which the task layer turns into exit code 2.
 
 from __future__ import annotations
 
+import difflib
+import io
 import os
 import re
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+SHOWN_MAX = 60  # characters of a bad value an error message echoes
+
+
+def shown_value(value: object, limit: int = SHOWN_MAX) -> str:
+    """A value as an error message shows it: repr, cut to `limit` characters, never an exception.
+
+    A 10,000-character value is not echoed whole, and an int of thousands of digits (whose str() raises
+    ValueError under Python's int-string limit) is described instead of printed."""
+    if value in ("", None):
+        return "(empty)"
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"<a number of about {int(value.bit_length() * 0.30103) + 1} digits>"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 class ConfigError(Exception):
@@ -20,8 +38,8 @@ class ConfigError(Exception):
 
     def __init__(self, key: str, value: object, fix: str):
         self.key, self.value, self.fix = key, value, fix
-        shown = "(empty)" if value in ("", None) else repr(value)
-        super().__init__(f"{key}={shown} is not valid: {fix}")
+        name = key if len(key) <= SHOWN_MAX else key[:SHOWN_MAX - 1] + "…"
+        super().__init__(f"{name}={shown_value(value)} is not valid: {fix}")
 
 
 @dataclass(frozen=True)
@@ -78,19 +96,39 @@ RAY_VERSIONS = {"v0.5.0": "2.49.2"}
 
 SECRET_KEYS = ("HF_TOKEN", "WANDB_API_KEY")
 
-# Naming rules.
-_GCE_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-_PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
-_REGION = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
-_ZONE = re.compile(r"^([a-z]+-[a-z]+[0-9]+)-[a-z]$")
-_CLUSTER = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9_.-]{1,61}[a-z0-9]$")
-_GKE_VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)-gke\.(\d+)$")
-_IMAGE = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+(:[A-Za-z0-9._-]{1,128}|@sha256:[0-9a-f]{64})$")
+# Naming rules. ASCII only (re.ASCII, explicit [0-9]): `\d` would accept other scripts' digits, which
+# gcloud and the APIs refuse. validate() uses fullmatch, so a trailing newline never slips past `$`.
+_GCE_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$", re.ASCII)
+_PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$", re.ASCII)
+_REGION = re.compile(r"^[a-z]+-[a-z]+[0-9]+$", re.ASCII)
+_ZONE = re.compile(r"^([a-z]+-[a-z]+[0-9]+)-[a-z]$", re.ASCII)
+_CLUSTER = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$", re.ASCII)
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", re.ASCII)
+# Cloud Storage bucket names (cloud.google.com/storage/docs/buckets#naming): [a-z0-9_.-], starting and
+# ending with a letter or digit; 3-63 characters, or up to 222 with dots, each dot-separated part at most
+# 63; not an IP address in dotted-decimal form; not starting with "goog"; not containing "google" or a close
+# misspelling of it.
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9_.-]{1,220}[a-z0-9]$", re.ASCII)
+_BUCKET_IP = re.compile(r"^[0-9]{1,3}(\.[0-9]{1,3}){3}$", re.ASCII)
+_BUCKET_GOOGLE = re.compile(r"g[o0]{2}g[l1]e", re.ASCII)
+_GKE_VERSION = re.compile(r"^([0-9]{1,4})\.([0-9]{1,4})\.([0-9]{1,4})-gke\.([0-9]{1,12})$", re.ASCII)
+_IMAGE = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+(:[A-Za-z0-9._-]{1,128}|@sha256:[0-9a-f]{64})$",
+                    re.ASCII)
 _RESERVATION = re.compile(r"^([a-z]([-a-z0-9]{0,61}[a-z0-9])?|projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/reservations/"
-                          r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?(/reservationBlocks/[a-z0-9-]+)?)$")
-_PROJECT_NUMBER = re.compile(r"^[0-9]{6,20}$")
+                          r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?(/reservationBlocks/[a-z0-9-]+)?)$", re.ASCII)
+_PROJECT_NUMBER = re.compile(r"^[0-9]{6,20}$", re.ASCII)
+# A full commit of GoogleCloudPlatform/container-engine-accelerators: a branch name would move under us.
+_GIT_REF = re.compile(r"^[0-9a-f]{40}$", re.ASCII)
+_RAY_VERSION = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$", re.ASCII)
+_SECRET = re.compile(r"^[\x21-\x7e]{8,}$", re.ASCII)  # printable ASCII, no whitespace (it goes in HTTP headers)
+# Whole numbers: at most 9 digits; a longer one is refused before int() (Python's int-string limit raises
+# ValueError past 4300 digits, and no setting here is anywhere near a billion).
+_WHOLE = re.compile(r"^[0-9]{1,9}$", re.ASCII)
+# The NCCL RDMA installer (FACTS §7): a master commit holding both nccl-rdma-installer.yaml and
+# nccl-rdma-installer-autopilot.yaml (the latest change to the former; `doctor` checks both URLs answer).
+NCCL_INSTALLER_DEFAULT_REF = "2da1c92ff7bd772a2c833710bb6c21dcfe6dfaae"
+# .env.example's PROJECT_ID: a real run never uses it (tests/unit/test_settings.py keeps the two equal).
+PLACEHOLDER_PROJECT_ID = "my-nemo-project"
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
@@ -122,6 +160,7 @@ class Settings:
     NEMO_RL_IMAGE: str = "nvcr.io/nvidia/nemo-rl:v0.5.0"
     PROJECT_NUMBER: str = ""
     RAY_VERSION: str = ""
+    NCCL_INSTALLER_REF: str = NCCL_INSTALLER_DEFAULT_REF
     # Where the values came from, for messages ("using .env.example").
     source: str = field(default="", compare=False)
 
@@ -191,8 +230,10 @@ def _int(key: str, raw: object) -> int:
     if isinstance(raw, int) and not isinstance(raw, bool):
         return raw
     text = str(raw).strip()
-    if not re.fullmatch(r"[0-9]+", text):
-        raise ConfigError(key, raw, "use a whole number, like 2.")
+    if not _WHOLE.fullmatch(text):
+        if re.fullmatch(r"[0-9]{10,}", text, re.ASCII):
+            raise ConfigError(key, raw, "far too large: use a whole number, like 2.")
+        raise ConfigError(key, raw, "use a whole number (digits 0-9 only), like 2.")
     return int(text)
 
 
@@ -215,13 +256,13 @@ def coerce(values: dict[str, object]) -> dict[str, object]:
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:
-    match = _GKE_VERSION.match(version)
+    match = _GKE_VERSION.fullmatch(version)
     assert match, version
     return tuple(int(g) for g in match.groups())
 
 
 def _gce_name(key: str, value: str, suffix_len: int = 0, example: str = "nemo-net") -> None:
-    if not _GCE_NAME.match(value) or len(value) + suffix_len > 63:
+    if not _GCE_NAME.fullmatch(value) or len(value) + suffix_len > 63:
         room = 63 - suffix_len
         raise ConfigError(key, value, f"use lowercase letters, digits and hyphens, starting with a letter, at most "
                                       f"{room} characters (e.g. {example}).")
@@ -232,23 +273,23 @@ def validate(s: Settings) -> Settings:
     for key in REQUIRED:
         if not getattr(s, key):
             raise ConfigError(key, "", f"set {key} in .env (see .env.example).")
-    if not _PROJECT_ID.match(s.PROJECT_ID):
+    if not _PROJECT_ID.fullmatch(s.PROJECT_ID):
         raise ConfigError("PROJECT_ID", s.PROJECT_ID, "a project ID has 6-30 lowercase letters, digits or hyphens, "
                                                       "starts with a letter and does not end with a hyphen.")
-    if not _REGION.match(s.CONTROL_PLANE_LOCATION):
+    if not _REGION.fullmatch(s.CONTROL_PLANE_LOCATION):
         raise ConfigError("CONTROL_PLANE_LOCATION", s.CONTROL_PLANE_LOCATION,
                           "use a region such as us-central1 (not a zone).")
     for key in ("NODE_LOCATION", "LUSTRE_ZONE"):
         value = getattr(s, key)
         if key == "LUSTRE_ZONE" and not value:
             continue
-        match = _ZONE.match(value)
+        match = _ZONE.fullmatch(value)
         if not match:
             raise ConfigError(key, value, f"use a zone such as {s.CONTROL_PLANE_LOCATION}-b.")
         if match.group(1) != s.CONTROL_PLANE_LOCATION:
             raise ConfigError(key, value, f"the zone must be inside CONTROL_PLANE_LOCATION={s.CONTROL_PLANE_LOCATION}"
                                           f" (e.g. {s.CONTROL_PLANE_LOCATION}-b).")
-    if not _CLUSTER.match(s.CLUSTER_NAME):
+    if not _CLUSTER.fullmatch(s.CLUSTER_NAME):
         raise ConfigError("CLUSTER_NAME", s.CLUSTER_NAME, "use 1-40 lowercase letters, digits or hyphens, starting "
                                                           "with a letter (e.g. nemo-rl).")
     if s.GPU_TYPE not in GPU_ALIASES:
@@ -257,31 +298,38 @@ def validate(s: Settings) -> Settings:
     if s.CLUSTER_MODE not in CLUSTER_MODES:
         raise ConfigError("CLUSTER_MODE", s.CLUSTER_MODE, "allowed values: standard, autopilot.")
     if s.GKE_VERSION:
-        if not _GKE_VERSION.match(s.GKE_VERSION):
+        if not _GKE_VERSION.fullmatch(s.GKE_VERSION):
             raise ConfigError("GKE_VERSION", s.GKE_VERSION, "use a full GKE version like 1.32.2-gke.1422000, or leave "
                                                             "it empty for the release channel's default.")
         if _version_tuple(s.GKE_VERSION) < _version_tuple(s.gpu.min_gke):
             raise ConfigError("GKE_VERSION", s.GKE_VERSION, f"{s.gpu.accelerator} needs GKE {s.gpu.min_gke} or later.")
     for key in ("KSA_NAME", "NAMESPACE"):
-        if not _DNS_LABEL.match(getattr(s, key)):
+        if not _DNS_LABEL.fullmatch(getattr(s, key)):
             raise ConfigError(key, getattr(s, key), "use a Kubernetes name: lowercase letters, digits and hyphens, "
                                                     "at most 63 characters.")
-    bucket = s.bucket
-    if not _BUCKET.match(bucket) or ".." in bucket or bucket.startswith("goog") or "google" in bucket:
-        raise ConfigError("GS_BUCKET", bucket, "a bucket name has 3-63 lowercase letters, digits, '-', '_' or '.',"
-                                               " and may not start with 'goog' or contain 'google'.")
+    problem = bucket_name_problem(s.bucket)
+    if problem:
+        raise ConfigError("GS_BUCKET", s.bucket, problem)
     for key in SECRET_KEYS:
         value = getattr(s, key)
-        if value and (any(ch.isspace() for ch in value) or len(value) < 8):
+        if value and not _SECRET.fullmatch(value):
             # Never echo a secret, not even a wrong one.
-            raise ConfigError(key, "***", "the token has whitespace in it or is too short; paste it again.")
+            raise ConfigError(key, "***", "the token is too short or has whitespace or non-ASCII characters in it;"
+                                          " paste it again.")
     _gce_name("GVNIC_NETWORK_PREFIX", s.GVNIC_NETWORK_PREFIX, len("-internal"), "nemo-gvnic")
     _gce_name("RDMA_NETWORK_PREFIX", s.RDMA_NETWORK_PREFIX, len("-sub-7"), "nemo-rdma")
     if s.GVNIC_NETWORK_PREFIX == s.RDMA_NETWORK_PREFIX:
         raise ConfigError("RDMA_NETWORK_PREFIX", s.RDMA_NETWORK_PREFIX, "must differ from GVNIC_NETWORK_PREFIX.")
     _gce_name("NETWORK", s.NETWORK, 0, "default")
+    # Our own networks are <prefix>-net: a main VPC of that name would be created, used and deleted as
+    # both, and `down` could never finish.
+    for prefix_key in ("GVNIC_NETWORK_PREFIX", "RDMA_NETWORK_PREFIX"):
+        if s.NETWORK == f"{getattr(s, prefix_key)}-net":
+            raise ConfigError("NETWORK", s.NETWORK, f"that is the name of the network derived from {prefix_key}="
+                                                    f"{getattr(s, prefix_key)}; use your main VPC (e.g. default) or "
+                                                    f"change {prefix_key}.")
     _gce_name("LUSTRE_NAME", s.LUSTRE_NAME, len("-range"), "nemo-lustre")
-    if s.RESERVATION and not _RESERVATION.match(s.RESERVATION):
+    if s.RESERVATION and not _RESERVATION.fullmatch(s.RESERVATION):
         raise ConfigError("RESERVATION", s.RESERVATION, "use a reservation name, or "
                                                         "projects/PROJECT/reservations/NAME for a shared one.")
     if s.RESERVATION and s.SPOT:
@@ -296,49 +344,156 @@ def validate(s: Settings) -> Settings:
     if not 18_000 <= s.LUSTRE_CAPACITY_GIB <= 954_000 or s.LUSTRE_CAPACITY_GIB % 9000:
         raise ConfigError("LUSTRE_CAPACITY_GIB", s.LUSTRE_CAPACITY_GIB,
                           "use a multiple of 9000 GiB from 18000 to 954000 (e.g. 18000).")
-    if not _IMAGE.match(s.NEMO_RL_IMAGE):
+    if not _IMAGE.fullmatch(s.NEMO_RL_IMAGE):
         raise ConfigError("NEMO_RL_IMAGE", s.NEMO_RL_IMAGE, "use a full image reference with a tag, like "
                                                             "nvcr.io/nvidia/nemo-rl:v0.5.0.")
     if s.RAY_VERSION:
-        if not re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", s.RAY_VERSION):
+        if not _RAY_VERSION.fullmatch(s.RAY_VERSION):
             raise ConfigError("RAY_VERSION", s.RAY_VERSION, "use the Ray version inside the image, like 2.49.2.")
     elif s.NEMO_RL_IMAGE.rsplit(":", 1)[-1] not in RAY_VERSIONS:
         known = ", ".join(RAY_VERSIONS)
         raise ConfigError("NEMO_RL_IMAGE", s.NEMO_RL_IMAGE, f"the Ray version of this image is unknown (known tags: "
                                                             f"{known}); set RAY_VERSION to the image's Ray version.")
-    if s.PROJECT_NUMBER and not _PROJECT_NUMBER.match(s.PROJECT_NUMBER):
+    if s.PROJECT_NUMBER and not _PROJECT_NUMBER.fullmatch(s.PROJECT_NUMBER):
         raise ConfigError("PROJECT_NUMBER", s.PROJECT_NUMBER, "the project number is all digits; leave it empty to "
                                                               "look it up.")
+    if not _GIT_REF.fullmatch(s.NCCL_INSTALLER_REF):
+        raise ConfigError("NCCL_INSTALLER_REF", s.NCCL_INSTALLER_REF,
+                          f"use a full commit (40 hex digits) of GoogleCloudPlatform/container-engine-accelerators"
+                          f" that has gpudirect-rdma/nccl-rdma-installer*.yaml (default "
+                          f"{NCCL_INSTALLER_DEFAULT_REF}).")
     return s
 
 
+def bucket_name_problem(name: str) -> str:
+    """What breaks Cloud Storage's bucket naming rules, or "" (cloud.google.com/storage/docs/buckets#naming)."""
+    rules = ("a bucket name has 3-63 lowercase letters, digits, '-', '_' or '.' (up to 222 with dots, each "
+             "dot-separated part at most 63), and starts and ends with a letter or digit")
+    if not _BUCKET.fullmatch(name):
+        return rules + "."
+    parts = name.split(".")
+    if "." not in name and len(name) > 63:
+        return rules + "."
+    if any(not part or len(part) > 63 for part in parts):
+        return rules + "."
+    if _BUCKET_IP.fullmatch(name):
+        return "a bucket name may not be an IP address (like 192.168.5.4)."
+    if name.startswith("goog") or _BUCKET_GOOGLE.search(name):
+        return "a bucket name may not start with 'goog' or contain 'google' (or a look-alike such as 'g00gle')."
+    return ""
+
+
+def project_root(cwd: Path) -> Path | None:
+    """The nearest directory, from cwd upward, holding tasks.py: where Invoke finds its tasks, and where
+    .env lives. None when cwd is outside the project (e.g. `invoke --search-root` from elsewhere)."""
+    for base in (cwd, *cwd.parents):
+        if (base / "tasks.py").is_file():
+            return base
+    return None
+
+
+def _upward(cwd: Path, root: Path | None) -> list[Path]:
+    """cwd, then each parent up to the project root (inclusive); only cwd outside a project."""
+    if root is None:
+        return [cwd]
+    out = [cwd]
+    for base in cwd.parents:
+        if out[-1] == root:
+            break
+        out.append(base)
+    return out
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):  # a name too long for the file system, a NUL byte
+        return False
+
+
 def _find_env_file(environ: dict[str, str], cwd: Path) -> tuple[Path | None, bool]:
-    """(path, is_example). ENV_FILE wins; then ./.env; else .env.example (cwd, then the repository)."""
+    """(path, is_example). ENV_FILE wins; then the first .env from cwd up to the project root (the
+    directory holding tasks.py), so `cd manifests && invoke …` reads the project's .env; else .env.example
+    (cwd, the project root, then the repository of this package)."""
     chosen = environ.get("ENV_FILE")
     if chosen:
         path = Path(chosen)
         if not path.is_absolute():
             path = cwd / path
-        if not path.is_file():
+        if not _is_file(path):
             raise ConfigError("ENV_FILE", chosen, "no such file; point ENV_FILE at your settings file.")
         return path, False
-    if (cwd / ".env").is_file():
-        return cwd / ".env", False
-    for base in (cwd, REPO_ROOT):
-        if (base / ".env.example").is_file():
+    root = project_root(cwd)
+    for base in _upward(cwd, root):
+        if _is_file(base / ".env"):
+            return base / ".env", False
+    for base in (cwd, root, REPO_ROOT):
+        if base is not None and _is_file(base / ".env.example"):
             return base / ".env.example", True
     return None, True
 
 
+_LINE_KEY = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.]*)\s*=", re.ASCII)
+_WARNED: set[str] = set()  # each unknown-key warning once per process (chained tasks load settings again)
+
+
+def _warn_once(text: str) -> None:
+    if text not in _WARNED:
+        _WARNED.add(text)
+        print(text, file=sys.stderr)
+
+
+def read_env_file(path: Path, *, warn: Callable[[str], None] = _warn_once) -> dict[str, str]:
+    """The settings of one file, strictly: a line that does not parse is a ConfigError naming the file and
+    the line (python-dotenv would only log it and carry on with the default); a key that is not a setting
+    is a warning naming the closest one; a file that is not UTF-8 is a ConfigError naming the line."""
+    from dotenv import dotenv_values
+    from dotenv.parser import parse_stream
+
+    where = str(path) if len(str(path)) <= 200 else "…" + str(path)[-199:]
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError("ENV_FILE", str(path), f"cannot read it ({exc.strerror or exc}).") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        shown = data.split(b"\n")[line - 1][:SHOWN_MAX].decode("utf-8", "replace")
+        raise ConfigError(f"{path.name} line {line}", shown,
+                          f"byte 0x{data[exc.start]:02x} is not UTF-8 text; save {where} as UTF-8.") from None
+    for binding in parse_stream(io.StringIO(text)):
+        number, original = binding.original.line, binding.original.string
+        first = original.splitlines()[0] if original.strip() else original
+        if binding.error:
+            named = _LINE_KEY.match(first)
+            subject = f" (the value of {named.group(1)})" if named else ""
+            raise ConfigError(f"{path.name} line {number}", first,
+                              f"this line does not parse{subject}: use KEY=value, quotes closed on the same line; "
+                              f"fix line {number} of {where}.")
+        if binding.key is None:
+            continue
+        if binding.value is not None and "\n" in binding.value:
+            spans = original.count("\n") + (not original.endswith("\n"))
+            raise ConfigError(f"{path.name} line {number}", first,
+                              f"the quoted value of {binding.key} runs over {spans} lines: a closing quote is "
+                              f"missing; fix line {number} of {where}.")
+        if binding.key not in KEYS:
+            near = difflib.get_close_matches(binding.key.upper(), KEYS, n=1, cutoff=0.6)
+            hint = f"did you mean {near[0]}?" if near else "see .env.example for the keys."
+            warn(f"warning: {path.name} line {number}: {shown_value(binding.key)} is not a setting and is "
+                 f"ignored; {hint}")
+    values = dotenv_values(stream=io.StringIO(text))
+    return {k: v for k, v in values.items() if k in KEYS and v is not None}
+
+
 def load(*, allow_example: bool, environ: dict[str, str] | None = None, cwd: Path | None = None,
-         **overrides: object) -> Settings:
+         warn: Callable[[str], None] = _warn_once, **overrides: object) -> Settings:
     """Read the settings file, apply the environment and the flags, validate.
 
     allow_example: dry runs and offline tasks may fall back to .env.example; real runs may not, so that
-    nothing is ever created in a placeholder project.
+    nothing is ever created in a placeholder project (nor with ENV_FILE pointing at the example).
     """
-    from dotenv import dotenv_values
-
     environ = dict(os.environ if environ is None else environ)
     cwd = cwd or Path.cwd()
     path, is_example = _find_env_file(environ, cwd)
@@ -347,9 +502,14 @@ def load(*, allow_example: bool, environ: dict[str, str] | None = None, cwd: Pat
                                       " names (or point ENV_FILE at a settings file); real runs never use the example.")
     raw: dict[str, object] = {}
     if path is not None:
-        raw.update({k: v for k, v in dotenv_values(path).items() if k in KEYS and v is not None})
+        raw.update(read_env_file(path, warn=warn))
     raw.update({k: v for k, v in environ.items() if k in KEYS})
     source = f"{path.name} (placeholder values)" if is_example and path else (str(path) if path else "environment")
     base = Settings(**{"PROJECT_ID": "", "CONTROL_PLANE_LOCATION": "", "NODE_LOCATION": "", "CLUSTER_NAME": "",
                        **coerce(raw), "source": source})
-    return base.with_overrides(**overrides)
+    loaded = base.with_overrides(**overrides)
+    if environ.get("ENV_FILE") and not allow_example and loaded.PROJECT_ID == PLACEHOLDER_PROJECT_ID:
+        raise ConfigError("ENV_FILE", environ["ENV_FILE"],
+                          f"its PROJECT_ID is {PLACEHOLDER_PROJECT_ID}, the placeholder of .env.example; real runs "
+                          f"never use it. Set your own PROJECT_ID in that file (or in .env).")
+    return loaded

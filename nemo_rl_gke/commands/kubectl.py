@@ -3,19 +3,31 @@ points an apply at another cluster."""
 
 from __future__ import annotations
 
-from ..settings import Settings
+from ..settings import NCCL_INSTALLER_DEFAULT_REF, Settings
 
 Argv = list[str]
 
-# The NCCL RDMA installer, pinned: `refs/heads/master` (the tutorial) changes under our users' feet.
-NCCL_INSTALLER_COMMIT = "64f0eeb0dc1d980eaef8939584f832bb10e3d482"
-_NCCL_BASE = (f"https://raw.githubusercontent.com/GoogleCloudPlatform/container-engine-accelerators/"
-              f"{NCCL_INSTALLER_COMMIT}/gpudirect-rdma")
+# The NCCL RDMA installer, pinned to a commit (`refs/heads/master`, as the tutorial has it, changes under our
+# users' feet): NCCL_INSTALLER_REF, one setting, default settings.NCCL_INSTALLER_DEFAULT_REF (FACTS §7).
+NCCL_INSTALLER_COMMIT = NCCL_INSTALLER_DEFAULT_REF
+NCCL_REPO_RAW = "https://raw.githubusercontent.com/GoogleCloudPlatform/container-engine-accelerators"
 NCCL_INSTALLER = {
-    # mode -> (manifest URL, namespace of its DaemonSet)
-    "standard": (f"{_NCCL_BASE}/nccl-rdma-installer.yaml", "kube-system"),
-    "autopilot": (f"{_NCCL_BASE}/nccl-rdma-installer-autopilot.yaml", "rdma-system"),
+    # mode -> (manifest path in the repository, namespace of its DaemonSet)
+    "standard": ("gpudirect-rdma/nccl-rdma-installer.yaml", "kube-system"),
+    "autopilot": ("gpudirect-rdma/nccl-rdma-installer-autopilot.yaml", "rdma-system"),
 }
+
+
+def nccl_installer_url(s: Settings, mode: str | None = None) -> str:
+    """The raw URL of the installer manifest for a cluster mode (default: the settings' mode)."""
+    return f"{NCCL_REPO_RAW}/{s.NCCL_INSTALLER_REF}/{NCCL_INSTALLER[mode or s.CLUSTER_MODE][0]}"
+
+
+def nccl_installer_urls(s: Settings) -> list[str]:
+    """Both installer URLs at the pinned ref (doctor checks each answers 200)."""
+    return [nccl_installer_url(s, mode) for mode in NCCL_INSTALLER]
+
+
 NCCL_DAEMONSET = "nccl-rdma-installer"
 
 
@@ -52,7 +64,7 @@ def delete(s: Settings, kind: str, *names: str, namespace: str | None = None) ->
 
 
 def nccl_installer_apply(s: Settings) -> Argv:
-    return apply_url(s, NCCL_INSTALLER[s.CLUSTER_MODE][0])
+    return apply_url(s, nccl_installer_url(s))
 
 
 def nccl_installer_get(s: Settings) -> Argv:
@@ -60,4 +72,4 @@ def nccl_installer_get(s: Settings) -> Argv:
 
 
 def nccl_installer_delete(s: Settings) -> Argv:
-    return base(s) + ["delete", f"--filename={NCCL_INSTALLER[s.CLUSTER_MODE][0]}", "--ignore-not-found"]
+    return base(s) + ["delete", f"--filename={nccl_installer_url(s)}", "--ignore-not-found"]

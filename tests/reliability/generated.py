@@ -78,7 +78,9 @@ gke_ok = st.builds(lambda minor, patch, build: f"1.{minor}.{patch}-gke.{build}",
 image_ok = st.builds(lambda host, path: f"{host}/{path}:v0.5.0", st.sampled_from(["nvcr.io", "us-docker.pkg.dev",
                                                                                   "localhost:5000"]),
                      st.lists(name(20), min_size=1, max_size=3).map("/".join))
-secret_ok = st.text(string.ascii_letters + string.digits + "_-.", min_size=8, max_size=60)
+# Token-like: a fixed head keeps a short generated token from being a word our commands hold ("descript").
+secret_ok = st.builds(lambda tail: "tok_" + tail, st.text(string.ascii_letters + string.digits + "_-.", min_size=8,
+                                                          max_size=56))
 bucket_ok = name(60, first=LOWER + string.digits).filter(lambda b: not b.startswith("goog") and "google" not in b
                                                          and len(b) >= 3)
 
@@ -143,6 +145,8 @@ VALID: dict[str, st.SearchStrategy[dict[str, str]]] = {
         st.just(""), st.text(string.digits, min_size=6, max_size=20))),
     "RAY_VERSION": st.builds(lambda a, b, c: {"RAY_VERSION": f"{a}.{b}.{c}"}, st.integers(0, 99),
                              st.integers(0, 99), st.integers(0, 99)),
+    "NCCL_INSTALLER_REF": st.builds(lambda v: {"NCCL_INSTALLER_REF": v}, st.one_of(
+        st.text("0123456789abcdef", min_size=40, max_size=40), st.just(S.NCCL_INSTALLER_DEFAULT_REF))),
 }
 
 
@@ -203,6 +207,9 @@ INVALID: dict[str, st.SearchStrategy[dict[str, str]]] = {
     "RAY_VERSION": _one("RAY_VERSION", st.text(string.ascii_letters + string.digits + ".", min_size=1,
                                                max_size=10).filter(
         lambda t: not __import__("re").fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", t))),
+    "NCCL_INSTALLER_REF": _one("NCCL_INSTALLER_REF", st.one_of(
+        st.just(""), spoil(st.text("0123456789abcdef", min_size=40, max_size=40), extra="/?#%"),
+        st.text("0123456789abcdef", max_size=39), st.sampled_from(["master", "HEAD", "v1.1.1"]))),
 }
 
 

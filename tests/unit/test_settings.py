@@ -41,7 +41,20 @@ def test_env_example_lists_every_key_and_validates():
     ("LUSTRE_THROUGHPUT", "300"), ("LUSTRE_THROUGHPUT", "fast"),
     ("NEMO_RL_IMAGE", "nemo-rl"), ("NEMO_RL_IMAGE", "nvcr.io/nvidia/nemo-rl:v9.9.9"),
     ("RAY_VERSION", "latest"), ("PROJECT_NUMBER", "12ab"),
-    ("HF_TOKEN", "hf_ with space"), ("WANDB_API_KEY", "short"),
+    ("HF_TOKEN", "hf_ with space"), ("WANDB_API_KEY", "short"), ("HF_TOKEN", "hf_tökenvalue1234"),
+    # ASCII only: other scripts' digits match `\d` but not gcloud.
+    ("GKE_VERSION", "1.\u0663\u0662.2-gke.1422000"), ("GPU_NODES", "\uff12"),
+    ("LUSTRE_THROUGHPUT", "\u0665\u0660\u0660"),
+    ("RAY_VERSION", "2.\u0664\u0669.2"), ("PROJECT_NUMBER", "\u0661" * 12),
+    # Cloud Storage naming rules.
+    ("GS_BUCKET", "192.168.5.4"), ("GS_BUCKET", "my-g00gle-data"), ("GS_BUCKET", "a..b"), ("GS_BUCKET", "x" * 64),
+    ("GS_BUCKET", ".".join(["x" * 63] * 4)), ("GS_BUCKET", "a." + "x" * 64), ("GS_BUCKET", "-lead"),
+    # Names that collide with our own derived names.
+    ("NETWORK", "nemo-gvnic-net"), ("NETWORK", "nemo-rdma-net"),
+    ("NCCL_INSTALLER_REF", ""), ("NCCL_INSTALLER_REF", "../../evil"), ("NCCL_INSTALLER_REF", "a b"),
+    ("NCCL_INSTALLER_REF", "master"), ("NCCL_INSTALLER_REF", "2DA1C92FF7BD772A2C833710BB6C21DCFE6DFAAE"),
+    # Numbers past Python's int-string limit.
+    ("GPU_NODES", "9" * 5000), ("LUSTRE_CAPACITY_GIB", "9" * 10000), ("GKE_VERSION", "1.32.2-gke." + "9" * 5000),
 ])
 def test_validate_rejects_bad_value_naming_the_key(key, value):
     with pytest.raises(ConfigError) as caught:
@@ -57,6 +70,9 @@ def test_validate_rejects_bad_value_naming_the_key(key, value):
     ("RESERVATION", "projects/other-project/reservations/a4-res"), ("GPU_NODES", "64"),
     ("LUSTRE_THROUGHPUT", "125"), ("LUSTRE_CAPACITY_GIB", "954000"), ("PROJECT_NUMBER", "123456789012"),
     ("NEMO_RL_IMAGE", "nvcr.io/nvidia/nemo-rl:v0.6.0"),
+    ("GS_BUCKET", "my.data.bucket"), ("GS_BUCKET", "a_b-c"), ("GS_BUCKET", ".".join(["x" * 63] * 3)),
+    ("GS_BUCKET", "1.2.3.4.5"), ("NETWORK", "nemo-gvnic"),
+    ("NCCL_INSTALLER_REF", "155bfa49b7459a55c2352495d3eeb46a55637be6"),
 ])
 def test_validate_accepts_good_value(key, value):
     overrides = {key: value}
@@ -117,7 +133,7 @@ def test_load_environment_overrides_file_and_flags_override_both(tmp_path):
 
 def test_load_env_file_selects_another_file(tmp_path):
     _write(tmp_path / ".env", CLUSTER_NAME="default-file")
-    other = _write(tmp_path / "prod.env", CLUSTER_NAME="prod-cluster")
+    other = _write(tmp_path / "prod.env", CLUSTER_NAME="prod-cluster", PROJECT_ID="prod-project")
     s = load(allow_example=False, environ={"ENV_FILE": str(other)}, cwd=tmp_path)
     assert s.CLUSTER_NAME == "prod-cluster"
 
@@ -136,3 +152,17 @@ def test_load_without_env_refuses_real_runs_and_allows_dry_runs(tmp_path):
 
 def test_kube_context_matches_get_credentials_naming():
     assert validate(base()).kube_context == "gke_my-nemo-project_us-central1_nemo-rl"
+
+
+def test_config_error_cuts_long_values_and_never_fails_on_huge_numbers():
+    long = ConfigError("CLUSTER_NAME", "x" * 10_000, "fix it.")
+    huge = ConfigError("GPU_NODES", 10 ** 5000, "fix it.")
+    assert (len(str(long)) < 150, "…" in str(long), "5001 digits" in str(huge)) == (True, True, True)
+
+
+def test_nccl_installer_ref_defaults_to_the_master_commit_with_both_files():
+    assert validate(base()).NCCL_INSTALLER_REF == "2da1c92ff7bd772a2c833710bb6c21dcfe6dfaae"
+
+
+def test_placeholder_project_matches_env_example():
+    assert settings.PLACEHOLDER_PROJECT_ID == read_env_example()["PROJECT_ID"]

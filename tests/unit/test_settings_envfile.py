@@ -1,0 +1,117 @@
+"""Reading the settings file strictly, and finding it: a line that does not parse is an error naming the
+file and the line; an unknown key is a warning naming the closest key; `.env` is found next to tasks.py from
+any subdirectory of the project; ENV_FILE wins; a real run refuses the placeholder project through ENV_FILE."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nemo_rl_gke.settings import ConfigError, load
+from support.fake import read_env_example
+
+
+def _text(**values: str) -> str:
+    return "".join(f"{k}={v}\n" for k, v in {**read_env_example(), "PROJECT_ID": "real-project", **values}.items())
+
+
+def _load(tmp_path: Path, text: str | bytes, **kw):
+    (tmp_path / ".env").write_bytes(text.encode() if isinstance(text, str) else text)
+    warnings: list[str] = []
+    return load(allow_example=False, environ=kw.pop("environ", {}), cwd=tmp_path, warn=warnings.append, **kw), \
+        warnings
+
+
+def _line_of(text: str, start: str) -> int:
+    return next(n for n, line in enumerate(text.splitlines(), 1) if line.startswith(start))
+
+
+@pytest.mark.parametrize("key,broken", [("SPOT", "'true"), ("GPU_TYPE", '"h200'), ("CLUSTER_NAME", "'nemo-rl")])
+def test_load_unclosed_quote_is_an_error_naming_file_and_line(tmp_path, key, broken):
+    text = _text(**{key: broken})
+    with pytest.raises(ConfigError) as caught:
+        _load(tmp_path, text)
+    line = _line_of(text, f"{key}=")
+    assert (caught.value.key, f"line {line} of {tmp_path / '.env'}" in str(caught.value), key in str(caught.value)) \
+        == (f".env line {line}", True, True), str(caught.value)
+
+
+def test_load_quote_closed_lines_later_is_an_error_not_a_multiline_value(tmp_path):
+    # dotenv accepts SPOT='true…(more lines)…' as one value spanning lines: silently wrong, so refused.
+    text = _text(SPOT="'true", LUSTRE_NAME="nemo-lustre'")
+    with pytest.raises(ConfigError) as caught:
+        _load(tmp_path, text)
+    assert caught.value.key == f".env line {_line_of(text, 'SPOT=')}" and "closing quote" in str(caught.value)
+
+
+def test_load_line_without_equals_is_an_error(tmp_path):
+    text = _text() + "this is not a setting\n"
+    with pytest.raises(ConfigError, match=r"\.env line \d+"):
+        _load(tmp_path, text)
+
+
+def test_load_non_utf8_byte_is_an_error_naming_the_line(tmp_path):
+    text = _text().encode() + b"CLUSTER_NAME=caf\xe9\n"
+    with pytest.raises(ConfigError) as caught:
+        _load(tmp_path, text)
+    lines = text.count(b"\n")
+    assert (caught.value.key, "0xe9" in str(caught.value)) == (f".env line {lines}", True)
+
+
+def test_load_unknown_key_warns_naming_the_closest_key(tmp_path):
+    s, warnings = _load(tmp_path, _text() + "GPU_TPYE=h200\ncluster_name=x\nWHATEVER_ELSE=1\n")
+    assert s.GPU_TYPE == "b200"
+    assert [("did you mean GPU_TYPE?" in w, "did you mean CLUSTER_NAME?" in w) for w in warnings[:2]] == \
+        [(True, False), (False, True)]
+    assert "WHATEVER_ELSE" in warnings[2] and "did you mean" not in warnings[2]
+
+
+def test_load_comments_export_and_quotes_still_parse(tmp_path):
+    text = _text(CLUSTER_NAME='"quoted-name"', GPU_NODES="3 # three nodes") + "# a comment\n\nexport SPOT=false\n"
+    s, warnings = _load(tmp_path, text)
+    assert (s.CLUSTER_NAME, s.GPU_NODES, s.SPOT, warnings) == ("quoted-name", 3, False, [])
+
+
+def test_load_finds_env_next_to_tasks_py_from_a_subdirectory(tmp_path):
+    (tmp_path / "tasks.py").write_text("")
+    (tmp_path / ".env").write_text(_text(CLUSTER_NAME="root-cluster"))
+    sub = tmp_path / "manifests" / "ray-cluster"
+    sub.mkdir(parents=True)
+    s = load(allow_example=False, environ={}, cwd=sub)
+    assert (s.CLUSTER_NAME, s.source) == ("root-cluster", str(tmp_path / ".env"))
+
+
+def test_load_does_not_look_above_the_project_root(tmp_path):
+    (tmp_path / ".env").write_text(_text(CLUSTER_NAME="outside"))
+    project = tmp_path / "project"
+    (project / "manifests").mkdir(parents=True)
+    (project / "tasks.py").write_text("")
+    with pytest.raises(ConfigError, match="no .env found"):
+        load(allow_example=False, environ={}, cwd=project / "manifests")
+
+
+def test_load_env_file_wins_over_the_project_env(tmp_path):
+    (tmp_path / "tasks.py").write_text("")
+    (tmp_path / ".env").write_text(_text(CLUSTER_NAME="root-cluster"))
+    (tmp_path / "other.env").write_text(_text(CLUSTER_NAME="other-cluster"))
+    (tmp_path / "sub").mkdir()
+    s = load(allow_example=False, environ={"ENV_FILE": "../other.env"}, cwd=tmp_path / "sub")
+    assert s.CLUSTER_NAME == "other-cluster"
+
+
+@pytest.mark.parametrize("env_file", ["x" * 10_000, "/", "bad\udcffname"])
+def test_load_env_file_that_cannot_be_a_file_is_a_short_error(tmp_path, env_file):
+    with pytest.raises(ConfigError) as caught:
+        load(allow_example=True, environ={"ENV_FILE": env_file}, cwd=tmp_path)
+    assert (caught.value.key, len(str(caught.value)) < 200) == ("ENV_FILE", True)
+
+
+def test_load_real_run_refuses_env_file_with_the_placeholder_project(tmp_path):
+    example = Path(__file__).resolve().parents[2] / ".env.example"
+    with pytest.raises(ConfigError, match="placeholder"):
+        load(allow_example=False, environ={"ENV_FILE": str(example)}, cwd=tmp_path)
+    # A dry run may use it (it shows the plan), and so may a real run that names its own project.
+    assert load(allow_example=True, environ={"ENV_FILE": str(example)}, cwd=tmp_path).PROJECT_ID == "my-nemo-project"
+    assert load(allow_example=False, environ={"ENV_FILE": str(example), "PROJECT_ID": "mine-123"},
+                cwd=tmp_path).PROJECT_ID == "mine-123"
