@@ -2,7 +2,10 @@
 
 from invoke import Collection
 
-from nemo_rl_gke.tasks import clean, cluster, job, lifecycle, net, ray, storage
+from nemo_rl_gke.tasks import clean, cluster, context, job, lifecycle, net, ray, storage
+
+# Usage errors (unknown flag, bad value, missing NAME) exit 2, and -h/--help print usage on every task.
+context.install_usage_exit_codes()
 
 ns = Collection()
 for module in (net, cluster, storage, ray, job, clean):

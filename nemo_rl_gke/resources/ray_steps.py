@@ -51,8 +51,16 @@ def head_service(s: Settings) -> str:
     return f"{names.RAY_RELEASE}-head-svc"
 
 
-def port_forward_argv(s: Settings, port: int = 8265) -> list[str]:
-    return kubectl.base(s) + ["port-forward", f"service/{head_service(s)}", f"{port}:8265",
+DASHBOARD_PORT = 8265  # the head Service's dashboard port (manifests/ray-cluster)
+CLIENT_PORT = 10001  # the head Service's Ray client port (ray://)
+
+
+def port_forward_argv(s: Settings, ports: dict[int, int] | int = DASHBOARD_PORT) -> list[str]:
+    """kubectl port-forward to the head Service; ports maps local port -> the Service's port."""
+    if isinstance(ports, int):
+        ports = {ports: DASHBOARD_PORT}
+    return kubectl.base(s) + ["port-forward", f"service/{head_service(s)}",
+                              *(f"{local}:{remote}" for local, remote in ports.items()),
                               f"--namespace={s.NAMESPACE}"]
 
 

@@ -25,7 +25,7 @@ def cluster_settings(c, gpu=None, mode=None, nodes=None, spot=False, reservation
     from ..settings import ConfigError
 
     if spot and reservation:
-        raise ConfigError("--spot", "--reservation", "choose one: Spot VMs or a reservation.")
+        raise ConfigError("--reservation", reservation, "--spot and --reservation exclude each other: give one.")
     overrides = {"GPU_TYPE": gpu, "CLUSTER_MODE": mode, "GPU_NODES": nodes}
     if spot:
         overrides.update(SPOT=True, RESERVATION="")
@@ -41,7 +41,7 @@ def _steps(s):
 
 
 @context.task(help=FLAG_HELP)
-def create(c, gpu=None, mode=None, nodes=None, spot=False, reservation=None):
+def create(c, gpu=None, mode=None, nodes: int | None = None, spot=False, reservation=None):
     """Create the cluster, GPU node pool, NCCL installer and network mapping (skips what exists)."""
     s = cluster_settings(c, gpu, mode, nodes, spot, reservation)
     context.apply_steps(c, s, _steps(s))

@@ -37,6 +37,24 @@ def _head(head_cpu, head_memory):
             "head_memory_gi": None if head_memory is None else _int("--head-memory", head_memory)}
 
 
+def _non_negative(flag, value):
+    from ..settings import ConfigError, _int
+
+    number = _int(flag, value)
+    if number < 0:
+        raise ConfigError(flag, value, "give a number of seconds, 0 or more.")
+    return number
+
+
+def _port(flag, value):
+    from ..settings import ConfigError, _int
+
+    number = _int(flag, value)
+    if not 1 <= number <= 65535:
+        raise ConfigError(flag, value, "give a TCP port between 1 and 65535.")
+    return number
+
+
 def _credentials(r, s):
     from ..resources import cluster_steps as cluster
 
@@ -46,7 +64,8 @@ def _credentials(r, s):
 
 
 @context.task(help={**SIZE_HELP, "timeout": "Seconds to wait for every Ray pod to be Ready (default 1800)."})
-def deploy(c, nodes=None, head_cpu=None, head_memory=None, timeout=None):
+def deploy(c, nodes: int | None = None, head_cpu: int | None = None, head_memory: int | None = None,
+           timeout: int | None = None):
     """Install or upgrade the Ray cluster, wait for every pod, and check Ray sees GPU_NODES x 8 GPUs."""
     from ..raychart import values
     from ..resources import ray_steps
@@ -56,12 +75,13 @@ def deploy(c, nodes=None, head_cpu=None, head_memory=None, timeout=None):
     values(s, **head)  # bad head sizes fail here, before any command runs
     r = context.runner(c, s)
     _credentials(r, s)
-    wait = ray_steps.READY_TIMEOUT_SECONDS if timeout is None else float(timeout)
+    wait = ray_steps.READY_TIMEOUT_SECONDS if timeout is None else _non_negative("--timeout", timeout)
     ray_steps.deploy(r, s, timeout=wait, **head)
 
 
 @context.task(help={**SIZE_HELP, "values": "Print the generated Helm values instead of the manifests."})
-def render(c, nodes=None, head_cpu=None, head_memory=None, values=False):
+def render(c, nodes: int | None = None, head_cpu: int | None = None, head_memory: int | None = None,
+           values=False):
     """Print the manifests ray.deploy would install (helm template, offline; --dry prints the command)."""
     from .. import raychart
     from ..commands import helm
@@ -108,16 +128,28 @@ def status(c):
         r.say(f"{mark} Ray sees {gpus:g} of {wanted} GPUs (GPU_NODES={s.GPU_NODES} × {s.gpu.gpus_per_node}).")
 
 
-@context.task(help={"port": "Local port for the dashboard (default 8265)."})
-def dashboard(c, port=8265):
-    """Port-forward the Ray dashboard to localhost and print its URL; Ctrl-C stops it."""
+@context.task(help={"port": "Local port for the dashboard (default 8265).",
+                    "client": "Also forward the Ray client port (ray://localhost:PORT, default 10001).",
+                    "client_port": "Local port for the Ray client with --client (default 10001)."})
+def dashboard(c, port=8265, client=False, client_port=10001):
+    """Port-forward the Ray dashboard (and with --client the Ray client port) to localhost; Ctrl-C stops it."""
     from ..resources import ray_steps
 
     s = context.settings(c)
+    port = _port("--port", port)
+    forwarded = {port: ray_steps.DASHBOARD_PORT}
+    if client:
+        client_port = _port("--client-port", client_port)
+        if client_port == port:
+            from ..settings import ConfigError
+
+            raise ConfigError("--client-port", client_port, "use a port other than the dashboard's --port.")
+        forwarded[client_port] = ray_steps.CLIENT_PORT
     r = context.runner(c, s)
-    port = int(port)
     r.say(f"Ray dashboard: http://localhost:{port}  (Ctrl-C to stop)", err=True)
-    code = r.stream(ray_steps.port_forward_argv(s, port))
+    if client:
+        r.say(f"Ray client: ray.init(\"ray://localhost:{client_port}\")", err=True)
+    code = r.stream(ray_steps.port_forward_argv(s, forwarded))
     if code == 130:
         r.say("dashboard stopped.", err=True)
     elif code:

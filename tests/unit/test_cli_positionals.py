@@ -1,4 +1,5 @@
-"""DESIGN's `job.status [ID]` form: the run id may be given as a positional, as --id, or left out."""
+"""The run id of job.status/logs/stop/checkpoints/metrics is `--id` / `-i` (Invoke has no public optional
+positional; DESIGN's `[ID]` is written `--id=ID`). job.submit's NAME stays a required positional."""
 
 from __future__ import annotations
 
@@ -22,16 +23,23 @@ def parse(*argv: str) -> dict[str, dict]:
 
 
 @pytest.mark.parametrize("name", RUN_ID_TASKS)
-def test_run_id_is_optional_positional_or_flag(name):
-    assert parse(name)[name]["id_"] == ""
-    assert parse(name, "run-1")[name]["id_"] == "run-1"
+def test_cli_positionals_run_id_is_a_flag_and_may_be_left_out(name):
+    assert parse(name)[name]["id_"] is None
     assert parse(name, "--id=run-2")[name]["id_"] == "run-2"
+    assert parse(name, "-i", "run-3")[name]["id_"] == "run-3"
 
 
-def test_other_flags_still_follow_the_positional():
-    assert parse("job.logs", "run-3", "--follow")["job.logs"] == {"id_": "run-3", "follow": True, "lines": 200}
+@pytest.mark.parametrize("name", RUN_ID_TASKS)
+def test_cli_positionals_a_bare_run_id_is_not_taken(name):
+    with pytest.raises(ParseError, match="run-1"):
+        parse(name, "run-1")
 
 
-def test_required_positionals_stay_required():
+def test_cli_positionals_other_flags_beside_the_id():
+    assert parse("job.logs", "--id=run-3", "--follow")["job.logs"] == {"id_": "run-3", "follow": True, "lines": 200}
+
+
+def test_cli_positionals_required_name_stays_required():
     with pytest.raises(ParseError, match="name"):
         parse("job.submit")
+    assert parse("job.submit", "gemma3-gsm8k")["job.submit"]["name"] == "gemma3-gsm8k"

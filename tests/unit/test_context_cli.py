@@ -1,0 +1,107 @@
+"""context.task's CliTask: equality by body (chained tasks are not deduped away), no automatic -h, int flags
+that refuse a bad value with exit 2; and install_usage_exit_codes on a Program."""
+
+from __future__ import annotations
+
+import pytest
+from invoke import Collection, Exit, Program
+from invoke.parser import Parser
+
+from nemo_rl_gke.tasks import context
+
+
+def _make(name: str):
+    @context.task(name=name)
+    def body(c):
+        return name
+
+    return body
+
+
+def test_context_cli_same_named_tasks_of_two_modules_differ():
+    first, second = _make("create"), _make("create")
+    assert first.name == second.name and first.body.__code__ is second.body.__code__
+    assert first != second and len({first, second}) == 2
+
+
+def test_context_cli_a_task_equals_itself_and_its_copy():
+    import copy
+
+    made = _make("create")
+    assert made == copy.deepcopy(made)  # Collection.from_module deep-copies tasks
+
+
+def test_context_cli_h_is_never_an_automatic_short_flag():
+    @context.task
+    def render(c, head_cpu: int | None = None, hours=1):
+        pass
+
+    flags = {name for arg in render.get_arguments() for name in arg.names}
+    assert "h" not in flags and "head-cpu" in flags
+
+
+def test_context_cli_int_annotation_and_int_default_make_int_flags():
+    @context.task
+    def deploy(c, nodes: int | None = None, port=8265, name=None, spot=False):
+        pass
+
+    kinds = {arg.attr_name or arg.name: arg.kind for arg in deploy.get_arguments()}
+    assert kinds == {"nodes": int, "port": int, "name": str, "spot": bool}
+
+
+@pytest.mark.parametrize("value", ["abc", "٣", "9" * 5000, "1.5", "", "0x10"])
+def test_context_cli_a_bad_int_value_exits_2(value):
+    @context.task
+    def deploy(c, head_cpu: int | None = None):
+        pass
+
+    parser = Parser(contexts=Collection(deploy).to_contexts())
+    with pytest.raises(Exit) as caught:
+        parser.parse_argv(["deploy", f"--head-cpu={value}"])
+    assert caught.value.code == 2 and "--head-cpu=" in caught.value.message
+    assert len(caught.value.message) < 120
+
+
+@pytest.mark.parametrize(("value", "expected"), [("4", 4), (" 12 ", 12), ("-1", -1), ("0", 0)])
+def test_context_cli_a_good_int_value_arrives_as_int(value, expected):
+    @context.task
+    def deploy(c, nodes: int | None = None):
+        pass
+
+    (ctx,) = Parser(contexts=Collection(deploy).to_contexts()).parse_argv(["deploy", f"--nodes={value}"])
+    assert ctx.as_kwargs["nodes"] == expected
+
+
+def _program(capsys):
+    @context.task
+    def submit(c, name):
+        print(f"submitted {name}")
+
+    program = Program(namespace=Collection(submit), name="t", binary="t")
+    context.install_usage_exit_codes(program)
+    return program
+
+
+@pytest.mark.parametrize(("argv", "code", "stream", "text"), [
+    (["submit", "--help"], 0, "out", "Usage: t [--core-opts] submit"),
+    (["submit", "-h"], 0, "out", "Usage: t [--core-opts] submit"),
+    (["submit", "--nope"], 2, "err", "needs NAME before any flag"),
+    (["submit"], 2, "err", "did not receive required positional arguments"),
+    (["submit", "x", "--nope"], 2, "err", "No idea what '--nope' is!"),
+    (["submit", "x"], 0, "out", "submitted x"),
+])
+def test_context_cli_usage_exit_codes(capsys, argv, code, stream, text):
+    program = _program(capsys)
+    with pytest.raises(SystemExit) as caught:
+        program.run(["t", *argv])
+        raise SystemExit(0)
+    out, err = capsys.readouterr()
+    assert (caught.value.code or 0) == code
+    assert text in (out if stream == "out" else err)
+
+
+def test_context_cli_install_is_idempotent(capsys):
+    program = _program(capsys)
+    wrapped = program.parse_tasks
+    context.install_usage_exit_codes(program)
+    assert program.parse_tasks is wrapped
