@@ -54,3 +54,59 @@ def test_cli_invalid_set_override_exits_2_naming_set_before_any_call(cli_cloud, 
     done, calls = refused(cli_cloud, ["job.submit", "gemma3-gsm8k", f"--set={text}"])
     assert (done.code, "--set" in done.stderr, "Traceback" in done.output, calls) == (2, True, False, []), (
         text, done.output[-1500:])
+
+
+# ---- hostile settings through the real `invoke`: exit 2, one message, no traceback, no call ------------------
+OFFLINE_TASKS = (["--dry", "up"], ["ray.render"])
+UNICODE_DIGITS = "٠١٢٣٤٥٦٧٨٩０１２３４５６７８９०१२३"
+
+
+def _env_file_bytes(**values: bytes) -> bytes:
+    from support.fake import read_env_example
+
+    merged = {k: v.encode() for k, v in read_env_example().items()} | values
+    return b"".join(k.encode() + b"=" + v + b"\n" for k, v in merged.items())
+
+
+hostile_file = st.one_of(
+    st.builds(lambda key, junk: {key: b"x" + junk + b"\xff"}, st.sampled_from(CLI_KEYS), st.binary(max_size=20)),
+    st.builds(lambda key, n: {key: b"9" * n}, st.sampled_from(("GPU_NODES", "LUSTRE_CAPACITY_GIB")),
+              st.integers(4_400, 20_000)),
+    st.builds(lambda key, quote: {key: quote + b"value"}, st.sampled_from(CLI_KEYS), st.sampled_from([b"'", b'"'])),
+)
+hostile_env = st.one_of(
+    st.builds(lambda key, digits: {key: digits}, st.sampled_from(("GPU_NODES", "LUSTRE_CAPACITY_GIB",
+                                                                   "LUSTRE_THROUGHPUT")),
+              st.text(UNICODE_DIGITS, min_size=1, max_size=6)),
+    st.builds(lambda n: {"GKE_VERSION": f"1.{n}.2-gke.1422000"}, st.text(UNICODE_DIGITS, min_size=2, max_size=2)),
+    st.builds(lambda key, n: {key: "a" * n}, st.sampled_from(CLI_KEYS), st.integers(5_000, 10_000)),
+    st.builds(lambda n: {"ENV_FILE": "e" * n}, st.integers(5_000, 10_000)),
+)
+
+
+def _one_clear_message(done) -> bool:
+    return (done.code, "Traceback" in done.output, len(done.stderr) < 1500) == (2, False, True)
+
+
+@CLI
+@given(values=hostile_file, task=st.sampled_from(OFFLINE_TASKS))
+def test_cli_hostile_env_file_exits_2_with_one_message(cli_cloud, values, task):
+    counts.add("cases")
+    env_file = cli_cloud.workdir / ".env"
+    saved = env_file.read_bytes()
+    try:
+        env_file.write_bytes(_env_file_bytes(**values))
+        done, calls = refused(cli_cloud, task)
+    finally:
+        env_file.write_bytes(saved)
+    assert (_one_clear_message(done), ".env line" in done.stderr or next(iter(values)) in done.stderr, calls) == \
+        (True, True, []), (values, done.output[-1500:])
+
+
+@CLI
+@given(values=hostile_env, task=st.sampled_from(OFFLINE_TASKS))
+def test_cli_hostile_environment_exits_2_with_one_message(cli_cloud, values, task):
+    counts.add("cases")
+    done, calls = refused(cli_cloud, task, **values)
+    assert (_one_clear_message(done), next(iter(values)) in done.stderr, calls) == (True, True, []), (
+        {k: v[:80] for k, v in values.items()}, done.output[-1500:])

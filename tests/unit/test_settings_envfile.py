@@ -115,3 +115,21 @@ def test_load_real_run_refuses_env_file_with_the_placeholder_project(tmp_path):
     assert load(allow_example=True, environ={"ENV_FILE": str(example)}, cwd=tmp_path).PROJECT_ID == "my-nemo-project"
     assert load(allow_example=False, environ={"ENV_FILE": str(example), "PROJECT_ID": "mine-123"},
                 cwd=tmp_path).PROJECT_ID == "mine-123"
+
+
+def test_cli_from_a_subdirectory_reads_the_env_next_to_tasks_py(tmp_path):
+    """`cd manifests && invoke --dry up`, through the real invoke: Invoke finds tasks.py upward, and so
+    does the settings loader for .env."""
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    (tmp_path / "tasks.py").write_text((repo / "tasks.py").read_text())
+    (tmp_path / ".env").write_text(_text(CLUSTER_NAME="from-the-root-env"))
+    (tmp_path / "manifests").mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in read_env_example() and k != "ENV_FILE"}
+    done = subprocess.run([sys.executable, "-m", "invoke", "--dry", "cluster.create"], cwd=tmp_path / "manifests",
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert (done.returncode, "from-the-root-env" in done.stdout, "placeholder" in done.stderr) == (0, True, False), \
+        done.stdout[-800:] + done.stderr[-800:]
