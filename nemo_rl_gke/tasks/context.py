@@ -6,10 +6,11 @@ Kept light: `invoke --list` imports this for every namespace.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from invoke import Exit, ParseError, Task
@@ -242,13 +243,92 @@ def status_rows(c: Any, s: Settings, steps: list[Any]) -> list[tuple[str, str]]:
     return [(step.title, "present" if ok else "absent") for step, ok in zip(checked, found, strict=True)]
 
 
-def print_table(title: str, header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+# Columns whose values the next command needs whole (a run id for --id, a pod for kubectl logs).
+ID_COLUMNS = ("id", "run id", "pod", "resource", "name")
+
+
+def print_table(title: str, header: tuple[str, ...], rows: list[tuple[str, ...]], *,
+                ids: tuple[str, ...] = ID_COLUMNS, file: Any = None, terminal_width: int | None = None) -> None:
+    """A rich table on stdout. Columns named in `ids` (run ids, resource names: what the next command needs)
+    are never cut: on a terminal they keep their full width and the other columns wrap (never below their
+    header's width; a terminal too narrow for that gets lines wider than itself, not a cut value). Piped or
+    redirected, the table is as wide as its content (not 80 columns), so `invoke job.list | grep` sees whole
+    ids and one line per row."""
     from rich.console import Console
     from rich.table import Table
 
     table = Table(title=title, title_justify="left")
-    for name in header:
-        table.add_column(name)
+    for index, name in enumerate(header):
+        if name in ids:
+            longest = max([len(name), *(len(str(row[index])) for row in rows)])
+            table.add_column(name, no_wrap=True, overflow="fold", min_width=longest)
+        else:
+            table.add_column(name, overflow="fold", min_width=len(name))
     for row in rows:
         table.add_row(*row)
-    Console().print(table)
+    console = Console(file=file, width=terminal_width)
+    wide = Console(file=console.file, width=100_000)  # measures what the table needs, nothing real reaches it
+    needed = wide.measure(table)
+    if not console.is_terminal and terminal_width is None:
+        console = Console(file=console.file, width=max(80, needed.maximum))
+    elif console.width < needed.minimum:
+        console = Console(file=console.file, width=needed.minimum, force_terminal=console.is_terminal)
+    console.print(table)
+
+
+# ---- --json: one document on stdout, everything else on stderr --------------------------------------
+JSON_HELP = "Print one JSON document on stdout instead of tables (messages go to stderr)."
+JSON_VERSION = 1  # bump when a documented field changes meaning or goes away
+
+
+class JsonOut:
+    """Where a --json task puts its one document (see json_output)."""
+
+    def __init__(self, stream: Any):
+        self.stream = stream
+        self.emitted = False
+
+    def emit(self, document: dict[str, Any], *, secrets: tuple[str, ...] = ()) -> None:
+        if self.emitted:
+            raise RuntimeError("a --json task prints exactly one JSON document")
+        emit_json(document, out=self.stream, secrets=secrets)
+        self.emitted = True
+
+
+def emit_json(document: dict[str, Any], *, out: Any = None, secrets: tuple[str, ...] = ()) -> None:
+    """One JSON document, one object, on stdout: `{"version": 1, ...}` (fields in the order given; dates and
+    paths as strings), secrets replaced by ***."""
+    import json
+
+    if not isinstance(document, dict):
+        raise TypeError("a --json document is one JSON object")
+    text = json.dumps({"version": JSON_VERSION, **document}, indent=2, ensure_ascii=False, default=str)
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    stream = out or sys.stdout
+    stream.write(text + "\n")
+    stream.flush()
+
+
+@contextlib.contextmanager
+def json_output(enabled: bool) -> Iterator[JsonOut | None]:
+    """The --json rule: inside the block, everything printed to stdout (runner lines, tables, notes, `$`
+    commands of a dry run) goes to stderr instead; `out.emit(document)` writes the one JSON document to the
+    real stdout. Without --json it yields None and changes nothing. Create the runner inside the block.
+
+        with context.json_output(json_) as out:
+            s = context.settings(c)
+            rows = ...
+            if out:
+                out.emit({"resources": [...]}, secrets=s.secrets)
+                return
+            context.print_table(...)
+    """
+    if not enabled:
+        yield None
+        return
+    target = JsonOut(sys.stdout)
+    with contextlib.redirect_stdout(sys.stderr):
+        yield target
+    if not target.emitted:
+        raise RuntimeError("--json: the task ended without emitting its document")
