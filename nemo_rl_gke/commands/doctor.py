@@ -5,6 +5,12 @@ quotas, `gcloud compute regions describe`): NVIDIA_B200_GPUS / PREEMPTIBLE_NVIDI
 a4-highgpu-8g, NVIDIA_H200_GPUS / PREEMPTIBLE_NVIDIA_H200_GPUS for a3-ultragpu-8g. Spot VMs draw on the
 preemptible quota when the project has one, else on the standard one. A reservation was counted against
 quota when it was made, so with RESERVATION the check is the reservation's free capacity instead.
+
+Besides the tools' answers, doctor asks the web what `up` and `job.submit` will fetch: the two NCCL RDMA
+installer manifests at NCCL_INSTALLER_REF (kubectl fetches the URL, a 404 stops `up` at the GPU pool), the
+Application Default Credentials the storage client uses (the bucket steps), and, when HF_TOKEN is set,
+Hugging Face's whoami (the token is sent in a header, never shown). Those answers arrive as `WebAnswer` /
+`AdcAnswer` values from injectable probes (tasks/checkup.py), so everything here stays pure.
 """
 
 from __future__ import annotations
@@ -13,7 +19,8 @@ import json
 import re
 from dataclasses import dataclass
 
-from ..settings import Settings
+from ..settings import NCCL_INSTALLER_DEFAULT_REF, Settings
+from . import kubectl
 
 Argv = list[str]
 
@@ -26,6 +33,9 @@ REQUIRED_APIS = (
     "lustre.googleapis.com",
     "servicenetworking.googleapis.com",
 )
+HF_WHOAMI = "https://huggingface.co/api/whoami-v2"
+HF_TOKENS_PAGE = "https://huggingface.co/settings/tokens"
+ADC_FIX = "run `gcloud auth application-default login` (the storage client uses Application Default Credentials)"
 QUOTA_METRICS = {
     "nvidia-b200": "NVIDIA_B200_GPUS",
     "nvidia-h200-141gb": "NVIDIA_H200_GPUS",
@@ -93,6 +103,25 @@ def reservation_describe(s: Settings) -> Argv:
     project, name = reservation_parts(s)
     return ["gcloud", "compute", "reservations", "describe", name, f"--project={project}", f"--zone={s.zone}",
             "--format=json"]
+
+
+def enable_apis(s: Settings, apis: list[str] | tuple[str, ...]) -> Argv:
+    """What `doctor --fix` runs: enable the missing APIs (a long-running operation gcloud waits for)."""
+    return ["gcloud", "services", "enable", *apis, f"--project={s.PROJECT_ID}"]
+
+
+def missing_apis(stdout: str) -> list[str]:
+    enabled = {line.strip() for line in (stdout or "").splitlines() if line.strip()}
+    return [api for api in REQUIRED_APIS if api not in enabled]
+
+
+def web_queries(s: Settings) -> list[str]:
+    """What doctor asks the web (for the dry run): never the token itself."""
+    out = [f"GET {url}" for url in kubectl.nccl_installer_urls(s)]
+    out.append("Application Default Credentials (google.auth.default, then a token refresh)")
+    if s.HF_TOKEN:
+        out.append(f"GET {HF_WHOAMI} (Authorization: Bearer HF_TOKEN, not shown)")
+    return out
 
 
 def queries(s: Settings) -> list[Argv]:
@@ -179,12 +208,89 @@ def check_project(s: Settings, exit_code: int, stdout: str, stderr: str) -> Chec
 
 
 def check_apis(s: Settings, stdout: str) -> Check:
-    enabled = {line.strip() for line in (stdout or "").splitlines() if line.strip()}
-    missing = [api for api in REQUIRED_APIS if api not in enabled]
+    missing = missing_apis(stdout)
     if missing:
         return Check("APIs", False, "not enabled: " + ", ".join(missing),
-                     f"run `gcloud services enable {' '.join(missing)} --project={s.PROJECT_ID}`")
+                     f"run `invoke doctor --fix` (or `gcloud services enable {' '.join(missing)} "
+                     f"--project={s.PROJECT_ID}`)")
     return Check("APIs", True, "enabled: " + ", ".join(a.split(".")[0] for a in REQUIRED_APIS))
+
+
+# ---- web answers (from the probes in tasks/checkup.py) ----------------------------------------
+@dataclass(frozen=True)
+class WebAnswer:
+    """One HTTP answer: the status, or None when there was none (no network, DNS, timeout) and why."""
+
+    status: int | None
+    body: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class AdcAnswer:
+    """Application Default Credentials: found and refreshed (who), or not (why)."""
+
+    ok: bool
+    detail: str
+
+
+def check_nccl_installer(s: Settings, answers: dict[str, WebAnswer]) -> Check:
+    """Both installer manifests (standard and Autopilot) must answer 200 at NCCL_INSTALLER_REF."""
+    name = "NCCL RDMA installer"
+    short = s.NCCL_INSTALLER_REF[:12]
+    bad = {url: answer for url, answer in answers.items() if answer.status != 200}
+    if not bad:
+        return Check(name, True, f"both manifests answer 200 at {short}")
+    shown = "; ".join(f"{url.rsplit('/', 1)[-1]}: " + (f"HTTP {a.status}" if a.status is not None
+                                                      else f"no answer ({a.reason[:80]})")
+                      for url, a in bad.items())
+    if all(a.status is None for a in bad.values()):
+        fix = ("check that this machine reaches raw.githubusercontent.com (kubectl fetches the manifest from here "
+               "during `up`)")
+    elif s.NCCL_INSTALLER_REF == NCCL_INSTALLER_DEFAULT_REF:
+        fix = ("the pinned commit no longer serves the file: set NCCL_INSTALLER_REF in .env to a commit of "
+               "GoogleCloudPlatform/container-engine-accelerators master that has both "
+               "gpudirect-rdma/nccl-rdma-installer.yaml and nccl-rdma-installer-autopilot.yaml")
+    else:
+        fix = (f"NCCL_INSTALLER_REF={s.NCCL_INSTALLER_REF} lacks the file: use a master commit that has both "
+               f"installer manifests, or remove the line to use the default {NCCL_INSTALLER_DEFAULT_REF}")
+    return Check(name, False, shown, fix)
+
+
+def check_storage_credentials(emulator: str, answer: AdcAnswer | None) -> Check:
+    """The storage client's credentials: ADC for Google Cloud, none for a local emulator."""
+    name = "storage credentials"
+    if emulator:
+        return Check(name, True, f"STORAGE_EMULATOR_HOST={emulator}: the bucket steps use that emulator "
+                                 f"(anonymous, no Application Default Credentials needed)")
+    if answer is None or not answer.ok:
+        why = (answer.detail if answer is not None else "not checked").split(". ")[0]
+        return Check(name, False, f"no usable Application Default Credentials ({why[:160]})", ADC_FIX)
+    return Check(name, True, f"Application Default Credentials: {answer.detail[:120]}")
+
+
+def check_hf_token(s: Settings, answer: WebAnswer | None) -> Check:
+    """HF_TOKEN's state, never the token: valid (whose), rejected, or not checkable."""
+    name = "HF_TOKEN"
+    if not s.HF_TOKEN:
+        return Check(name, True, "not set (only gated models such as google/gemma-3-27b-it need it)")
+    if answer is None or answer.status is None:
+        reason = answer.reason[:80] if answer is not None else "not checked"
+        return Check(name, False, f"set, but huggingface.co did not answer ({reason})",
+                     "check that this machine reaches huggingface.co")
+    if answer.status == 200:
+        try:
+            body = json.loads(answer.body or "{}")
+        except json.JSONDecodeError:
+            body = {}
+        who = body.get("name") if isinstance(body, dict) else None
+        role = ((body.get("auth") or {}).get("accessToken") or {}).get("role") if isinstance(body, dict) else None
+        detail = "valid" + (f" for {who}" if who else "") + (f" ({role} token)" if role else "")
+        return Check(name, True, detail + "; gated models also need their licence accepted on the model page")
+    if answer.status in (401, 403):
+        return Check(name, False, f"rejected by huggingface.co (HTTP {answer.status})",
+                     f"create a read token at {HF_TOKENS_PAGE} and put it in HF_TOKEN in .env")
+    return Check(name, False, f"huggingface.co answered HTTP {answer.status}", "try again later")
 
 
 def gpus_needed(s: Settings) -> int:

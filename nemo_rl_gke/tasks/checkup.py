@@ -1,17 +1,102 @@
-"""`doctor`: the read-only checks of tools, account, project, APIs, GPU quota and reservation."""
+"""`doctor`: is this machine and this project ready for `up`? Tools, account, project, APIs, GPU quota or
+reservation, the NCCL installer manifests, the storage client's credentials and the HF token; `--fix`
+enables the missing APIs (asking first, like every changing task).
+
+The web and credential checks go through `Probes` (plain functions: urllib with a short timeout, and
+google.auth), so tests hand in fakes. NRG_DOCTOR_PROBES=module:function names a factory of other probes:
+the fake cloud's flows use it, since the real ones would reach the internet.
+"""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from invoke import Exit
 
 from . import context
 
+WEB_TIMEOUT = 5.0  # seconds for one HTTP answer
+ADC_TIMEOUT = 10.0  # seconds to find and refresh Application Default Credentials
+STORAGE_SCOPE = "https://www.googleapis.com/auth/devstorage.read_write"
+PROBES_ENV = "NRG_DOCTOR_PROBES"
 
-@context.task
-def doctor(c):
-    """Check tools, account, project, APIs, GPU quota and reservation; each ✓/✗ with the fix."""
+
+@dataclass(frozen=True)
+class Probes:
+    """How doctor reaches the web and the credentials: http_get(url, headers) and adc()."""
+
+    http_get: Callable[[str, Mapping[str, str]], Any]
+    adc: Callable[[], Any]
+
+
+def http_get(url: str, headers: Mapping[str, str], timeout: float = WEB_TIMEOUT) -> Any:
+    """One GET with urllib: its status and the first KiB, or why there was no answer. Headers (a token)
+    are sent, never logged or returned."""
+    import urllib.error
+    import urllib.request
+
+    from ..commands.doctor import WebAnswer
+
+    request = urllib.request.Request(url, headers=dict(headers), method="GET")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return WebAnswer(response.status, response.read(1024).decode("utf-8", "replace"))
+    except urllib.error.HTTPError as exc:
+        return WebAnswer(exc.code, "", str(exc.reason))
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return WebAnswer(None, "", str(getattr(exc, "reason", exc)))
+
+
+def adc(timeout: float = ADC_TIMEOUT) -> Any:
+    """Find Application Default Credentials and refresh them once (an expired or revoked login fails here,
+    not in the middle of `up`), in a thread with a deadline: the metadata-server probe can hang."""
+    import functools
+    import threading
+
+    from ..commands.doctor import AdcAnswer
+
+    found: list[Any] = []
+
+    def work() -> None:
+        try:
+            import google.auth
+            from google.auth.transport.requests import Request
+
+            credentials, project = google.auth.default(scopes=[STORAGE_SCOPE])
+            credentials.refresh(functools.partial(Request(), timeout=timeout))
+            who = (getattr(credentials, "service_account_email", None) or getattr(credentials, "account", None)
+                   or type(credentials).__name__)
+            found.append(AdcAnswer(True, f"{who}" + (f" (quota project {project})" if project else "")))
+        except Exception as exc:  # noqa: BLE001 — any failure here is the answer: no usable credentials
+            first = (str(exc).strip().splitlines() or [""])[0]
+            found.append(AdcAnswer(False, f"{type(exc).__name__}: {first}"[:200]))
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    thread.join(timeout + 2)
+    return found[0] if found else AdcAnswer(False, f"no answer within {timeout:.0f} s")
+
+
+REAL_PROBES = Probes(http_get=http_get, adc=adc)
+
+
+def probes() -> Probes:
+    spec = os.environ.get(PROBES_ENV, "")
+    if not spec:
+        return REAL_PROBES
+    import importlib
+
+    module, _, attribute = spec.partition(":")
+    return getattr(importlib.import_module(module), attribute)()
+
+
+@context.task(help={"fix": "Enable the APIs that are missing (asks first; --yes answers).",
+                    "yes": "Answer yes to the confirmation (needed without a terminal)."})
+def doctor(c, fix=False, yes=False):
+    """Check tools, account, project, APIs, quota, NCCL installer, credentials, HF token; --fix enables APIs."""
     from ..commands import doctor as checks
 
     s = context.settings(c)
@@ -20,22 +105,51 @@ def doctor(c):
         r.say("# doctor asks (read-only):")
         for argv in checks.queries(s):
             r.say("#   " + " ".join(argv))
+        for line in checks.web_queries(s):
+            r.say("#   " + line)
+        if fix:
+            r.say("# doctor --fix enables the APIs that are missing (a dry run assumes all are):")
+            r.run(checks.enable_apis(s, checks.REQUIRED_APIS))
         return
-    results = run_checks(r, s)
+    chosen = probes()
+    results = run_checks(r, s, chosen)
+    if fix:
+        results = fix_apis(c, r, s, results, yes=yes)
     for check in results:
         for line in check.lines():
             print(line)
     failed = [check for check in results if not check.ok]
     if failed:
-        raise Exit(f"doctor: {len(failed)} of {len(results)} checks failed; fix them before `invoke up`.",
+        hint = " (`invoke doctor --fix` enables the APIs)" if any(f.name == "APIs" for f in failed) and not fix else ""
+        raise Exit(f"doctor: {len(failed)} of {len(results)} checks failed; fix them before `invoke up`{hint}.",
                    code=1)
     print(f"doctor: all {len(results)} checks passed.")
 
 
-def run_checks(r: Any, s: Any) -> list[Any]:
+def fix_apis(c: Any, r: Any, s: Any, results: list[Any], *, yes: bool) -> list[Any]:
+    """Enable the missing APIs after a confirmation, then ask again: the APIs line shows the new state."""
+    from ..commands import doctor as checks
+
+    listed = r.query(checks.enabled_services(s), ok_codes=range(256))
+    if listed is None or not listed.ok:
+        return results  # the APIs check already says why the list failed
+    missing = checks.missing_apis(listed.stdout)
+    if not missing:
+        return results
+    context.confirm(c, f"Enable {', '.join(missing)} in project {s.PROJECT_ID}?", yes=yes)
+    r.run(checks.enable_apis(s, missing), retry=False)
+    again = r.query(checks.enabled_services(s), ok_codes=range(256))
+    fixed = checks.check_apis(s, again.stdout if again is not None else "")
+    return [fixed if check.name == "APIs" else check for check in results]
+
+
+def run_checks(r: Any, s: Any, chosen: Probes | None = None) -> list[Any]:
     """Run doctor's read-only queries in parallel and turn each answer into a Check."""
     from ..commands import doctor as checks
+    from ..commands import kubectl
     from ..runner import INSTALL_HINTS, MissingTool
+
+    chosen = chosen or probes()
 
     def tool(name: str, argv: list[str], parse: Any) -> Any:
         try:
@@ -82,4 +196,20 @@ def run_checks(r: Any, s: Any) -> list[Any]:
                                 "check the project and region, and that compute.googleapis.com is enabled")
 
         thunks.append(lambda: cloud(f"GPU quota ({s.region})", checks.region_quotas(s), quota))
+
+    def nccl() -> Any:
+        return checks.check_nccl_installer(s, {url: chosen.http_get(url, {})
+                                               for url in kubectl.nccl_installer_urls(s)})
+
+    def storage_credentials() -> Any:
+        # The storage client's own switch (gcs.client): with an emulator, no Google credentials are used.
+        emulator = os.environ.get("STORAGE_EMULATOR_HOST", "")
+        return checks.check_storage_credentials(emulator, None if emulator else chosen.adc())
+
+    def hf_token() -> Any:
+        if not s.HF_TOKEN:
+            return checks.check_hf_token(s, None)
+        return checks.check_hf_token(s, chosen.http_get(checks.HF_WHOAMI, {"Authorization": f"Bearer {s.HF_TOKEN}"}))
+
+    thunks += [nccl, storage_credentials, hf_token]
     return r.parallel(thunks)

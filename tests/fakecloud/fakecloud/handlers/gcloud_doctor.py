@@ -1,5 +1,5 @@
 """What `invoke doctor` asks: gcloud version, active account, config, enabled services, regional GPU
-quotas, reservations.
+quotas, reservations; and what `doctor --fix` changes: services enable.
 
 Tests shape the answers through state kind "doctor", key "settings" (absent = a healthy project):
     {"account": "me@example.com" or "", "services": [...enabled...],
@@ -56,6 +56,25 @@ def config_get(ctx: Ctx) -> None:
 def services_list(ctx: Ctx) -> None:
     ctx.work()
     ctx.emit([{"config": {"name": name}, "state": "ENABLED"} for name in _settings(ctx)["services"]])
+
+
+@command("gcloud", "services", "enable", mutating=True, latency=20)
+def services_enable(ctx: Ctx) -> None:
+    """Enable services the way the real command answers: a long-running operation reported on stderr; a name
+    that is no Google API (or not visible to the caller) fails the whole call with PERMISSION_DENIED."""
+    names = list(ctx.positionals)
+    if not names:
+        raise Fail(2, gcloud_error(ctx, "argument SERVICE [SERVICE ...]: Must be specified."))
+    unknown = [n for n in names if not n.endswith(".googleapis.com")]
+    if unknown:
+        raise Fail(1, gcloud_error(ctx, "PERMISSION_DENIED: Not found or permission denied for service(s): "
+                                        f"{', '.join(unknown)}."))
+    ctx.work()
+    with ctx.state.locked():
+        current = _settings(ctx)
+        enabled = list(current["services"]) + [n for n in names if n not in current["services"]]
+        ctx.state.put("doctor", "settings", {**(ctx.state.get("doctor", "settings") or {}), "services": enabled})
+    ctx.err('Operation "operations/acf.p2-000000000000-fakecloud" finished successfully.')
 
 
 @command("gcloud", "compute", "regions", "describe", latency=1)

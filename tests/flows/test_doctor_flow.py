@@ -1,0 +1,152 @@
+"""`invoke doctor` through the real command on the fake cloud: the NCCL installer manifests, the storage
+client's credentials, the HF token's state (never the token), and `--fix` enabling the missing APIs with the
+confirmation rules of every changing task. Web and credential answers come from fakecloud.doctor_probes."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from support.fake import REPO, TEST_HF_TOKEN, FakeCloud
+
+PROBES = {"NRG_DOCTOR_PROBES": "fakecloud.doctor_probes:probes",
+          "PYTHONPATH": str(REPO / "tests" / "fakecloud")}
+ALL_APIS = ["container.googleapis.com", "compute.googleapis.com", "storage.googleapis.com", "lustre.googleapis.com",
+            "servicenetworking.googleapis.com"]
+
+
+@pytest.fixture
+def doc(fake: FakeCloud) -> FakeCloud:
+    """The fake cloud with a gke-gcloud-auth-plugin stand-in on PATH and the fake web probes."""
+    plugin_dir = fake.root / "plugin-bin"
+    plugin_dir.mkdir()
+    plugin = plugin_dir / "gke-gcloud-auth-plugin"
+    plugin.write_text("#!/bin/sh\necho 'Kubernetes v1.30.0+fakecloud'\n")
+    plugin.chmod(plugin.stat().st_mode | stat.S_IEXEC)
+    path = fake.process_env()["PATH"]
+    fake.env.update(PROBES, PATH=path.replace(os.pathsep, os.pathsep + str(plugin_dir) + os.pathsep, 1))
+    return fake
+
+
+def _line(done, name: str) -> str:
+    return next((ln for ln in done.stdout.splitlines() if ln[2:].startswith(name)), "")
+
+
+def _state(cloud: FakeCloud):
+    from fakecloud.core import State
+
+    return State(cloud.state_dir)
+
+
+def test_doctor_healthy_fake_project_passes_with_the_new_checks(doc):
+    done = doc.invoke("doctor")
+    lines = [_line(done, name)[:1] for name in ("NCCL RDMA installer", "storage credentials", "HF_TOKEN")]
+    assert (done.code, lines, TEST_HF_TOKEN in done.output) == (0, ["✓", "✓", "✓"], False), done.output
+
+
+def test_doctor_asks_for_both_installer_manifests_at_the_pinned_commit(doc):
+    import json
+
+    doc.invoke("doctor")
+    asked = [json.loads(line) for line in (doc.state_dir / "web.jsonl").read_text().splitlines()]
+    urls = sorted(a["url"].rsplit("/", 3)[-3] + "/" + a["url"].rsplit("/", 1)[-1] for a in asked
+                  if "raw.githubusercontent" in a["url"])
+    ref = "2da1c92ff7bd772a2c833710bb6c21dcfe6dfaae"
+    assert urls == [f"{ref}/nccl-rdma-installer-autopilot.yaml", f"{ref}/nccl-rdma-installer.yaml"]
+
+
+def test_doctor_installer_ref_that_answers_404_fails_saying_what_to_set(doc):
+    done = doc.invoke("doctor", NCCL_INSTALLER_REF="64f0eeb0dc1d980eaef8939584f832bb10e3d482")
+    line = _line(done, "NCCL RDMA installer")
+    assert (done.code, line.startswith("✗"), "HTTP 404" in line, "NCCL_INSTALLER_REF" in done.stdout) == \
+        (1, True, True, True), done.output
+
+
+def test_doctor_installer_unreachable_says_to_check_the_network(doc):
+    from nemo_rl_gke.commands import kubectl
+    from nemo_rl_gke.settings import load
+
+    s = load(allow_example=False, environ={}, cwd=doc.workdir)
+    for url in kubectl.nccl_installer_urls(s):
+        _state(doc).put("web", url, {"unreachable": "[Errno -2] Name or service not known"})
+    done = doc.invoke("doctor")
+    assert (done.code, "raw.githubusercontent.com" in done.stdout, "no answer" in _line(done, "NCCL")) == \
+        (1, True, True), done.output
+
+
+def test_doctor_without_application_default_credentials_says_how_to_log_in(doc):
+    _state(doc).put("doctor", "settings", {"adc": False})
+    done = doc.invoke("doctor")
+    line = _line(done, "storage credentials")
+    assert (done.code, line.startswith("✗"), "gcloud auth application-default login" in done.stdout) == \
+        (1, True, True), done.output
+
+
+def test_doctor_with_storage_emulator_reports_the_emulator_not_adc(doc):
+    _state(doc).put("doctor", "settings", {"adc": False})
+    done = doc.invoke("doctor", STORAGE_EMULATOR_HOST="http://127.0.0.1:9")
+    line = _line(done, "storage credentials")
+    assert (done.code, line.startswith("✓"), "http://127.0.0.1:9" in line) == (0, True, True), done.output
+
+
+def test_doctor_rejected_hf_token_fails_without_showing_it(doc):
+    token = "notAnHfTokenButLongEnough42"
+    done = doc.invoke("doctor", HF_TOKEN=token)
+    line = _line(done, "HF_TOKEN")
+    assert (done.code, line.startswith("✗"), "401" in line, token in done.output,
+            "huggingface.co/settings/tokens" in done.stdout) == (1, True, True, False, True), done.output
+
+
+def test_doctor_empty_hf_token_is_reported_not_checked(doc):
+    doc.write_env(HF_TOKEN="")
+    done = doc.invoke("doctor")
+    asked = (doc.state_dir / "web.jsonl").read_text()
+    assert (done.code, "not set" in _line(done, "HF_TOKEN"), "huggingface" in asked) == (0, True, False)
+
+
+def test_doctor_hf_token_never_reaches_the_calls_log_or_web_log(doc):
+    doc.invoke("doctor")
+    logs = [(doc.state_dir / name).read_text() for name in ("calls.jsonl", "web.jsonl")]
+    assert [TEST_HF_TOKEN in text for text in logs] == [False, False]
+
+
+# ---- doctor --fix --------------------------------------------------------------------------------------------
+def _without(cloud: FakeCloud, *apis: str) -> None:
+    _state(cloud).put("doctor", "settings", {"services": [a for a in ALL_APIS if a not in apis]})
+
+
+def _enables(cloud: FakeCloud) -> list[list[str]]:
+    return [c["argv"] for c in cloud.calls() if c["argv"][:2] == ["services", "enable"]]
+
+
+def test_doctor_missing_apis_points_at_doctor_fix(doc):
+    _without(doc, "lustre.googleapis.com")
+    done = doc.invoke("doctor")
+    assert (done.code, "invoke doctor --fix" in done.output, _enables(doc)) == (1, True, [])
+
+
+def test_doctor_fix_yes_enables_only_the_missing_apis_then_passes(doc):
+    _without(doc, "lustre.googleapis.com", "servicenetworking.googleapis.com")
+    done = doc.invoke("doctor", "--fix", "--yes")
+    assert (done.code, _line(done, "APIs")[:1], _enables(doc)) == (0, "✓", [[
+        "services", "enable", "lustre.googleapis.com", "servicenetworking.googleapis.com",
+        "--project=my-nemo-project"]]), done.output
+
+
+def test_doctor_fix_without_terminal_or_yes_refuses_and_enables_nothing(doc):
+    _without(doc, "lustre.googleapis.com")
+    done = doc.invoke("doctor", "--fix")
+    assert (done.code, "--yes" in done.stderr, _enables(doc)) == (2, True, [])
+
+
+def test_doctor_fix_with_nothing_missing_changes_nothing(doc):
+    done = doc.invoke("doctor", "--fix")
+    assert (done.code, _enables(doc)) == (0, [])
+
+
+def test_doctor_fix_dry_run_shows_the_enable_command_and_calls_nothing(doc):
+    done = doc.invoke("--dry", "doctor", "--fix")
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("$ gcloud services enable")), "")
+    assert (done.code, all(api in line for api in ALL_APIS), doc.calls()) == (0, True, []), done.output

@@ -1,0 +1,207 @@
+"""doctor's new checks as pure functions (web answers in, ✓/✗ with the fix out), and the real probes against
+a local HTTP server and a stubbed google.auth: nothing here reaches the internet."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+
+from nemo_rl_gke.commands import doctor, kubectl
+from nemo_rl_gke.commands.doctor import AdcAnswer, WebAnswer
+from nemo_rl_gke.settings import NCCL_INSTALLER_DEFAULT_REF, Settings, coerce, validate
+from nemo_rl_gke.tasks import checkup
+from support.fake import read_env_example
+
+OTHER_REF = "155bfa49b7459a55c2352495d3eeb46a55637be6"
+
+
+def settings(**overrides: str) -> Settings:
+    values = {k: v for k, v in read_env_example().items() if k in Settings.__dataclass_fields__}
+    return validate(Settings(**coerce({**values, **overrides})))
+
+
+def answers(s: Settings, *statuses: int | None) -> dict[str, WebAnswer]:
+    return {url: WebAnswer(status, "", "" if status else "Name or service not known")
+            for url, status in zip(kubectl.nccl_installer_urls(s), statuses, strict=True)}
+
+
+# ---- the installer pin -----------------------------------------------------------------------------------
+def test_nccl_installer_urls_name_both_manifests_at_the_setting_ref():
+    urls = kubectl.nccl_installer_urls(settings(NCCL_INSTALLER_REF=OTHER_REF))
+    assert [u.rsplit("/", 1)[-1] for u in urls] == ["nccl-rdma-installer.yaml", "nccl-rdma-installer-autopilot.yaml"]
+    assert all(f"/container-engine-accelerators/{OTHER_REF}/gpudirect-rdma/" in u for u in urls)
+
+
+@pytest.mark.parametrize("mode", ["standard", "autopilot"])
+def test_nccl_installer_apply_uses_the_setting_ref(mode):
+    s = settings(CLUSTER_MODE=mode, NCCL_INSTALLER_REF=OTHER_REF)
+    argv = kubectl.nccl_installer_apply(s)
+    assert argv[-1] == "--filename=" + kubectl.nccl_installer_url(s)
+    assert OTHER_REF in argv[-1] and NCCL_INSTALLER_DEFAULT_REF not in argv[-1]
+
+
+def test_nccl_check_passes_when_both_answer_200():
+    s = settings()
+    assert doctor.check_nccl_installer(s, answers(s, 200, 200)).ok
+
+
+def test_nccl_check_404_at_the_default_ref_says_to_set_the_ref():
+    s = settings()
+    check = doctor.check_nccl_installer(s, answers(s, 200, 404))
+    assert (check.ok, "nccl-rdma-installer-autopilot.yaml: HTTP 404" in check.detail,
+            "set NCCL_INSTALLER_REF" in check.fix) == (False, True, True)
+
+
+def test_nccl_check_404_at_another_ref_names_it_and_the_default():
+    s = settings(NCCL_INSTALLER_REF=OTHER_REF)
+    check = doctor.check_nccl_installer(s, answers(s, 404, 404))
+    assert (check.ok, OTHER_REF in check.fix, NCCL_INSTALLER_DEFAULT_REF in check.fix) == (False, True, True)
+
+
+def test_nccl_check_without_any_answer_says_to_check_the_network():
+    s = settings()
+    check = doctor.check_nccl_installer(s, answers(s, None, None))
+    assert (check.ok, "raw.githubusercontent.com" in check.fix) == (False, True)
+
+
+# ---- storage credentials ---------------------------------------------------------------------------------
+def test_storage_credentials_with_emulator_reports_it_and_needs_no_adc():
+    check = doctor.check_storage_credentials("http://127.0.0.1:9023", None)
+    assert (check.ok, "http://127.0.0.1:9023" in check.detail) == (True, True)
+
+
+def test_storage_credentials_missing_says_application_default_login():
+    check = doctor.check_storage_credentials("", AdcAnswer(False, "DefaultCredentialsError: not found. More."))
+    assert (check.ok, "gcloud auth application-default login" in check.fix, "More" in check.detail) == \
+        (False, True, False)
+
+
+def test_storage_credentials_found_names_the_account():
+    check = doctor.check_storage_credentials("", AdcAnswer(True, "me@example.com"))
+    assert (check.ok, "me@example.com" in check.detail) == (True, True)
+
+
+# ---- HF token --------------------------------------------------------------------------------------------
+TOKEN = "hf_secretTOKENvalue123"
+
+
+def test_hf_token_unset_is_reported_as_not_set():
+    check = doctor.check_hf_token(settings(HF_TOKEN=""), None)
+    assert (check.ok, "not set" in check.detail) == (True, True)
+
+
+def test_hf_token_valid_names_the_user_never_the_token():
+    body = '{"type": "user", "name": "alice", "auth": {"accessToken": {"role": "read"}}}'
+    check = doctor.check_hf_token(settings(HF_TOKEN=TOKEN), WebAnswer(200, body))
+    assert (check.ok, "alice" in check.detail, "read" in check.detail, TOKEN in "".join(check.lines())) == \
+        (True, True, True, False)
+
+
+@pytest.mark.parametrize("answer,fix_part", [(WebAnswer(401, "{}"), "huggingface.co/settings/tokens"),
+                                             (WebAnswer(None, "", "timed out"), "reaches huggingface.co"),
+                                             (WebAnswer(503, ""), "later")])
+def test_hf_token_not_valid_or_not_checkable_fails_with_the_fix(answer, fix_part):
+    check = doctor.check_hf_token(settings(HF_TOKEN=TOKEN), answer)
+    assert (check.ok, fix_part in check.fix, TOKEN in "".join(check.lines())) == (False, True, False)
+
+
+def test_web_queries_for_the_dry_run_never_show_the_token():
+    lines = doctor.web_queries(settings(HF_TOKEN=TOKEN))
+    assert (len(lines), TOKEN in "".join(lines), "whoami-v2" in lines[-1]) == (4, False, True)
+
+
+# ---- --fix -----------------------------------------------------------------------------------------------
+def test_enable_apis_argv_names_the_apis_and_project():
+    assert doctor.enable_apis(settings(), ["lustre.googleapis.com"]) == [
+        "gcloud", "services", "enable", "lustre.googleapis.com", "--project=my-nemo-project"]
+
+
+def test_missing_apis_keeps_required_order():
+    assert doctor.missing_apis("compute.googleapis.com\niam.googleapis.com\n") == [
+        api for api in doctor.REQUIRED_APIS if api != "compute.googleapis.com"]
+
+
+def test_enable_apis_argv_parses_in_the_real_gcloud():
+    binary = shutil.which("gcloud")
+    if binary is None or "fakecloud" in binary:
+        pytest.skip("needs the real Google Cloud CLI on PATH")
+    env = {**os.environ, "CLOUDSDK_CONFIG": tempfile.mkdtemp(), "CLOUDSDK_CORE_DISABLE_PROMPTS": "1"}
+    argv = doctor.enable_apis(settings(), list(doctor.REQUIRED_APIS))
+    done = subprocess.run([binary, *argv[1:]], env=env, capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode != 2, done.stderr
+
+
+# ---- the real probes, offline ----------------------------------------------------------------------------
+class _Handler(http.server.BaseHTTPRequestHandler):
+    seen: list[str | None] = []
+
+    def do_GET(self):  # noqa: N802 — http.server's name
+        _Handler.seen.append(self.headers.get("Authorization"))
+        if self.path == "/slow":
+            time.sleep(3)
+        status = 200 if self.path in ("/ok", "/slow") else 404
+        body = b'{"name": "alice"}' if status == 200 else b"404: Not Found"
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def local_web():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_http_get_returns_status_and_body_and_sends_the_header(local_web):
+    answer = checkup.http_get(f"{local_web}/ok", {"Authorization": "Bearer x-token"})
+    assert (answer.status, answer.body, _Handler.seen[-1]) == (200, '{"name": "alice"}', "Bearer x-token")
+
+
+def test_http_get_404_is_a_status_not_an_exception(local_web):
+    assert checkup.http_get(f"{local_web}/missing", {}).status == 404
+
+
+def test_http_get_times_out_quickly_with_a_reason(local_web):
+    started = time.monotonic()
+    answer = checkup.http_get(f"{local_web}/slow", {}, timeout=0.5)
+    assert (answer.status, bool(answer.reason), time.monotonic() - started < 2.5) == (None, True, True)
+
+
+def test_http_get_unreachable_is_no_answer_with_the_reason():
+    answer = checkup.http_get("http://127.0.0.1:9/", {}, timeout=1)
+    assert (answer.status, bool(answer.reason)) == (None, True)
+
+
+def test_adc_missing_credentials_is_an_answer_not_an_exception(monkeypatch):
+    import google.auth
+    from google.auth.exceptions import DefaultCredentialsError
+
+    def missing(**_):
+        raise DefaultCredentialsError("Your default credentials were not found. To set up ADC, see the docs.")
+
+    monkeypatch.setattr(google.auth, "default", missing)
+    answer = checkup.adc(timeout=2)
+    assert (answer.ok, answer.detail.startswith("DefaultCredentialsError: Your default credentials")) == (False, True)
+
+
+def test_adc_that_hangs_gives_up_at_the_deadline(monkeypatch):
+    import google.auth
+
+    monkeypatch.setattr(google.auth, "default", lambda **_: time.sleep(30))
+    started = time.monotonic()
+    answer = checkup.adc(timeout=0.2)
+    assert (answer.ok, "no answer" in answer.detail, time.monotonic() - started < 5) == (False, True, True)
