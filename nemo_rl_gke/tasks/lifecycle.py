@@ -188,7 +188,7 @@ def tear_down(c: Any, s: Any, steps: list[Any], *, delete_data: bool, yes: bool,
         going = [step.title for step in steps if step.delete is not None and step.name not in keep
                  and present.get(step.name) is not False and not step.always]
         staying = [step.title for step in steps if step.name in keep and present.get(step.name)]
-        r.say(f"{what} will delete ({len(going)}): " + (", ".join(going) or "nothing, nothing of ours is there"),
+        r.say(f"{what} will delete ({len(going)}): " + (", ".join(going) or "nothing (none of it exists)"),
               err=True)
         if staying:
             r.say(f"{what} will keep ({len(staying)}): " + ", ".join(staying), err=True)

@@ -247,6 +247,45 @@ def wait(ctx: Ctx) -> int:
         time.sleep(min(0.05, max(deadline - time.time(), 0.001)))
 
 
+LUSTRE_CSI_DRIVER = "lustre.csi.storage.gke.io"
+
+
+def mount_lustre(ctx: Ctx) -> None:
+    """/data in the cluster's pods is the Lustre volume, as the CSI mount makes it: the pod root's `data`
+    becomes a link to the instance's files ($FAKECLOUD_STATE/lustre/<name>/, named by the PV's volumeHandle
+    PROJECT/ZONE/NAME), and stops being one when the PV or the instance is gone. Files found in a plain `data`
+    directory (a state copied with its links followed) move into the volume first."""
+    import os
+    import shutil
+
+    context = str(ctx.flag("--context"))
+    podfs = ctx.state.root / "podfs" / "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in context)
+    data = podfs / "data"
+    target = None
+    for obj in ctx.state.items(store_kind(ctx)).values():
+        csi = (obj.get("spec") or {}).get("csi") or {}
+        if obj.get("kind") == "PersistentVolume" and csi.get("driver") == LUSTRE_CSI_DRIVER:
+            root = ctx.state.root / "lustre" / str(csi.get("volumeHandle", "")).rsplit("/", 1)[-1]
+            target = root if root.is_dir() else None
+            break
+    if data.is_symlink():
+        if target is not None and data.resolve() == target.resolve():
+            return
+        data.unlink()
+    if target is None:
+        return
+    podfs.mkdir(parents=True, exist_ok=True)
+    if data.is_dir():
+        for item in data.iterdir():
+            dest = target / item.name
+            if item.is_dir():
+                shutil.copytree(item, dest, dirs_exist_ok=True, symlinks=True)
+            elif not dest.exists():
+                shutil.copy2(item, dest)
+        shutil.rmtree(data)
+    os.symlink(os.path.relpath(target, podfs), data)
+
+
 @command("kubectl", "exec", latency=0.5)
 def exec_(ctx: Ctx) -> int:
     if not ctx.positionals:
@@ -266,6 +305,7 @@ def exec_(ctx: Ctx) -> int:
     if not ctx.after_dashdash:
         raise Fail(1, "error: you must specify at least one command for the container")
     program = ctx.after_dashdash[0].rsplit("/", 1)[-1]
+    mount_lustre(ctx)
     handler = POD_COMMANDS.get(program)
     if handler is None:
         raise Fail(126, f"fakecloud: no pod command registered for {program!r}")

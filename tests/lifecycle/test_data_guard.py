@@ -1,0 +1,158 @@
+"""The data guard through the real `invoke` on the fake cloud with the GCS emulator: every path to the Lustre
+delete (down, clean, clean.storage, storage.delete) refuses runs that are not in the bucket; the bucket outlives
+--delete-data; an export of nothing does not count; reports name only what exists."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from conftest import buckets
+
+from support.fake import FakeCloud, read_env_example
+
+PROJECT = read_env_example()["PROJECT_ID"]
+BUCKET = f"nemo-rl-{PROJECT}"
+
+
+def _up(cloud: FakeCloud) -> None:
+    done = cloud.invoke("up", "--yes")
+    assert done.code == 0, done.output[-3000:]
+
+
+def _runs(cloud: FakeCloud) -> Path:
+    (root,) = (cloud.state_dir / "lustre").iterdir()
+    return root / "runs"
+
+
+def _plant_run(cloud: FakeCloud, run: str, *, running: bool = False) -> None:
+    """A finished run (pid and exit code) with one checkpoint; `running`: a live pid and no exit code."""
+    step = _runs(cloud) / run / "step_10"
+    step.mkdir(parents=True)
+    (step / "model.pt").write_bytes(b"w" * 2048)
+    (step.parent / "driver.log").write_text("step 10\n")
+    (step.parent / "pid").write_text(f"{os.getpid()}\n")
+    if not running:
+        (step.parent / "exit_code").write_text("0\n")
+
+
+def _objects(cloud: FakeCloud) -> dict[str, int]:
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    client = storage.Client(project=PROJECT, credentials=AnonymousCredentials(),
+                            client_options={"api_endpoint": cloud.env["STORAGE_EMULATOR_HOST"]})
+    return {b.name: b.size for b in client.list_blobs(BUCKET)}
+
+
+@pytest.fixture
+def ran(cloud):
+    """After `up`, with one finished run r1 on Lustre that is not in the bucket."""
+    _up(cloud)
+    _plant_run(cloud, "r1")
+    return cloud
+
+
+@pytest.mark.parametrize("task", [("down",), ("clean",), ("clean.all",), ("clean.storage",), ("storage.delete",)])
+def test_data_guard_every_delete_path_refuses_unexported_runs(ran, task):
+    before = len(ran.calls())
+    done = ran.invoke(*task, "--yes", "--delete-data")
+    assert done.code == 1, done.output[-3000:]
+    assert "r1" in done.stderr and "invoke storage.export" in done.stderr
+    assert ran.resources().get("lustre") and ran.resources().get("cluster")
+    assert ran.mutating_calls(before) == []
+
+
+def test_data_guard_export_then_down_delete_data_leaves_the_bucket_with_every_export(ran):
+    assert ran.invoke("storage.export").code == 0
+    exported = _objects(ran)
+    done = ran.invoke("down", "--yes", "--delete-data")
+    assert done.code == 0, done.output[-3000:]
+    assert {"runs/r1/step_10/model.pt", "runs/r1/driver.log"} <= set(exported)
+    assert ({k: v for k, v in _objects(ran).items() if k.startswith("runs/")},
+            {k: v for k, v in exported.items() if k.startswith("runs/")}) == (
+        {k: v for k, v in exported.items() if k.startswith("runs/")},) * 2
+    assert "lustre" not in ran.resources() and "cluster" not in ran.resources()
+    assert f"left: bucket gs://{BUCKET}" in done.stderr and "/month" in done.stderr
+
+
+def test_data_guard_an_export_of_nothing_does_not_count(cloud):
+    _up(cloud)
+    assert cloud.invoke("storage.export").code == 0  # Lustre empty: the export writes nothing
+    _plant_run(cloud, "late")
+    done = cloud.invoke("down", "--yes", "--delete-data")
+    assert done.code == 1 and "late" in done.stderr
+    assert cloud.resources().get("lustre")
+
+
+def test_data_guard_an_export_of_nothing_does_not_count_once_the_cluster_is_gone(cloud):
+    _up(cloud)
+    assert cloud.invoke("clean.cluster", "--yes").code == 0
+    assert cloud.invoke("storage.export").code == 0
+    done = cloud.invoke("storage.delete", "--yes", "--delete-data")
+    assert done.code == 1 and "copied nothing" in done.stderr
+    assert cloud.resources().get("lustre")
+
+
+def test_data_guard_refuses_a_run_still_running_even_after_an_export(cloud):
+    _up(cloud)
+    _plant_run(cloud, "live", running=True)
+    assert cloud.invoke("storage.export").code == 0
+    done = cloud.invoke("down", "--yes", "--delete-data")
+    assert done.code == 1 and "live: still running" in done.stderr
+
+
+def test_data_guard_a_file_written_after_the_export_is_caught(ran):
+    assert ran.invoke("storage.export").code == 0
+    (_runs(ran) / "r1" / "step_20").mkdir()
+    (_runs(ran) / "r1" / "step_20" / "model.pt").write_bytes(b"x")
+    done = ran.invoke("storage.delete", "--yes", "--delete-data")
+    assert done.code == 1 and "r1: 1 file(s) not in the bucket" in done.stderr
+
+
+def test_data_guard_delete_unexported_lists_the_loss_and_deletes(ran):
+    done = ran.invoke("down", "--yes", "--delete-data", "--delete-unexported")
+    assert done.code == 0, done.output[-3000:]
+    assert "r1" in done.stderr and "lose" in done.stderr
+    assert "lustre" not in ran.resources() and buckets(ran) == [BUCKET]
+
+
+def test_data_guard_delete_unexported_without_a_terminal_or_yes_refuses(ran):
+    done = ran.invoke("storage.delete", "--delete-data", "--delete-unexported")
+    assert done.code == 2 and ran.resources().get("lustre")
+
+
+def test_data_guard_delete_unexported_alone_is_a_usage_error(ran):
+    assert ran.invoke("down", "--yes", "--delete-unexported").code == 2
+
+
+def test_data_guard_bucket_goes_only_with_delete_bucket(ran):
+    assert ran.invoke("storage.export").code == 0
+    done = ran.invoke("down", "--yes", "--delete-data", "--delete-bucket")
+    assert done.code == 0, done.output[-3000:]
+    assert f"gs://{BUCKET} holds" in done.stderr and buckets(ran) == []
+
+
+def test_data_guard_second_down_reports_nothing_kept_when_nothing_is(ran):
+    first = ran.invoke("down", "--yes", "--delete-data", "--delete-unexported", "--delete-bucket")
+    assert first.code == 0, first.output[-3000:]
+    again = ran.invoke("down", "--yes")
+    assert again.code == 0, again.output[-3000:]
+    assert "kept" not in again.stderr and "nothing of ours is left." in again.stderr
+
+
+def test_data_guard_second_down_keeps_only_the_bucket_that_is_left(ran):
+    assert ran.invoke("storage.export").code == 0
+    assert ran.invoke("down", "--yes", "--delete-data").code == 0
+    again = ran.invoke("down", "--yes")
+    assert again.code == 0, again.output[-3000:]
+    assert "kept bucket gs://" in again.stderr and "kept Lustre" not in again.stderr
+
+
+def test_data_guard_down_lists_what_it_will_delete_before_deleting(ran):
+    done = ran.invoke("down", "--yes")
+    assert done.code == 0, done.output[-3000:]
+    listed = done.stderr.index("down will delete")
+    assert "cluster nemo-rl" in done.stderr[listed:].splitlines()[0]
+    assert "will keep" in done.stderr and "Lustre instance" in done.stderr
