@@ -6,6 +6,7 @@ what keeps the cluster short of GPUs (pending pods and the scheduler's words, qu
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -176,12 +177,62 @@ def query_gpus(r: Runner, s: Settings, states: list[PodState]) -> float | None:
 
 
 def _pool_nodes(r: Runner, s: Settings) -> int | None:
+    """How many GPU nodes the pool can give: None on Autopilot (nodes come on demand) or when unknown."""
     if s.autopilot:
         return None
+    capacity = pool_capacity(r, s)
+    return None if capacity is None else capacity[0]
+
+
+def pool_capacity(r: Runner, s: Settings) -> tuple[int, str] | None:
+    """(nodes, where the number comes from) for the GPU pool of a Standard cluster; None if there is no pool.
+
+    GKE's NodePool has no current size (initialNodeCount is the size at creation; a resize does not change it),
+    so Kubernetes' Nodes labelled with the pool are counted; an autoscaling pool can grow to its maximum.
+    Before nodes register (or where no Node is listed) the initial count stands in."""
     result = r.query(gcloud.node_pool_describe(s))
     if result is None or not result.ok:
         return None
-    return json.loads(result.stdout or "{}").get("initialNodeCount")
+    pool = json.loads(result.stdout or "{}")
+    locations = max(1, len(pool.get("locations") or []))
+    autoscaling = pool.get("autoscaling") or {}
+    if autoscaling.get("enabled"):
+        most = autoscaling.get("totalMaxNodeCount") or (autoscaling.get("maxNodeCount") or 0) * locations
+        return int(most), "its autoscaling maximum"
+    listed = r.query(kubectl.get(s, "nodes", selector=f"cloud.google.com/gke-nodepool={names.GPU_POOL}"))
+    nodes = len(json.loads(listed.stdout or "{}").get("items", [])) if listed is not None and listed.ok else 0
+    if nodes:
+        return nodes, "Kubernetes nodes in the pool"
+    return int(pool.get("initialNodeCount") or 0) * locations, "the pool's node count"
+
+
+def preflight(r: Runner, s: Settings) -> None:
+    """What waiting cannot fix, asked before anything is installed: the GPU pool must hold GPU_NODES nodes,
+    and the Secret and the Lustre claim the pods mount must exist. ConfigError (exit 2) with the fix."""
+    if r.dry:
+        return
+    from ..settings import ConfigError
+
+    if not s.autopilot:
+        capacity = pool_capacity(r, s)
+        if capacity is None:
+            raise ConfigError("GPU_NODES", s.GPU_NODES, f"the GPU node pool {names.GPU_POOL} of {s.CLUSTER_NAME} "
+                              "does not exist: run `invoke cluster.create` first.")
+        nodes, source = capacity
+        if nodes < s.GPU_NODES:
+            raise ConfigError(
+                "GPU_NODES", s.GPU_NODES,
+                f"the GPU node pool {names.GPU_POOL} has {nodes} node(s) ({source}), so Ray could never get "
+                f"{s.GPU_NODES} GPU workers. Deploy with --nodes={nodes}, or resize the pool first: gcloud "
+                f"container clusters resize {s.CLUSTER_NAME} --node-pool={names.GPU_POOL} "
+                f"--num-nodes={s.GPU_NODES} --location={s.region} --project={s.PROJECT_ID}")
+    missing = [f"{kind} {name}" for kind, name in (("Secret", names.SECRET_NAME),
+                                                     ("PersistentVolumeClaim", names.LUSTRE_PVC))
+               if not r.exists(kubectl.get(s, kind.lower(), name, namespace=s.NAMESPACE))]
+    if missing:
+        raise ConfigError("NAMESPACE", s.NAMESPACE, f"the Ray pods mount {' and '.join(missing)}, which "
+                          f"{'does' if len(missing) == 1 else 'do'} not exist there: run `invoke storage.create` "
+                          "first.")
 
 
 def install(r: Runner, s: Settings, *, head_cpu: int | None = None,
@@ -193,9 +244,21 @@ def install(r: Runner, s: Settings, *, head_cpu: int | None = None,
                       f"({len(text.splitlines())} lines; `invoke ray.render --values` shows them)")
 
 
+# Pod states that waiting does not cure: the image name or registry answer is final.
+HOPELESS = re.compile(r"InvalidImageName|ErrImageNeverPull|(ErrImagePull|ImagePullBackOff).*"
+                      r"(not found|manifest unknown|denied|unauthorized|403|404)", re.IGNORECASE)
+
+
 def wait_ready(r: Runner, s: Settings, *, timeout: float = READY_TIMEOUT_SECONDS) -> list[PodState]:
-    """Poll the pods until the head and every worker are Ready (progress on stderr); returns the last view."""
+    """Poll the pods until the head and every worker are Ready (progress on stderr); returns the last view.
+
+    Raises RayNotReady, with Kubernetes' reasons and what to do, when timeout seconds pass or a pod is in a
+    state waiting cannot cure (a bad image). The runner's poll never times out by itself here, so a timeout
+    never ends in its ✓ line."""
+    import time
+
     last: dict[str, Any] = {"line": None, "states": []}
+    deadline = time.monotonic() + timeout
 
     def check() -> bool:
         states = query_pods(r, s)
@@ -204,9 +267,17 @@ def wait_ready(r: Runner, s: Settings, *, timeout: float = READY_TIMEOUT_SECONDS
         if line != last["line"]:
             r.say(f"  {line}", err=True)
             last["line"] = line
-        return all_ready(states, s.GPU_NODES)
+        if all_ready(states, s.GPU_NODES):
+            return True
+        hopeless = [p for p in states if not p.ready and HOPELESS.search(p.why)]
+        if hopeless or time.monotonic() >= deadline:
+            why = (f"{hopeless[0].name} cannot start ({hopeless[0].why.split(':')[0]})" if hopeless
+                   else f"timed out after {timeout:.0f} s")
+            raise RayNotReady(f"Ray cluster {names.RAY_RELEASE} is not Ready: {why}.\n"
+                              + shortfall_message(s, states, query_gpus(r, s, states), _pool_nodes(r, s)))
+        return False
 
-    r.poll(f"Ray head and {s.GPU_NODES} GPU workers Ready", check, timeout=timeout)
+    r.poll(f"Ray head and {s.GPU_NODES} GPU workers Ready", check, timeout=float("inf"))
     return last["states"]
 
 
@@ -229,7 +300,9 @@ def verify_gpus(r: Runner, s: Settings, states: list[PodState], *, timeout: floa
 
 def deploy(r: Runner, s: Settings, *, head_cpu: int | None = None, head_memory_gi: int | None = None,
            timeout: float = READY_TIMEOUT_SECONDS) -> None:
-    """helm upgrade --install, wait for every pod, then check Ray's GPU count. Idempotent."""
+    """helm upgrade --install, wait for every pod, then check Ray's GPU count. Idempotent.
+
+    `invoke ray.deploy` calls preflight() first; `up` creates the pool, Secret and claim before this step."""
     install(r, s, head_cpu=head_cpu, head_memory_gi=head_memory_gi)
     if r.dry:
         return

@@ -73,9 +73,10 @@ def deploy(c, nodes: int | None = None, head_cpu: int | None = None, head_memory
     s = _settings(c, nodes)
     head = _head(head_cpu, head_memory)
     values(s, **head)  # bad head sizes fail here, before any command runs
+    wait = ray_steps.READY_TIMEOUT_SECONDS if timeout is None else _non_negative("--timeout", timeout)
     r = context.runner(c, s)
     _credentials(r, s)
-    wait = ray_steps.READY_TIMEOUT_SECONDS if timeout is None else _non_negative("--timeout", timeout)
+    ray_steps.preflight(r, s)  # a pool too small, or no Secret/claim: refused now, not after the timeout
     ray_steps.deploy(r, s, timeout=wait, **head)
 
 

@@ -112,13 +112,37 @@ def test_ray_deploy_polls_until_every_pod_is_ready(cloud):
     assert "head Ready, 2/2 GPU workers Ready" in done.stderr
 
 
-def test_ray_deploy_fails_clearly_when_the_pool_is_smaller_than_gpu_nodes(cloud):
-    done = cloud.invoke("ray.deploy", "--nodes=3", "--timeout=0")
-    assert done.code == 1
-    assert "Ray sees 16 of the 24 GPUs wanted (GPU_NODES=3 × 8); 2 of 3 GPU workers are Ready." in done.stderr
-    assert "didn't have free nvidia.com/gpu" in done.stderr
-    assert "has 2 node(s) but GPU_NODES=3" in done.stderr
-    assert "Traceback" not in done.output
+def test_ray_deploy_refuses_at_once_when_the_pool_is_smaller_than_gpu_nodes(cloud):
+    seen = len(cloud.calls())
+    done = cloud.invoke("ray.deploy", "--nodes=4")  # the default 1800 s wait: the refusal must not wait at all
+    assert done.code == 2, done.output
+    assert "GPU_NODES=4 is not valid: the GPU node pool gpu-pool has 2 node(s)" in done.stderr
+    assert "--nodes=2" in done.stderr and "clusters resize nemo-rl --node-pool=gpu-pool --num-nodes=4" in done.stderr
+    assert "✓" not in done.output and "Traceback" not in done.output
+    assert _helm_calls(cloud, "upgrade") == []
+    assert all(not c["mutating"] for c in cloud.calls()[seen:] if c["tool"] != "gcloud" or "get-credentials"
+               not in c["argv"])
+
+
+def test_ray_deploy_timeout_fails_with_the_reasons_and_never_prints_a_check_mark(cloud):
+    # Pods become Ready only after 600 s × 0.01 = 6 s; a 0 s timeout gives up after the first look.
+    done = cloud.invoke("ray.deploy", "--timeout=0", FAKECLOUD_TIME_SCALE="0.01")
+    assert done.code == 1, done.output
+    assert "Ray cluster nemo-rl is not Ready: timed out after 0 s." in done.stderr
+    assert "of the 16 GPUs wanted" in done.stderr
+    assert "✓" not in done.output and "Traceback" not in done.output
+
+
+def test_ray_deploy_with_the_pool_resized_counts_the_pool_not_its_initial_size(cloud):
+    # gcloud container clusters resize changes the pool (the fake's node count) without a new describe shape.
+    state_file = cloud.state_dir / "resources.json"
+    state = json.loads(state_file.read_text())
+    (key,) = [k for k in state["nodepool"] if k.endswith("/gpu-pool")]
+    state["nodepool"][key]["initialNodeCount"] = 3
+    state_file.write_text(json.dumps(state))
+    done = cloud.invoke("ray.deploy", "--nodes=3")
+    assert done.code == 0, done.output
+    assert "Ray sees 24 GPUs" in done.stderr
 
 
 def test_ray_deploy_gpu_check_fails_when_ray_counts_fewer_gpus_than_ready_pods(cloud):
@@ -134,13 +158,21 @@ def test_ray_deploy_gpu_check_fails_when_ray_counts_fewer_gpus_than_ready_pods(c
     assert "every worker pod is Ready but Ray counts fewer GPUs" in done.stderr
 
 
-def test_ray_deploy_names_the_missing_secret(tmp_path, base_state):
+def test_ray_deploy_refuses_at_once_without_the_secret(tmp_path, base_state):
     fake = _cloud(tmp_path, base_state, storage=False)
     _kubectl(fake, "apply", "--filename=-", stdin=STORAGE_OBJECTS.split("---")[1])  # the claim only
-    done = fake.invoke("ray.deploy", "--timeout=0")
-    assert done.code == 1
-    assert 'CreateContainerConfigError: secret "nemo-rl-secrets" not found' in done.stderr
-    assert "invoke storage.create" in done.stderr
+    done = fake.invoke("ray.deploy")
+    assert done.code == 2, done.output
+    assert "Secret nemo-rl-secrets" in done.stderr and "invoke storage.create" in done.stderr
+    assert "PersistentVolumeClaim" not in done.stderr
+    assert _helm_calls(fake, "upgrade") == []
+
+
+def test_ray_deploy_refuses_at_once_without_secret_and_claim(tmp_path, base_state):
+    fake = _cloud(tmp_path, base_state, storage=False)
+    done = fake.invoke("ray.deploy")
+    assert done.code == 2, done.output
+    assert "Secret nemo-rl-secrets and PersistentVolumeClaim lustre-pvc, which do not exist" in done.stderr
 
 
 def test_ray_deploy_rejects_an_oversized_head_before_any_call(cloud):
