@@ -105,6 +105,20 @@ def reservation_describe(s: Settings) -> Argv:
             "--format=json"]
 
 
+def machine_type_describe(s: Settings) -> Argv:
+    """Is the GPU machine type offered in NODE_LOCATION? (Else the node pool fails after the cluster is up.)"""
+    return ["gcloud", "compute", "machine-types", "describe", s.gpu.machine_type, f"--zone={s.zone}",
+            f"--project={s.PROJECT_ID}", "--format=json"]
+
+
+def network_profile_describe(s: Settings) -> Argv:
+    """Does NODE_LOCATION have the RoCE network profile the RDMA VPC is created with?"""
+    from .. import names
+
+    return ["gcloud", "compute", "network-profiles", "describe", names.rdma_profile(s), f"--project={s.PROJECT_ID}",
+            "--format=json"]
+
+
 def enable_apis(s: Settings, apis: list[str] | tuple[str, ...]) -> Argv:
     """What `doctor --fix` runs: enable the missing APIs (a long-running operation gcloud waits for)."""
     return ["gcloud", "services", "enable", *apis, f"--project={s.PROJECT_ID}"]
@@ -127,7 +141,7 @@ def web_queries(s: Settings) -> list[str]:
 def queries(s: Settings) -> list[Argv]:
     """Every command doctor runs (read-only), for the dry run and the gcloud parse test."""
     out = [gcloud_version(), kubectl_version(), helm_version(), auth_plugin_version(), active_account(),
-           project_describe(s), enabled_services(s)]
+           project_describe(s), enabled_services(s), machine_type_describe(s), network_profile_describe(s)]
     out.append(reservation_describe(s) if s.RESERVATION else region_quotas(s))
     return out
 
@@ -214,6 +228,33 @@ def check_apis(s: Settings, stdout: str) -> Check:
                      f"run `invoke doctor --fix` (or `gcloud services enable {' '.join(missing)} "
                      f"--project={s.PROJECT_ID}`)")
     return Check("APIs", True, "enabled: " + ", ".join(a.split(".")[0] for a in REQUIRED_APIS))
+
+
+def _last_error(stderr: str, default: str) -> str:
+    lines = [line.strip(" -") for line in (stderr or "").strip().splitlines() if line.strip()]
+    return lines[-1] if lines else default
+
+
+def check_machine_type(s: Settings, exit_code: int, stderr: str) -> Check:
+    name = f"{s.gpu.machine_type} in {s.zone}"
+    if exit_code != 0:
+        return Check(name, False, f"not offered: {_last_error(stderr, 'not found')[:160]}",
+                     f"set NODE_LOCATION to a zone of {s.region} that offers {s.gpu.machine_type} (`gcloud compute "
+                     f"machine-types list --filter=name={s.gpu.machine_type} --project={s.PROJECT_ID}`), or change "
+                     f"GPU_TYPE")
+    return Check(name, True, "offered")
+
+
+def check_network_profile(s: Settings, exit_code: int, stderr: str) -> Check:
+    from .. import names
+
+    profile = names.rdma_profile(s)
+    name = "RDMA network profile"
+    if exit_code != 0:
+        return Check(name, False, f"{profile}: {_last_error(stderr, 'not found')[:160]}",
+                     f"set NODE_LOCATION to a zone with a RoCE network profile (`gcloud compute network-profiles list "
+                     f"--project={s.PROJECT_ID}`)")
+    return Check(name, True, profile)
 
 
 # ---- web answers (from the probes in tasks/checkup.py) ----------------------------------------

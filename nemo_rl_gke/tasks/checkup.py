@@ -182,6 +182,10 @@ def run_checks(r: Any, s: Any, chosen: Probes | None = None) -> list[Any]:
         lambda: cloud("project", checks.project_describe(s),
                       lambda res: checks.check_project(s, res.exit_code, res.stdout, res.stderr)),
         lambda: cloud("APIs", checks.enabled_services(s), lambda res: checks.check_apis(s, res.stdout)),
+        lambda: cloud(f"{s.gpu.machine_type} in {s.zone}", checks.machine_type_describe(s),
+                      lambda res: checks.check_machine_type(s, res.exit_code, res.stderr)),
+        lambda: cloud("RDMA network profile", checks.network_profile_describe(s),
+                      lambda res: checks.check_network_profile(s, res.exit_code, res.stderr)),
     ]
     if s.RESERVATION:
         thunks.append(lambda: cloud(f"reservation {s.RESERVATION}", checks.reservation_describe(s),

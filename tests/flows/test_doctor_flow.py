@@ -112,6 +112,14 @@ def test_doctor_hf_token_never_reaches_the_calls_log_or_web_log(doc):
     assert [TEST_HF_TOKEN in text for text in logs] == [False, False]
 
 
+@pytest.mark.parametrize("unavailable,line", [("us-central1-b/a4-highgpu-8g", "a4-highgpu-8g in us-central1-b"),
+                                               ("us-central1-b-vpc-roce", "RDMA network profile")])
+def test_doctor_zone_without_gpu_machines_or_roce_profile_fails_before_up(doc, unavailable, line):
+    _state(doc).put("doctor", "settings", {"unavailable": [unavailable]})
+    done = doc.invoke("doctor")
+    assert (done.code, _line(done, line)[:1], "NODE_LOCATION" in done.stdout) == (1, "✗", True), done.output
+
+
 # ---- doctor --fix --------------------------------------------------------------------------------------------
 def _without(cloud: FakeCloud, *apis: str) -> None:
     _state(cloud).put("doctor", "settings", {"services": [a for a in ALL_APIS if a not in apis]})

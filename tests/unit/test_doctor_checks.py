@@ -128,15 +128,29 @@ def test_missing_apis_keeps_required_order():
         api for api in doctor.REQUIRED_APIS if api != "compute.googleapis.com"]
 
 
-def test_enable_apis_argv_parses_in_the_real_gcloud():
+@pytest.mark.parametrize("build", [lambda s: doctor.enable_apis(s, list(doctor.REQUIRED_APIS)),
+                                   doctor.machine_type_describe, doctor.network_profile_describe])
+def test_doctor_new_gcloud_commands_parse_in_the_real_gcloud(build):
+    """Exit 2 would mean our flags are wrong; without an account a well-formed command exits 1."""
     binary = shutil.which("gcloud")
     if binary is None or "fakecloud" in binary:
         pytest.skip("needs the real Google Cloud CLI on PATH")
     env = {**os.environ, "CLOUDSDK_CONFIG": tempfile.mkdtemp(), "CLOUDSDK_CORE_DISABLE_PROMPTS": "1"}
-    argv = doctor.enable_apis(settings(), list(doctor.REQUIRED_APIS))
+    argv = build(settings())
     done = subprocess.run([binary, *argv[1:]], env=env, capture_output=True, text=True, timeout=120,
                           stdin=subprocess.DEVNULL)
-    assert done.returncode != 2, done.stderr
+    assert done.returncode == 1, done.stderr
+
+
+def test_machine_type_missing_in_zone_says_to_change_the_zone():
+    check = doctor.check_machine_type(settings(), 1, "ERROR: (gcloud.compute.machine-types.describe) Could not fetch"
+                                                     " resource:\n - The resource '…' was not found\n")
+    assert (check.ok, "was not found" in check.detail, "NODE_LOCATION" in check.fix) == (False, True, True)
+
+
+def test_network_profile_missing_names_the_profile():
+    check = doctor.check_network_profile(settings(), 1, "ERROR: not found")
+    assert (check.ok, "us-central1-b-vpc-roce" in check.detail) == (False, True)
 
 
 # ---- the real probes, offline ----------------------------------------------------------------------------

@@ -77,6 +77,36 @@ def services_enable(ctx: Ctx) -> None:
     ctx.err('Operation "operations/acf.p2-000000000000-fakecloud" finished successfully.')
 
 
+def _unavailable(ctx: Ctx) -> set[str]:
+    # Tests take capacity away with {"unavailable": ["<zone>/<machine type>", "<network profile>"]}.
+    return set(_settings(ctx).get("unavailable", []))
+
+
+@command("gcloud", "compute", "machine-types", "describe", latency=1)
+def machine_types_describe(ctx: Ctx) -> None:
+    name = ctx.positionals[0] if ctx.positionals else ""
+    zone = ctx.flag("--zone", "")
+    if not name:
+        raise Fail(2, gcloud_error(ctx, "argument NAME: Must be specified."))
+    if f"{zone}/{name}" in _unavailable(ctx):
+        raise Fail(1, gcloud_error(ctx, f"Could not fetch resource:\n - The resource 'projects/{ctx.project}/zones/"
+                                        f"{zone}/machineTypes/{name}' was not found\n"))
+    ctx.work()
+    ctx.emit({"kind": "compute#machineType", "name": name, "zone": zone, "guestCpus": 224})
+
+
+@command("gcloud", "compute", "network-profiles", "describe", latency=1)
+def network_profiles_describe(ctx: Ctx) -> None:
+    name = ctx.positionals[0] if ctx.positionals else ""
+    if not name:
+        raise Fail(2, gcloud_error(ctx, "argument NETWORK_PROFILE: Must be specified."))
+    if name in _unavailable(ctx) or not name.endswith("-vpc-roce"):
+        raise Fail(1, gcloud_error(ctx, f"Could not fetch resource:\n - The resource 'projects/{ctx.project}/global/"
+                                        f"networkProfiles/{name}' was not found\n"))
+    ctx.work()
+    ctx.emit({"kind": "compute#networkProfile", "name": name, "location": {"name": name.rsplit("-vpc-", 1)[0]}})
+
+
 @command("gcloud", "compute", "regions", "describe", latency=1)
 def regions_describe(ctx: Ctx) -> None:
     region = ctx.positionals[0] if ctx.positionals else ""
