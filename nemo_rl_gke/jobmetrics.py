@@ -1,22 +1,24 @@
 """Per-step metrics from a NeMo RL GRPO driver log: reward, validation accuracy, step time. Pure, except
 `plot`, which writes a PNG with matplotlib (imported lazily, headless Agg backend).
 
-The driver (examples/run_grpo_math.py, v0.5.0) prints, per step:
+The driver (examples/run_grpo_math.py, v0.5.0; FACTS §7) prints once per epoch, then per step:
 
-    ========================= Step 12/300 =========================
+    ========================= Epoch 1/2 =========================
+    ========================= Step 12/467 =========================
+    ▶ Starting validation at step 10...          (every val_period steps, numbered across epochs)
+    📊 Validation Results:
+        • Accuracy: 0.4531
     📊 Training Results:
       • Loss: 0.0123
-      • Avg Reward: 0.4375
+      • Generation KL Error: 0.0010
+      • Avg Reward: 0.4375              (dynamic sampling: Avg Filtered Reward and Avg Total Reward)
       • Mean Generation Length: 312.5000
     ⏱️  Timing:
       • Total step time: 95.31s
 
-and, every val_period steps, after `▶ Starting validation at step 10...`:
-
-    📊 Validation Results:
-        • Accuracy: 0.4531
-
-A resumed run prints its steps again from the checkpoint on: the last value printed for a step wins.
+The step header counts within the epoch (it restarts at 1 in each) and its denominator is
+min(steps per epoch, max_num_steps): here steps are counted across epochs, (epoch - 1) x that + step. A
+resumed run prints its steps again from the checkpoint on: the last value printed for a step wins.
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ from dataclasses import dataclass
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _STEP = re.compile(r"=+\s*Step\s+(\d+)\s*/\s*(\d+)\s*=+")
+_EPOCH = re.compile(r"=+\s*Epoch\s+(\d+)\s*/\s*(\d+)\s*=+")
 _VALIDATION_AT = re.compile(r"(?:Starting validation|validation) at step\s+(\d+)", re.IGNORECASE)
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)"
-_REWARD = re.compile(r"Avg Reward:\s*" + _NUMBER)
+_REWARD = re.compile(r"Avg (?:Filtered )?Reward:\s*" + _NUMBER)
+_TOTAL_REWARD = re.compile(r"Avg Total Reward:\s*" + _NUMBER)
 _STEP_TIME = re.compile(r"Total step time:\s*" + _NUMBER + r"\s*s")
 _ACCURACY = re.compile(r"^\W*Accuracy:\s*" + _NUMBER)
 _LOSS = re.compile(r"^\W*Loss:\s*" + _NUMBER)
@@ -41,6 +45,8 @@ class StepMetrics:
     step_time: float | None = None
     loss: float | None = None
     val_accuracy: float | None = None
+    total_reward: float | None = None  # dynamic sampling: the reward before filtering
+    epoch: int | None = None
 
 
 @dataclass
@@ -58,6 +64,7 @@ def parse(log: str) -> Metrics:
     current: int | None = None
     validating: int | None = None
     max_steps: int | None = None
+    epoch, epochs = 1, 1
 
     def at(step: int) -> StepMetrics:
         return by_step.setdefault(step, StepMetrics(step))
@@ -66,11 +73,17 @@ def parse(log: str) -> Metrics:
         line = _ANSI.sub("", raw).strip()
         if not line:
             continue
+        match = _EPOCH.search(line)
+        if match:
+            epoch, epochs = int(match[1]), int(match[2])
+            continue
         match = _STEP.search(line)
         if match:
-            current, max_steps = int(match[1]), int(match[2])
+            per_epoch = int(match[2])
+            current = (epoch - 1) * per_epoch + int(match[1])
+            max_steps = per_epoch * epochs if epochs > 1 else per_epoch
             # A new step header: a resumed run repeats steps, so forget what the earlier attempt printed.
-            by_step[current] = StepMetrics(current)
+            by_step[current] = StepMetrics(current, epoch=epoch)
             validating = None
             continue
         match = _VALIDATION_AT.search(line)
@@ -83,7 +96,9 @@ def parse(log: str) -> Metrics:
             continue
         if current is None:
             continue
-        if (match := _REWARD.search(line)):
+        if (match := _TOTAL_REWARD.search(line)):
+            at(current).total_reward = float(match[1])
+        elif (match := _REWARD.search(line)):
             at(current).reward = float(match[1])
         elif (match := _STEP_TIME.search(line)):
             at(current).step_time = float(match[1])

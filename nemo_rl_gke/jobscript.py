@@ -2,15 +2,18 @@
 
 The submission script runs with `set -euo pipefail` and never with xtrace; it holds no secret (the pod has
 HF_TOKEN and WANDB_API_KEY from the Secret, through envFrom) and never `git pull`s or `sed`s NeMo RL: the
-image's v0.5.0 is what runs. It prepares GSM8K once on /data, writes the run directory, starts the NeMo RL
-driver in its own session (setsid + nohup, stdin from /dev/null, output to the driver log) so it survives
-the exec client, and returns the run id.
+image's v0.5.0 is what runs. Before anything starts it checks, in seconds, what would otherwise fail minutes
+into a run: the overrides against the recipe chain with NeMo RL's own loader (scripts/check_config.py), and
+access to a gated model with huggingface_hub's auth_check (scripts/check_access.py). It prepares GSM8K once on
+/data, writes the run directory, starts the run's supervisor (scripts/supervisor.py) in its own session
+(setsid + nohup, stdin from /dev/null) so it survives the exec client, and returns the run id. The
+supervisor runs the NeMo RL driver, output to the driver log, and resumes it after a lost node.
 
 The driver's environment is kept small: NeMo RL v0.5.0 copies the driver's whole os.environ into every Ray
-worker's runtime_env (visible in the Ray dashboard). The launcher unsets every exported variable that is not
-on KEEP_ENV: Kubernetes service links, KUBERAY_* and the like go; what the image, Ray, CUDA, Hugging Face
-and W&B need stays. HF_TOKEN and WANDB_API_KEY stay too: the driver itself downloads the tokenizer and logs
-to W&B, and the workers already hold both from the same Secret.
+worker's runtime_env (visible in the Ray dashboard). The supervisor drops every variable that is not on
+KEEP_ENV: Kubernetes service links, KUBERAY_* and the like go; what the image (NEMO_RL_*, NRL_*, UV_*), Ray,
+CUDA, Hugging Face and W&B need stays. HF_TOKEN and WANDB_API_KEY stay too: the driver itself downloads the
+tokenizer and logs to W&B, and the workers already hold both from the same Secret.
 
 Paths: in the real pod the data root is /data and the working directory /opt/nemo-rl. The fake cloud's exec
 sets NRG_POD_ROOT to a directory standing for the pod's `/`; nothing else differs. Overrides keep the pod
@@ -19,6 +22,7 @@ paths (/data/...) verbatim.
 
 from __future__ import annotations
 
+import json
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,12 +35,14 @@ HEAD_CONTAINER = "ray-head"
 
 # Exported variables the driver keeps (a regex over names, for bash's =~); everything else is unset.
 KEEP_ENV = (r"^(PATH|HOME|USER|HOSTNAME|LANG|LANGUAGE|LC_[A-Z]+|TZ|TMPDIR|SHELL|TERM|VIRTUAL_ENV"
-            r"|PYTHON[A-Z_]*|LD_LIBRARY_PATH|UV_[A-Z0-9_]+|RAY_[A-Z0-9_]+|NRL_[A-Z0-9_]+|HF_[A-Z0-9_]+"
+            r"|PYTHON[A-Z_]*|LD_LIBRARY_PATH|UV_[A-Z0-9_]+|RAY_[A-Z0-9_]+|NRL_[A-Z0-9_]+|NEMO_RL_[A-Z0-9_]+|HF_[A-Z0-9_]+"
             r"|HUGGING_FACE_[A-Z0-9_]+|WANDB_[A-Z0-9_]+|CUDA_[A-Z0-9_]+|NVIDIA_[A-Z0-9_]+|NCCL_[A-Z0-9_]+"
             r"|TORCH_[A-Z0-9_]+|VLLM_[A-Z0-9_]+|TRITON_[A-Z0-9_]+|NRG_[A-Z0-9_]+)$")
 # Kubernetes service links (<SVC>_SERVICE_HOST, <SVC>_PORT_8265_TCP...), whatever the service is called; a
 # bare <SVC>_PORT is a link when its value is a URL (tcp://...).
 SERVICE_LINK = r"_SERVICE_(HOST|PORT)(_[A-Z0-9_]+)?$|_PORT_[0-9]+_(TCP|UDP|SCTP)(_[A-Z]+)?$"
+# Between restarts: 30 s, doubling, at most 5 min; then up to 30 min for GKE to give a node back.
+BACKOFF_SECONDS, BACKOFF_MAX_SECONDS, GPU_WAIT_SECONDS, POLL_SECONDS = 30, 300, 1800, 10
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,22 @@ class Submission:
     recipe: str
     overrides: tuple[str, ...]
     dataset: str = "gsm8k"
+    max_restarts: int = 3
+    gated_model: str = ""  # the model's repo id when it is gated: the pod checks access before starting
+
+    @property
+    def gpus_needed(self) -> int:
+        values = jobspec.effective(list(self.overrides))
+        return int(values.get(jobspec.NUM_NODES, "1")) * int(values.get(jobspec.GPUS_PER_NODE, "8"))
+
+    def supervisor_config(self) -> dict:
+        from .resources.ray_steps import GPU_QUERY
+
+        return {"max_restarts": self.max_restarts, "gpus_needed": self.gpus_needed,
+                "checkpoint_dir": self.checkpoint_dir, "backoff_seconds": BACKOFF_SECONDS,
+                "backoff_max_seconds": BACKOFF_MAX_SECONDS, "gpu_wait_seconds": GPU_WAIT_SECONDS,
+                "poll_seconds": POLL_SECONDS, "keep_env": KEEP_ENV, "service_link": SERVICE_LINK,
+                "gpu_query": GPU_QUERY}
 
     @property
     def checkpoint_dir(self) -> str:
@@ -88,38 +110,6 @@ ROOT="${NRG_POD_ROOT:-}"
 """
 
 
-def launcher() -> str:
-    """run_dir/launch.sh: runs in its own session; its pid is the driver's process group."""
-    return f"""\
-#!/usr/bin/env bash
-# Started by job.submit with setsid: leader of the driver's process group (job.stop signals the group).
-set -uo pipefail
-RUN="$1"
-echo "$$" > "$RUN/pid"
-mapfile -t overrides < "$RUN/overrides"
-entry="$(cat "$RUN/entry_point")"
-recipe="$(cat "$RUN/recipe")"
-cmd=(uv run python "$entry" --config "$recipe" "${{overrides[@]}}")
-printf '%q ' "${{cmd[@]}}" > "$RUN/command"
-echo >> "$RUN/command"
-# Keep the driver's environment small: NeMo RL hands all of it to every Ray worker.
-keep='{KEEP_ENV}'
-links='{SERVICE_LINK}'
-for name in $(compgen -e); do
-  if [[ $name =~ $keep ]] && ! [[ $name =~ $links ]] && ! [[ $name == *_PORT && ${{!name}} == *://* ]]; then
-    continue
-  fi
-  unset "$name" 2>/dev/null || true
-done
-echo "=== nemo-rl-gke: run ${{RUN##*/}} started $(date -u +%Y-%m-%dT%H:%M:%SZ) ===" >> "$RUN/driver.log"
-"${{cmd[@]}}" >> "$RUN/driver.log" 2>&1 < /dev/null
-code=$?
-echo "=== nemo-rl-gke: run ${{RUN##*/}} ended with exit code $code ===" >> "$RUN/driver.log"
-echo "$code" > "$RUN/exit_code.tmp"
-mv "$RUN/exit_code.tmp" "$RUN/exit_code"
-"""
-
-
 def submit_script(sub: Submission) -> str:
     """The whole submission, as one bash script (see the module docstring)."""
     directory, train, val, _, _ = jobspec.DATASETS[sub.dataset]
@@ -132,6 +122,11 @@ if [[ -n "${WANDB_API_KEY:-}" ]]; then
 else
   echo 'logger.wandb_enabled=False' >> "$RUN/overrides"
 fi
+"""
+    access = "" if not sub.gated_model else f"""\
+# {sub.gated_model} is gated: check that the pods' HF_TOKEN may download it before anything starts.
+{heredoc('"$RUN/check_access.py"', _script_source("check_access.py"), "NRG_CHECK_ACCESS_EOF")}\
+uv run python "$RUN/check_access.py" {_q(sub.gated_model)} < /dev/null
 """
     return PREAMBLE + f"""\
 main() {{
@@ -174,15 +169,21 @@ if [[ ! -s "$DATASET/"{_q(train)} || ! -s "$DATASET/"{_q(val)} ]]; then
   uv run python "$DATASET/prepare_gsm8k.py" --out "$DATASET" < /dev/null
 fi
 
+# Fail in seconds, not minutes into the run: NeMo RL's own loader on the recipe chain and the overrides.
+{heredoc('"$RUN/check_config.py"', _script_source("check_config.py"), "NRG_CHECK_CONFIG_EOF")}\
+{heredoc('"$RUN/overrides.new"', overrides, "NRG_OVERRIDES_EOF")}\
+uv run python "$RUN/check_config.py" {_q(sub.recipe)} "$RUN/overrides.new" < /dev/null
+{access}\
 # The run directory: what runs, verbatim, and where its state goes.
-rm -f "$RUN/exit_code" "$RUN/stopped" "$RUN/pid"
+rm -f "$RUN/exit_code" "$RUN/stopped" "$RUN/pid" "$RUN/failure.json" "$RUN/phase"
+mv "$RUN/overrides.new" "$RUN/overrides"
 printf '%s\\n' "$JOB" > "$RUN/job"
 printf '%s\\n' {_q(sub.entry_point)} > "$RUN/entry_point"
 printf '%s\\n' {_q(sub.recipe)} > "$RUN/recipe"
 printf '%s\\n' {_q(sub.checkpoint_dir)} > "$RUN/checkpoint_dir"
-{heredoc('"$RUN/overrides"', overrides, "NRG_OVERRIDES_EOF")}\
 {wandb}\
-{heredoc('"$RUN/launch.sh"', launcher(), "NRG_LAUNCH_EOF")}\
+{heredoc('"$RUN/supervisor.json"', json.dumps(sub.supervisor_config(), indent=1), "NRG_SUPERVISOR_JSON_EOF")}\
+{heredoc('"$RUN/supervisor.py"', _script_source("supervisor.py"), "NRG_SUPERVISOR_EOF")}\
 date +%s > "$RUN/submitted"
 date -u +%Y-%m-%dT%H:%M:%SZ >> "$RUN/submissions"
 if [[ $resumed == yes ]]; then
@@ -191,7 +192,7 @@ if [[ $resumed == yes ]]; then
 fi
 
 # Detached: own session and process group, no terminal, stdin from /dev/null; survives the exec client.
-setsid nohup bash "$RUN/launch.sh" "$RUN" > /dev/null 2>&1 < /dev/null &
+setsid nohup python3 "$RUN/supervisor.py" "$RUN" > /dev/null 2>&1 < /dev/null &
 for _ in $(seq 1 200); do
   [[ -s "$RUN/pid" ]] && break
   sleep 0.05
@@ -215,8 +216,8 @@ def _jobrun_function() -> str:
 
 
 def reader_script(action: str, run_id: str = "", *, stop_grace_seconds: float = 30) -> str:
-    """A read-only question (list/status/resolve/checkpoints/log) or stop, answered by scripts/jobrun.py."""
-    assert action in ("list", "status", "resolve", "checkpoints", "log", "stop"), action
+    """A read-only question (list/status/resolve/checkpoints/log/raylogs) or stop, answered by scripts/jobrun.py."""
+    assert action in ("list", "status", "resolve", "checkpoints", "log", "stop", "raylogs"), action
     if run_id:
         jobspec.check_run_id(run_id)
     grace = f"export NRG_STOP_GRACE_SECONDS={stop_grace_seconds:g}\n" if action == "stop" else ""

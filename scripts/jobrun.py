@@ -1,14 +1,19 @@
 """Read (and stop) GRPO runs from their run directories on /data. Runs inside the Ray head pod: job.status,
 job.list, job.checkpoints, job.metrics and job.stop embed this file in the script they pipe there.
 
-    python3 - ACTION [RUN_ID]      ACTION: list | status | resolve | checkpoints | log | stop
+    python3 - ACTION [RUN_ID]      ACTION: list | status | resolve | checkpoints | log | stop | raylogs
 
 Prints JSON (log: the driver log as is). An empty RUN_ID means the latest submitted run. Standard library
 only: it must run on any Python 3 the image has.
 
 A run directory /data/runs/<id>/ holds: job, command, overrides, checkpoint_dir, submitted (epoch seconds),
-pid (the launcher, leader of the driver's process group), driver.log, exit_code (at the end), stopped (when
-job.stop ended it). States: running, succeeded, failed (with exit code), stopped, lost (pid gone, no code).
+pid (the supervisor, leader of the driver's process group), driver.log, phase, restarts.json (one entry per
+restart: reason, resumed_from_step), failure.json (why it ended failed: class infrastructure or job),
+exit_code (at the end), stopped (when job.stop ended it). States: running, succeeded, failed (with exit
+code), stopped, lost (pid gone, no code).
+
+raylogs: Ray's session logs that the pods shipped to /data/ray-logs/<pod>/ (they outlive the pods): the files
+with errors, newest first, and the tail of each.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from pathlib import Path
 ROOT = os.environ.get("NRG_POD_ROOT", "")
 RUNS = Path(f"{ROOT}/data/runs")
 STEP_LINE = re.compile(r"Step (\d+)/(\d+)")
+EPOCH_LINE = re.compile(r"=+ Epoch (\d+)/(\d+) =+")
+RAY_LOGS = Path(f"{ROOT}/data/ray-logs")
 
 
 def _read(path: Path) -> str | None:
@@ -94,7 +101,8 @@ def checkpoints(run: Path) -> list[dict]:
 
 
 def last_step(run: Path) -> tuple[int | None, int | None]:
-    """(step, of) from the last `Step N/M` line in the driver log (reads its last 256 KiB)."""
+    """(step, of) from the driver log's last `Step N/M` (and `Epoch e/E`) lines, counted across epochs: in
+    epoch e the printed step restarts at 1, so the run's step is (e - 1) x M + N (reads the last 256 KiB)."""
     log = run / "driver.log"
     try:
         with open(log, "rb") as handle:
@@ -105,7 +113,24 @@ def last_step(run: Path) -> tuple[int | None, int | None]:
     found = STEP_LINE.findall(tail)
     if not found:
         return None, None
-    return int(found[-1][0]), int(found[-1][1])
+    step, per_epoch = int(found[-1][0]), int(found[-1][1])
+    epochs = EPOCH_LINE.findall(tail[:tail.rfind("Step " + found[-1][0] + "/")])
+    if epochs:
+        epoch, of_epochs = int(epochs[-1][0]), int(epochs[-1][1])
+        total = of_epochs * per_epoch
+        for line in (_read(run / "overrides") or "").splitlines():
+            if line.lstrip("+").startswith("grpo.max_num_steps=") and line.split("=", 1)[1].strip().isdigit():
+                total = min(total, int(line.split("=", 1)[1]))
+        return (epoch - 1) * per_epoch + step, total
+    return step, per_epoch
+
+
+def _json(path: Path, default):
+    text = _read(path)
+    try:
+        return json.loads(text) if text else default
+    except ValueError:
+        return default
 
 
 def describe(run: Path) -> dict:
@@ -113,13 +138,44 @@ def describe(run: Path) -> dict:
     step, of = last_step(run)
     ckpts = checkpoints(run)
     submitted = _read(run / "submitted")
+    restarts = _json(run / "restarts.json", [])
+    failure = _json(run / "failure.json", None) if state == "failed" else None
+    config = _json(run / "supervisor.json", {})
     return {
         "id": run.name, "job": _read(run / "job"), "state": state, "exit_code": code,
         "pid": int(_read(run / "pid") or 0) or None, "step": step, "max_steps": of,
         "latest_checkpoint": ckpts[-1]["step"] if ckpts else None,
         "submitted": float(submitted) if submitted else None,
         "run_dir": f"/data/runs/{run.name}", "checkpoint_dir": _read(run / "checkpoint_dir"),
+        "phase": _read(run / "phase") if state == "running" else None,
+        "restarts": len(restarts), "max_restarts": config.get("max_restarts"), "restart_history": restarts,
+        "failure": failure,
     }
+
+
+def ray_logs(run: Path | None, lines: int = 20) -> dict:
+    """Error files under /data/ray-logs (every pod, gone or not), newest first, with their last lines."""
+    since = float(_read(run / "submitted") or 0) if run else 0.0
+    out = []
+    if RAY_LOGS.is_dir():
+        for path in RAY_LOGS.glob("*/**/*"):
+            try:
+                info = path.stat()
+            except OSError:
+                continue
+            if not path.is_file() or info.st_size == 0 or info.st_mtime < since:
+                continue
+            if not (path.suffix == ".err" or path.name.startswith(("python-core-worker", "raylet.out"))):
+                continue
+            text = path.read_bytes()[-65536:].decode(errors="replace")
+            errors = [ln for ln in text.splitlines() if re.search(r"Error|Traceback|\bE \d|FATAL|Exception", ln)]
+            if path.suffix != ".err" and not errors:
+                continue
+            relative = path.relative_to(RAY_LOGS)
+            out.append({"pod": relative.parts[0], "path": f"/data/ray-logs/{relative}", "mtime": info.st_mtime,
+                        "tail": text.splitlines()[-lines:]})
+    out.sort(key=lambda f: f["mtime"], reverse=True)
+    return {"where": "/data/ray-logs/<pod>/", "files": out[:10], "run": run.name if run else None}
 
 
 def all_runs() -> list[Path]:
@@ -213,6 +269,8 @@ def main(argv: list[str]) -> int:
                               "checkpoints": checkpoints(run)}))
         elif action == "log":
             sys.stdout.write((resolve(run_id) / "driver.log").read_text(errors="replace"))
+        elif action == "raylogs":
+            print(json.dumps(ray_logs(resolve(run_id) if (run_id or all_runs()) else None)))
         elif action == "stop":
             result = stop(resolve(run_id), float(os.environ.get("NRG_STOP_GRACE_SECONDS", "30")))
             print(json.dumps(result))

@@ -118,26 +118,43 @@ def _utc_stamp() -> str:
 
 @context.task(iterable=["set_"], help={
     "name": "Job file stem in jobs/ (e.g. gemma3-gsm8k, qwen2.5-1.5b-gsm8k).",
-    "set_": "A Hydra override key=value, +key=value or ++key=value; repeatable, passed verbatim.",
+    "set_": "A Hydra override key=value, +key=value or ++key=value; repeatable, passed verbatim "
+            "(max_restarts=N is ours: the supervisor's restart limit).",
     "id_": "Run id; an existing id resumes that run from its latest checkpoint (default: NAME-<UTC time>).",
     "follow": "Stream the driver log after submitting; Ctrl-C stops the streaming, not the job.",
+    "max_restarts": "Restarts after a lost node (Spot) before the run ends failed (default: the job file's, 3).",
 })
-def submit(c, name, set_=None, id_=None, follow=False):
-    """Validate a job and start it detached in the Ray head pod; prints the run id."""
+def submit(c, name, set_=None, id_=None, follow=False, max_restarts=-1):
+    """Validate a job and start it detached in the Ray head pod, under a supervisor; prints the run id."""
     from .. import jobscript, jobspec
+    from ..settings import ConfigError
 
     s = context.settings(c)
     spec = jobspec.load(name)
     run_id = jobspec.check_run_id(id_) if id_ else jobspec.new_run_id(spec.name, _utc_stamp())
-    overrides = jobspec.final_overrides(spec, run_id, list(set_ or []))
+    extra, ours = jobspec.split_job_settings(list(set_ or []))
+    restarts = spec.max_restarts if max_restarts == -1 else max_restarts
+    restarts = ours.get("max_restarts", restarts)
+    if not 0 <= restarts <= 999:
+        raise ConfigError("--max-restarts", max_restarts, "a whole number from 0 to 999.")
+    overrides = jobspec.final_overrides(spec, run_id, extra)
     checks = {"gpu_nodes": s.GPU_NODES, "gpus_per_node": s.gpu.gpus_per_node, "gpu_name": s.gpu.accelerator}
-    jobspec.validate(spec, overrides, **checks)  # before any command, even a query
+    values = jobspec.validate(spec, overrides, **checks)  # before any command, even a query
+    if spec.gated and not s.HF_TOKEN:
+        raise ConfigError("HF_TOKEN", "", f"{spec.model_name} is gated: accept its licence at {spec.licence_url}, "
+                                          f"create a read token (https://huggingface.co/settings/tokens), set "
+                                          f"HF_TOKEN in .env, then `invoke storage.create ray.deploy` so the pods "
+                                          f"get it.")
     r = context.runner(c, s)
+    warning = jobspec.cadence_warning(spec, values)
+    if warning:
+        r.say(warning, err=True)
     head, ray_gpus = _head(r, s)
     if ray_gpus is not None:
         jobspec.validate(spec, overrides, ray_gpus=ray_gpus, **checks)
     submission = jobscript.Submission(run_id, spec.name, spec.entry_point, spec.recipe, tuple(overrides),
-                                      spec.dataset)
+                                      spec.dataset, max_restarts=restarts,
+                                      gated_model=spec.model_name if spec.gated else "")
     script = jobscript.submit_script(submission)
     result = r.run(_kubectl_exec(s, head), stdin=script, stdin_label=f"job script for run {run_id}",
                    show_stdin=r.dry)
@@ -159,7 +176,7 @@ def _runs_rows(runs: list[dict]) -> list[tuple[str, ...]]:
         when = datetime.fromtimestamp(submitted, UTC).strftime("%Y-%m-%d %H:%M") if submitted else "-"
         latest = run.get("latest_checkpoint")
         rows.append((run["id"], run.get("job") or "-", _state_text(run), _step_text(run),
-                     "-" if latest is None else str(latest), when))
+                     "-" if latest is None else str(latest), str(run.get("restarts") or 0), when))
     return rows
 
 
@@ -167,6 +184,27 @@ def _state_text(run: dict) -> str:
     if run["state"] == "failed":
         return f"failed (exit code {run['exit_code']})"
     return run["state"]
+
+
+def _status_lines(run: dict) -> list[str]:
+    """job.status's text: state, step, checkpoint, restarts and why it failed; every figure is in `run`."""
+    lines = [f"run {run['id']} ({run.get('job')}): {_state_text(run)}"]
+    if run.get("phase") and run["phase"] not in ("running", "ended"):
+        lines.append(f"  now: {run['phase']}")
+    lines.append(f"  step: {_step_text(run)}, latest checkpoint: "
+                 f"{run['latest_checkpoint'] if run.get('latest_checkpoint') is not None else '-'}")
+    most = run.get("max_restarts")
+    lines.append(f"  restarts: {run.get('restarts') or 0}" + (f" (at most {most})" if most is not None else ""))
+    for restart in run.get("restart_history") or []:
+        lines.append(f"    {restart['restart']}: resumed from step {restart.get('resumed_from_step', 0)} after "
+                     f"{restart.get('reason')}")
+    failure = run.get("failure")
+    if failure:
+        kind = "the job's own error, not retried" if failure.get("class") == "job" else "infrastructure"
+        lines.append(f"  failed because: {failure.get('reason')} ({kind}"
+                     + (f"; {failure['gave_up']}" if failure.get("gave_up") else "") + ")")
+    lines.append(f"  run dir: {run['run_dir']}, checkpoints: {run.get('checkpoint_dir') or '-'}")
+    return lines
 
 
 def _step_text(run: dict) -> str:
@@ -191,38 +229,46 @@ def list_(c):
     if not runs:
         r.say("no runs yet: start one with `invoke job.submit NAME`")
         return
-    header = ("id", "job", "state", "step", "checkpoint", "submitted (UTC)")
+    header = ("id", "job", "state", "step", "checkpoint", "restarts", "submitted (UTC)")
     context.print_table("runs", header, _runs_rows(runs))
 
 
 @context.task(help={"id_": ID_HELP})
 def status(c, id_=None):
-    """Show one run's state (running, succeeded, failed, stopped, lost), step and latest checkpoint."""
+    """Show one run's state (running, succeeded, failed, stopped, lost), step, checkpoint and restarts."""
     import json
 
     from .. import jobscript
 
+    _check_id(id_)
     s = context.settings(c)
     r = context.runner(c, s)
     result = _query(r, s, jobscript.reader_script("status", id_ or ""))
     if result is None:
         return
     run = json.loads(result.stdout)
-    r.say(f"run {run['id']} ({run.get('job')}): {_state_text(run)}")
-    r.say(f"  step: {_step_text(run)}, latest checkpoint: "
-          f"{run['latest_checkpoint'] if run.get('latest_checkpoint') is not None else '-'}")
-    r.say(f"  run dir: {run['run_dir']}, checkpoints: {run.get('checkpoint_dir') or '-'}")
+    for line in _status_lines(run):
+        r.say(line)
 
 
 @context.task(help={"id_": ID_HELP,
                     "follow": "Keep streaming until the driver exits; Ctrl-C stops only this.",
-                    "lines": "How many of the last lines to show first (default 200)."})
-def logs(c, id_=None, follow=False, lines=200):
-    """Print the driver log of a run (the latest by default); --follow streams it."""
+                    "lines": "How many of the last lines to show first (default 200).",
+                    "ray": "Instead: Ray's own logs on /data/ray-logs/<pod>/ (they outlive the pods), the tail of "
+                           "each file with errors."})
+def logs(c, id_=None, follow=False, lines=200, ray=False):
+    """Print the driver log of a run (the latest by default); --follow streams it; --ray shows Ray's errors."""
     from .. import jobscript
+    from ..settings import ConfigError
 
+    _check_id(id_)
+    if not 1 <= lines <= 1_000_000:
+        raise ConfigError("--lines", lines, "a number of lines from 1 to 1000000.")
     s = context.settings(c)
     r = context.runner(c, s)
+    if ray:
+        _ray_logs(r, s, id_ or "", lines)
+        return
     pod = "HEAD_POD" if r.dry else _head(r, s)[0]
     script = jobscript.logs_script(id_ or "", follow=follow, lines=int(lines))
     code = r.stream(_kubectl_exec(s, pod), stdin=script)
@@ -232,13 +278,47 @@ def logs(c, id_=None, follow=False, lines=200):
         raise ToolError(f"reading the driver log failed (exit code {code})", code)
 
 
-@context.task(help={"id_": ID_HELP, "grace": "Seconds between SIGTERM and SIGKILL (default 30)."})
-def stop(c, id_=None, grace=30):
-    """Stop a run: signal the driver's whole process group, then confirm it is gone."""
+def _ray_logs(r: Any, s: Any, run_id: str, lines: int) -> None:
     import json
 
     from .. import jobscript
 
+    result = _query(r, s, jobscript.reader_script("raylogs", run_id))
+    if result is None:
+        return
+    answer = json.loads(result.stdout)
+    files = answer.get("files") or []
+    since = f" since run {answer['run']} was submitted" if answer.get("run") else ""
+    r.say(f"Ray's logs of every pod, kept on Lustre: {answer['where']} (they outlive the pods)")
+    if not files:
+        r.say(f"no Ray log with errors{since}")
+        return
+    r.say(f"{len(files)} Ray log file(s) with errors{since}, newest first:")
+    for entry in files:
+        r.say(f"--- {entry['path']} (pod {entry['pod']})")
+        for line in entry["tail"][-min(lines, 20):]:
+            r.say(f"  {line}")
+
+
+def _check_id(id_: Any) -> None:
+    """A bad run id is a usage error before any kubectl call."""
+    from .. import jobspec
+
+    if id_:
+        jobspec.check_run_id(str(id_))
+
+
+@context.task(help={"id_": ID_HELP, "grace": "Seconds between SIGTERM and SIGKILL (default 30)."})
+def stop(c, id_=None, grace=30):
+    """Stop a run: its supervisor and driver (the whole process group); a stopped run is never restarted."""
+    import json
+
+    from .. import jobscript
+    from ..settings import ConfigError
+
+    _check_id(id_)
+    if not 0 <= grace <= 3600:
+        raise ConfigError("--grace", grace, "seconds from 0 to 3600.")
     s = context.settings(c)
     r = context.runner(c, s)
     pod = "HEAD_POD" if r.dry else _head(r, s)[0]
@@ -264,6 +344,7 @@ def checkpoints(c, id_=None):
 
     from .. import jobscript
 
+    _check_id(id_)
     s = context.settings(c)
     r = context.runner(c, s)
     result = _query(r, s, jobscript.reader_script("checkpoints", id_ or ""))
@@ -273,11 +354,13 @@ def checkpoints(c, id_=None):
     rows = []
     for ckpt in answer["checkpoints"]:
         info = ckpt.get("training_info", {})
-        rows.append((str(ckpt["step"]), ckpt["path"].rsplit("/", 1)[-1], str(info.get("total_steps", "-")),
+        epoch = info.get("current_epoch")
+        epoch_text = str(epoch + 1) if isinstance(epoch, int) else "-"
+        rows.append((str(ckpt["step"]), ckpt["path"].rsplit("/", 1)[-1], epoch_text,
                      str(info.get("consumed_samples", "-")), _number(info.get("val:accuracy"))))
     if rows:
         context.print_table(f"checkpoints of {answer['id']} on Lustre ({answer.get('checkpoint_dir')})",
-                            ("step", "dir", "total_steps", "consumed_samples", "val:accuracy"), rows)
+                            ("step", "dir", "epoch", "consumed_samples", "val:accuracy"), rows)
     else:
         r.say(f"no checkpoints yet for {answer['id']} in {answer.get('checkpoint_dir')}")
     _exported(r, s, answer["id"])
@@ -309,11 +392,17 @@ def _exported(r: Any, s: Any, run_id: str) -> None:
           + (f"; checkpoints {', '.join(steps)}" if steps else ""))
 
 
-@context.task(help={"id_": ID_HELP, "plot": "Also write a PNG plot of reward, accuracy and step time here."})
+@context.task(optional=["plot"], help={
+    "id_": ID_HELP,
+    "plot": "Also write a PNG plot of reward, accuracy and step time: to FILE.png, or with no value to "
+            "metrics-<run id>.png here."})
 def metrics(c, id_=None, plot=None):
     """Per-step reward, validation accuracy and step time from the driver log, as a table (and a PNG)."""
     from .. import jobmetrics, jobscript
+    from ..settings import ConfigError
 
+    _check_id(id_)
+    path = _plot_path(plot) if plot not in (None, False) else None
     s = context.settings(c)
     r = context.runner(c, s)
     result = _query(r, s, jobscript.reader_script("log", id_ or ""))
@@ -324,9 +413,35 @@ def metrics(c, id_=None, plot=None):
         context.print_table("metrics", ("step", "avg reward", "val accuracy", "step time"),
                             jobmetrics.rows(parsed))
     r.say(jobmetrics.summary(parsed))
-    if plot:
-        jobmetrics.plot(parsed, str(plot), title=f"run {id_ or 'latest'}")
-        r.say(f"plot written to {plot}")
+    if path is not None:
+        if plot is True:
+            run_id = id_ or _query(r, s, jobscript.reader_script("resolve", "")).stdout.strip()
+            path = path.with_name(f"metrics-{run_id}.png")
+        try:
+            jobmetrics.plot(parsed, str(path), title=f"run {id_ or 'latest'}")
+        except OSError as exc:
+            raise ConfigError("--plot", str(path), f"cannot write the PNG there ({exc.strerror or exc}).") from None
+        r.say(f"plot written to {path}")
+
+
+def _plot_path(plot: Any) -> Any:
+    """--plot's file, checked before anything runs: a .png in a directory that exists and can be written."""
+    import os
+    from pathlib import Path
+
+    from ..settings import ConfigError
+
+    path = Path("metrics-latest.png") if plot is True else Path(str(plot))
+    if path.is_dir():
+        raise ConfigError("--plot", str(plot), f"{path} is a directory: give a file, e.g. {path / 'metrics.png'}.")
+    if path.suffix.lower() != ".png":
+        raise ConfigError("--plot", str(plot), "the plot is a PNG: give a file name ending in .png.")
+    parent = path.parent
+    if not parent.is_dir():
+        raise ConfigError("--plot", str(plot), f"the directory {parent} does not exist: create it or pick another.")
+    if not os.access(parent, os.W_OK):
+        raise ConfigError("--plot", str(plot), f"the directory {parent} is not writable.")
+    return path
 
 
 ns = Collection("job", submit, list_, status, logs, stop, checkpoints, metrics)

@@ -39,12 +39,12 @@ def test_jobscript_holds_no_secret_reference_but_the_wandb_test(script):
 
 
 def test_jobscript_detaches_the_driver_in_its_own_session(script):
-    assert 'setsid nohup bash "$RUN/launch.sh" "$RUN" > /dev/null 2>&1 < /dev/null &' in script
+    assert 'setsid nohup python3 "$RUN/supervisor.py" "$RUN" > /dev/null 2>&1 < /dev/null &' in script
 
 
 def test_jobscript_runs_in_opt_nemo_rl_with_data_root_from_nrg_pod_root_only(script):
     assert 'ROOT="${NRG_POD_ROOT:-}"' in script and "cd \"$ROOT\"/opt/nemo-rl" in script
-    assert 'export HF_HOME="$ROOT"/data/hf-home' in script
+    assert 'export HF_HOME="$ROOT"/data/huggingface' in script
 
 
 def test_jobscript_is_valid_bash(script, tmp_path):
@@ -54,7 +54,7 @@ def test_jobscript_is_valid_bash(script, tmp_path):
 
 
 def test_jobscript_overrides_written_verbatim_in_a_quoted_heredoc(script):
-    start = "cat > \"$RUN/overrides\" <<'NRG_OVERRIDES_EOF'\n"
+    start = "cat > \"$RUN/overrides.new\" <<'NRG_OVERRIDES_EOF'\n"
     body = script.split(start, 1)[1].split("\nNRG_OVERRIDES_EOF\n")[0]
     assert body.splitlines() == list(submission().overrides)
 
@@ -71,27 +71,56 @@ def test_jobscript_wandb_left_to_the_pod_unless_the_job_chose():
 
 
 KEPT = ["PATH", "HF_TOKEN", "WANDB_API_KEY", "RAY_ADDRESS", "UV_PROJECT_ENVIRONMENT", "HF_HOME", "NCCL_NET",
-        "LD_LIBRARY_PATH", "VIRTUAL_ENV"]
+        "LD_LIBRARY_PATH", "VIRTUAL_ENV", "NEMO_RL_VENV_DIR", "NEMO_RL_COMMIT", "NEMO_RL_PY_EXECUTABLES_SYSTEM",
+        "NRL_CONTAINER"]
 DROPPED = ["KUBERNETES_SERVICE_HOST", "NEMO_RL_HEAD_SVC_PORT_8265_TCP", "RAY_HEAD_SVC_SERVICE_HOST",
-           "KUBERAY_GEN_RAY_START_CMD", "AWS_SECRET_ACCESS_KEY", "RAY_HEAD_PORT"]
+           "KUBERAY_GEN_RAY_START_CMD", "AWS_SECRET_ACCESS_KEY", "RAY_HEAD_PORT", "NEMO_RL_HEAD_SVC_SERVICE_HOST"]
 
 
-def _driver_env(names: list[str]) -> list[str]:
-    """The launcher's own filter, run by bash over these variables (a *_PORT holds a tcp:// URL)."""
-    launcher = jobscript.launcher()
-    loop = launcher[launcher.index("keep="):launcher.index("\ndone\n") + 6]
-    exports = "".join(f"export {n}={'tcp://10.0.0.1:1' if n.endswith('_PORT') else 'x'}\n" for n in names)
-    done = subprocess.run(["bash", "-c", exports + loop + "compgen -e\n"], capture_output=True, text=True,
-                          env={"PATH": "/usr/bin:/bin"})
-    assert done.returncode == 0, done.stderr
-    return sorted(set(done.stdout.split()) & set(names))
+def _driver_env(names: list[str], tmp_path, monkeypatch) -> list[str]:
+    """The supervisor's own filter (scripts/supervisor.py with the config job.submit writes)."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("nrg_supervisor", jobscript.SCRIPTS / "supervisor.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    (tmp_path / "supervisor.json").write_text(json.dumps(submission().supervisor_config()))
+    for name in list(__import__("os").environ):
+        monkeypatch.delenv(name)
+    for name in names:
+        monkeypatch.setenv(name, "tcp://10.0.0.1:1" if name.endswith("_PORT") else "x")
+    return sorted(module.Supervisor(tmp_path).environment())
 
 
-def test_jobscript_launcher_keeps_the_driver_environment_small():
-    assert _driver_env(KEPT + DROPPED) == sorted(KEPT)
+def test_jobscript_supervisor_keeps_the_driver_environment_small(tmp_path, monkeypatch):
+    assert _driver_env(KEPT + DROPPED, tmp_path, monkeypatch) == sorted(KEPT)
 
 
-@pytest.mark.parametrize("action", ["list", "status", "checkpoints", "log", "stop", "resolve"])
+def test_jobscript_gated_model_is_checked_in_the_pod_before_the_driver():
+    spec = jobspec.load("gemma3-gsm8k")
+    sub = jobscript.Submission("r", spec.name, spec.entry_point, spec.recipe,
+                               tuple(jobspec.final_overrides(spec, "r")), gated_model=spec.model_name)
+    script = jobscript.submit_script(sub)
+    check = script.index("uv run python \"$RUN/check_access.py\" google/gemma-3-27b-it")
+    assert check < script.index("setsid nohup python3") and "auth_check(repo)" in script
+    assert "check_access.py" not in jobscript.submit_script(submission())
+
+
+def test_jobscript_overrides_are_checked_with_nemo_rls_loader_before_the_driver(script):
+    check = script.index("uv run python \"$RUN/check_config.py\"")
+    assert check < script.index('mv "$RUN/overrides.new" "$RUN/overrides"') < script.index("setsid nohup")
+    assert "parse_hydra_overrides(config, overrides)" in script
+
+
+def test_jobscript_supervisor_config_has_the_restart_limit_and_the_gpus():
+    config = jobscript.Submission("r", "j", "e", "rc", tuple(jobspec.final_overrides(
+        jobspec.load("gemma3-gsm8k"), "r")), max_restarts=5).supervisor_config()
+    assert config["max_restarts"] == 5 and config["gpus_needed"] == 16
+    assert config["checkpoint_dir"] == "/data/runs/r/checkpoints"
+
+
+@pytest.mark.parametrize("action", ["list", "status", "checkpoints", "log", "stop", "resolve", "raylogs"])
 def test_jobscript_reader_scripts_are_valid_bash(action, tmp_path):
     path = tmp_path / "r.sh"
     path.write_text(jobscript.reader_script(action, "run-1"))

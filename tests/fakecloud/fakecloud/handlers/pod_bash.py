@@ -6,7 +6,14 @@ checkout at opt/nemo-rl, a GSM8K-shaped sample at opt/gsm8k-sample). The script 
 container would: NRG_POD_ROOT (the only difference from a real pod; empty there), PATH with the stand-in
 `uv` first, PYTHONPATH with the stand-in `datasets`, the container's `env`, the Secret named by `envFrom`
 (or, for pods made by the fake helm, our chart's Secret) as variables, and Kubernetes service links. Test
-knobs NRG_STANDIN_* pass through from the caller.
+knobs NRG_STANDIN_* and NRG_SUPERVISOR_* pass through from the caller, and the fake cloud's own knobs reach
+the stand-ins under NRG_STANDIN_ names (the driver keeps NRG_* in its small environment):
+FAKECLOUD_PREEMPT_AT_STEP=N (a Spot node lost at step N, once per run; FAKECLOUD_PREEMPT_TIMES=K for K
+times), FAKECLOUD_JOB_ERROR_AT_STEP=N (a Python error of the job's own at step N, every attempt),
+FAKECLOUD_WORKER_RETURN_SECONDS (how long KubeRay takes to bring the worker back, default 2) and
+FAKECLOUD_HF_NO_ACCESS=repo[,repo] (gated models the token may not download). The pod's identity (state
+directory, context, namespace, Ray cluster) is written to var/fakecloud/pod.json in the pod root, where the
+stand-ins for `ray` and the NeMo RL driver find the fake cloud.
 
 Like a real exec session, the script's processes die with the client (same process group; SIGTERM and
 SIGHUP to the fake kubectl are forwarded); only what the script detaches itself (setsid) survives.
@@ -15,6 +22,7 @@ SIGHUP to the fake kubectl are forwarded); only what the script detaches itself 
 from __future__ import annotations
 
 import base64
+import json
 import os
 import shutil
 import signal
@@ -78,8 +86,22 @@ def pod_env(ctx: Ctx, pod: dict[str, Any], container: str, root: Path) -> dict[s
     for item in spec.get("env", []) or []:
         if "value" in item:
             env[item["name"]] = str(item["value"])
-    env.update({k: v for k, v in os.environ.items() if k.startswith("NRG_STANDIN_")})
+    env.update({k: v for k, v in os.environ.items() if k.startswith(("NRG_STANDIN_", "NRG_SUPERVISOR_"))})
+    for knob in ("PREEMPT_AT_STEP", "PREEMPT_TIMES", "JOB_ERROR_AT_STEP", "WORKER_RETURN_SECONDS", "HF_NO_ACCESS"):
+        if os.environ.get(f"FAKECLOUD_{knob}"):
+            env[f"NRG_STANDIN_{knob}"] = os.environ[f"FAKECLOUD_{knob}"]
     return env
+
+
+def write_identity(ctx: Ctx, pod: dict[str, Any], root: Path) -> None:
+    identity = {"state": str(ctx.state.root), "context": str(ctx.flag("--context")),
+                "namespace": pod["metadata"].get("namespace", "default"),
+                "cluster": (pod["metadata"].get("labels") or {}).get("ray.io/cluster", "")}
+    path = root / "var" / "fakecloud" / "pod.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".pod.{os.getpid()}.json")
+    tmp.write_text(json.dumps(identity))
+    os.replace(tmp, path)
 
 
 @pod_command("bash")
@@ -90,6 +112,7 @@ def bash(ctx: Ctx, pod: dict[str, Any], container: str, argv: list[str]) -> int:
     script = ctx.stdin() if ctx.flag("--stdin") else ""
     sys.stdout.flush()
     env = pod_env(ctx, pod, container, root)
+    write_identity(ctx, pod, root)
     child = subprocess.Popen(["bash", *argv[1:]], stdin=subprocess.PIPE, env=env, cwd=root / "root")
 
     def forward(signum: int, _frame: Any) -> None:

@@ -6,6 +6,9 @@ Realism that our wait loop and GPU check must cope with:
   FAKECLOUD_GPU_NODES); the rest stay Pending with the scheduler's message, as on GKE.
 - A missing Secret or PersistentVolumeClaim keeps the pods from starting, with Kubernetes' own reasons.
 - Ray in the head reports the GPUs of the Ready workers (a pod's private '_ray_gpus' overrides its count).
+- preempt_worker(): GKE takes a Spot node back. The worker pod is gone at once (its Ray logs stay on /data, as
+  the chart's log shipping leaves them) and KubeRay's replacement, with a new name, is Ready after a delay.
+  The NeMo RL stand-in calls it for FAKECLOUD_PREEMPT_AT_STEP.
 """
 
 from __future__ import annotations
@@ -202,6 +205,65 @@ def _ready(pod: dict[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
+def ready_worker_gpus(state: Any, context: str, namespace: str, cluster: str) -> tuple[int, int]:
+    """(GPUs, Ready workers) of a Ray cluster: what `ray.cluster_resources()` in its head would answer."""
+    workers = [
+        o
+        for o in state.list(f"k8s:{context}")
+        if o.get("kind") == "Pod"
+        and o["metadata"].get("namespace") == namespace
+        and (o["metadata"].get("labels") or {}).get("ray.io/cluster") == cluster
+        and (o["metadata"].get("labels") or {}).get("ray.io/node-type") == "worker"
+        and _ready(o)
+    ]
+    gpus = sum(
+        int(o.get("_ray_gpus", o["spec"]["containers"][0]["resources"]["limits"].get(GPU, 0)))
+        for o in workers
+    )
+    return gpus, len(workers)
+
+
+WORKER_ERROR_LOG = """\
+[2026-01-01 00:00:00,000 E 412 412] (raylet) node_manager.cc: The raylet on {pod} is exiting: the node is \
+being preempted (received SIGTERM).
+"""
+
+
+def preempt_worker(state: Any, context: str, namespace: str, cluster: str, *, return_in: float,
+                   pod_root: Any = None) -> str | None:
+    """A Spot node taken back: one Ready worker pod vanishes; its replacement is Ready after return_in s."""
+    skind = f"k8s:{context}"
+    with state.locked():
+        workers = [
+            o
+            for o in state.list(skind)
+            if o.get("kind") == "Pod"
+            and o["metadata"].get("namespace") == namespace
+            and (o["metadata"].get("labels") or {}).get("ray.io/cluster") == cluster
+            and (o["metadata"].get("labels") or {}).get("ray.io/node-type") == "worker"
+            and _ready(o)
+        ]
+        if not workers:
+            return None
+        gone = sorted(workers, key=lambda o: o["metadata"]["name"])[-1]
+        name = gone["metadata"]["name"]
+        state.delete(skind, key_of("Pod", namespace, name))
+        replacement = json.loads(json.dumps(gone))
+        base = name.rsplit("-", 1)[0] if name.count("-") > 1 else name
+        new_name = f"{base}-{_suffix(name, time.time())}"
+        replacement["metadata"]["name"] = new_name
+        replacement["_ready_at"] = time.time() + return_in
+        replacement.pop("status", None)
+        replacement.pop("_never_ready", None)
+        state.put(skind, key_of("Pod", namespace, new_name), replacement)
+    if pod_root is not None:
+        # What the chart's log shipping leaves on /data when the pod gets its SIGTERM (see the chart's helpers).
+        logs = pod_root / "data" / "ray-logs" / name
+        logs.mkdir(parents=True, exist_ok=True)
+        (logs / "raylet.err").write_text(WORKER_ERROR_LOG.format(pod=name))
+    return name
+
+
 @pod_command("python")
 def python(ctx: Ctx, pod: dict[str, Any], container: str, argv: list[str]) -> int:
     """Our GPU query (`python -c '...ray.cluster_resources()...'`): what Ray in the head would answer."""
@@ -211,20 +273,7 @@ def python(ctx: Ctx, pod: dict[str, Any], container: str, argv: list[str]) -> in
     labels = pod["metadata"].get("labels", {})
     if labels.get("ray.io/node-type") != "head":
         raise Fail(1, "ConnectionError: could not find any running Ray instance (not the head pod)")
-    skind = f"k8s:{ctx.flag('--context')}"
-    namespace = pod["metadata"]["namespace"]
-    workers = [
-        o
-        for o in ctx.state.list(skind)
-        if o.get("kind") == "Pod"
-        and o["metadata"].get("namespace") == namespace
-        and (o["metadata"].get("labels") or {}).get("ray.io/cluster") == labels.get("ray.io/cluster")
-        and (o["metadata"].get("labels") or {}).get("ray.io/node-type") == "worker"
-        and _ready(o)
-    ]
-    gpus = sum(
-        int(o.get("_ray_gpus", o["spec"]["containers"][0]["resources"]["limits"].get(GPU, 0)))
-        for o in workers
-    )
-    ctx.out(json.dumps({"gpus": float(gpus), "nodes": 1 + len(workers)}))
+    gpus, workers = ready_worker_gpus(ctx.state, str(ctx.flag("--context")), pod["metadata"]["namespace"],
+                                      str(labels.get("ray.io/cluster")))
+    ctx.out(json.dumps({"gpus": float(gpus), "nodes": 1 + workers}))
     return 0
