@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from .commands import lustre
@@ -21,6 +22,13 @@ from .runner import Runner, ToolError
 from .settings import ConfigError, Settings
 
 EQUIVALENT_NOTE = "# google-cloud-storage client call; the equivalent gcloud command:"
+PUBLIC_ENDPOINT = "https://storage.googleapis.com"
+# Bounded: an endpoint that does not answer fails in seconds, naming it (the library's default is 120 s of
+# retries ending in a RetryError). Each call: connect and read timeouts, retries for DEADLINE_SECONDS in all.
+DEADLINE_SECONDS = 8.0
+CALL_TIMEOUT = (3.05, 60.0)
+CONNECT_SECONDS = 3.0
+_reachable: set[str] = set()
 
 
 class StorageError(ToolError):
@@ -30,9 +38,73 @@ class StorageError(ToolError):
         super().__init__(message, 1)
 
 
+def endpoint() -> str:
+    return os.environ.get("STORAGE_EMULATOR_HOST") or PUBLIC_ENDPOINT
+
+
+def unreachable_endpoint(detail: str) -> StorageError:
+    return StorageError(f"Cloud Storage at {endpoint()} did not answer ({detail}). Check this machine's network "
+                        f"(or STORAGE_EMULATOR_HOST, if set) and run the task again.")
+
+
+def _probe(url: str) -> None:
+    """One TCP connect to the endpoint, once per process: an unreachable one fails here in seconds."""
+    import socket
+    from urllib.parse import urlsplit
+
+    if url in _reachable:
+        return
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname or "", port), timeout=CONNECT_SECONDS):
+            pass
+    except (OSError, ValueError) as exc:
+        raise unreachable_endpoint(f"no connection within {CONNECT_SECONDS:.0f} s: "
+                                   f"{exc.strerror or exc.__class__.__name__ if isinstance(exc, OSError) else exc}"
+                                   ) from None
+    _reachable.add(url)
+
+
+def retry() -> Any:
+    from google.cloud.storage.retry import DEFAULT_RETRY
+
+    return DEFAULT_RETRY.with_timeout(DEADLINE_SECONDS)
+
+
+@contextmanager
+def calling(what: str):
+    """Turn a call that ran out of retries, or never connected, into one StorageError naming the endpoint."""
+    import requests
+    from google.api_core import exceptions
+
+    try:
+        yield
+    except exceptions.RetryError as exc:
+        cause = exc.cause if exc.cause is not None else exc
+        raise unreachable_endpoint(f"{what}: gave up after {DEADLINE_SECONDS:.0f} s: "
+                                   f"{str(cause).splitlines()[0][:200] if str(cause) else type(cause).__name__}"
+                                   ) from None
+    except requests.exceptions.RequestException as exc:
+        raise unreachable_endpoint(f"{what}: {type(exc).__name__}") from None
+
+
+def bounded(function: Any) -> Any:
+    """Decorate a public function of this module: see `calling`."""
+    import functools
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with calling(function.__name__.replace("_", " ")):
+            return function(*args, **kwargs)
+
+    return wrapper
+
+
 def client(s: Settings) -> Any:
     from google.cloud import storage
 
+    _probe(endpoint())
     if os.environ.get("STORAGE_EMULATOR_HOST"):
         from google.auth.credentials import AnonymousCredentials
 
@@ -72,12 +144,13 @@ def new_bucket(gcs: Any, s: Settings) -> Any:
     return bucket
 
 
+@bounded
 def get_bucket(gcs: Any, s: Settings, project_number: str | None = None) -> Any | None:
     """Our bucket, or None if there is none. Raises ConfigError if it exists and is another project's."""
     from google.api_core import exceptions
 
     try:
-        bucket = gcs.get_bucket(s.bucket)
+        bucket = gcs.get_bucket(s.bucket, timeout=CALL_TIMEOUT, retry=retry())
     except exceptions.NotFound:
         return None
     except exceptions.Forbidden as exc:
@@ -90,12 +163,14 @@ def get_bucket(gcs: Any, s: Settings, project_number: str | None = None) -> Any 
     return bucket
 
 
+@bounded
 def bucket_exists(r: Runner, s: Settings, project_number: str | None = None) -> bool:
     if r.dry:
         return False
     return get_bucket(client(s), s, project_number) is not None
 
 
+@bounded
 def create_bucket(r: Runner, s: Settings, project_number: str | None = None) -> str | None:
     """Create the bucket; "exists" if it appeared meanwhile and is ours; ConfigError if another's."""
     from google.api_core import exceptions
@@ -105,7 +180,8 @@ def create_bucket(r: Runner, s: Settings, project_number: str | None = None) -> 
         return None
     gcs = client(s)
     try:
-        gcs.create_bucket(new_bucket(gcs, s), project=s.PROJECT_ID, location=s.region)
+        gcs.create_bucket(new_bucket(gcs, s), project=s.PROJECT_ID, location=s.region,
+                          timeout=CALL_TIMEOUT, retry=retry())
     except exceptions.Conflict:
         # The name is taken: by us (a race, or a create that timed out) or by another project.
         if get_bucket(gcs, s, project_number) is None:
@@ -118,6 +194,7 @@ def create_bucket(r: Runner, s: Settings, project_number: str | None = None) -> 
     return None
 
 
+@bounded
 def delete_bucket(r: Runner, s: Settings) -> str | None:
     """Delete every object, then the bucket."""
     from google.api_core import exceptions
@@ -128,9 +205,9 @@ def delete_bucket(r: Runner, s: Settings) -> str | None:
     gcs = client(s)
     try:
         bucket = gcs.bucket(s.bucket)
-        for blob in gcs.list_blobs(s.bucket):
-            blob.delete()
-        bucket.delete()
+        for blob in gcs.list_blobs(s.bucket, timeout=CALL_TIMEOUT, retry=retry()):
+            blob.delete(timeout=CALL_TIMEOUT, retry=retry())
+        bucket.delete(timeout=CALL_TIMEOUT, retry=retry())
     except exceptions.NotFound:
         return "absent"
     except exceptions.GoogleAPICallError as exc:
@@ -138,6 +215,7 @@ def delete_bucket(r: Runner, s: Settings) -> str | None:
     return None
 
 
+@bounded
 def summary(s: Settings) -> dict[str, Any] | None:
     """location, object count and bytes held, or None without a bucket (for status)."""
     gcs = client(s)
@@ -145,27 +223,36 @@ def summary(s: Settings) -> dict[str, Any] | None:
     if bucket is None:
         return None
     count = size = 0
-    for blob in gcs.list_blobs(s.bucket):
+    for blob in gcs.list_blobs(s.bucket, timeout=CALL_TIMEOUT, retry=retry()):
         count += 1
         size += int(blob.size or 0)
     return {"location": bucket.location or "", "objects": count, "bytes": size}
 
 
+@bounded
 def list_prefix(s: Settings, prefix: str) -> list[tuple[str, int]]:
     """(object name, size) under prefix, in name order."""
     from google.api_core import exceptions
 
     try:
-        return sorted((b.name, int(b.size or 0)) for b in client(s).list_blobs(s.bucket, prefix=prefix))
+        return sorted((b.name, int(b.size or 0)) for b in client(s).list_blobs(s.bucket, prefix=prefix,
+                                                                                timeout=CALL_TIMEOUT, retry=retry()))
     except exceptions.NotFound:
         return []
     except exceptions.GoogleAPICallError as exc:
         raise _api_error(f"listing gs://{s.bucket}/{prefix}", exc) from None
 
 
+@bounded
+def list_buckets(s: Settings) -> list[dict[str, Any]]:
+    """Every bucket of the project: name and labels (for the leftover scan)."""
+    return [{"name": b.name, "labels": dict(b.labels or {})}
+            for b in client(s).list_buckets(timeout=CALL_TIMEOUT, retry=retry())]
+
+
 # ---- the Workload Identity binding -------------------------------------------------------------------------
 def _policy(bucket: Any) -> Any:
-    return bucket.get_iam_policy(requested_policy_version=3)
+    return bucket.get_iam_policy(requested_policy_version=3, timeout=CALL_TIMEOUT, retry=retry())
 
 
 def has_binding(bucket: Any, member: str, role: str = lustre.OBJECT_USER_ROLE) -> bool:
@@ -183,7 +270,7 @@ def add_binding(bucket: Any, member: str, role: str = lustre.OBJECT_USER_ROLE) -
             break
     else:
         policy.bindings.append({"role": role, "members": {member}})
-    bucket.set_iam_policy(policy)
+    bucket.set_iam_policy(policy, timeout=CALL_TIMEOUT)
     return True
 
 
@@ -198,10 +285,11 @@ def remove_binding(bucket: Any, member: str, role: str = lustre.OBJECT_USER_ROLE
             if not binding["members"]:
                 policy.bindings.remove(binding)
     if changed:
-        bucket.set_iam_policy(policy)
+        bucket.set_iam_policy(policy, timeout=CALL_TIMEOUT)
     return changed
 
 
+@bounded
 def binding_exists(r: Runner, s: Settings, project_number: str) -> bool:
     if r.dry:
         return False
@@ -209,6 +297,7 @@ def binding_exists(r: Runner, s: Settings, project_number: str) -> bool:
     return bucket is not None and has_binding(bucket, lustre.workload_principal(s, project_number))
 
 
+@bounded
 def ensure_binding(r: Runner, s: Settings, project_number: str) -> str | None:
     from google.api_core import exceptions
 
@@ -222,6 +311,7 @@ def ensure_binding(r: Runner, s: Settings, project_number: str) -> str | None:
     return None if added else "exists"
 
 
+@bounded
 def drop_binding(r: Runner, s: Settings, project_number: str) -> str | None:
     from google.api_core import exceptions
 
@@ -238,33 +328,38 @@ def drop_binding(r: Runner, s: Settings, project_number: str) -> str | None:
 
 
 # ---- export records ----------------------------------------------------------------------------------------
+@bounded
 def generations(s: Settings, prefix: str) -> dict[str, int]:
     """object name -> generation under prefix: an export that rewrites an object gives it a new generation."""
     from google.api_core import exceptions
 
     try:
-        return {b.name: int(b.generation or 0) for b in client(s).list_blobs(s.bucket, prefix=prefix)}
+        return {b.name: int(b.generation or 0) for b in client(s).list_blobs(s.bucket, prefix=prefix,
+                                                                                   timeout=CALL_TIMEOUT, retry=retry())}
     except exceptions.NotFound:
         return {}
     except exceptions.GoogleAPICallError as exc:
         raise _api_error(f"listing gs://{s.bucket}/{prefix}", exc) from None
 
 
+@bounded
 def write_export_record(s: Settings, record_json: str) -> None:
     from google.api_core import exceptions
 
     try:
         client(s).bucket(s.bucket).blob(lustre.EXPORT_MARKER).upload_from_string(
-            record_json, content_type="application/json")
+            record_json, content_type="application/json", timeout=CALL_TIMEOUT, retry=retry())
     except exceptions.GoogleAPICallError as exc:
         raise _api_error(f"writing gs://{s.bucket}/{lustre.EXPORT_MARKER}", exc) from None
 
 
+@bounded
 def read_export_record(s: Settings) -> str | None:
     from google.api_core import exceptions
 
     try:
-        return client(s).bucket(s.bucket).blob(lustre.EXPORT_MARKER).download_as_text()
+        return client(s).bucket(s.bucket).blob(lustre.EXPORT_MARKER).download_as_text(timeout=CALL_TIMEOUT,
+                                                                                         retry=retry())
     except exceptions.NotFound:
         return None
     except UnicodeDecodeError:

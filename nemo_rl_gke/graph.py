@@ -58,6 +58,11 @@ class Step:
     parent: str = ""  # the step whose deletion removes this one too (the cluster, for in-cluster objects)
     consent: str = ""  # the Consent flag destroy needs to delete it ("" with holds_data: "delete_data")
     guard: Guard | None = None  # checked before any delete of a teardown that would delete this step
+    present: Check | None = None  # exists in any state (a Lustre instance still CREATING); default: exists
+
+    def is_present(self, runner: Runner) -> bool:
+        """There is something to delete or keep (`exists` may mean "ready": what `apply` skips)."""
+        return (self.present or self.exists)(runner)
 
     @property
     def layer(self) -> str:
@@ -254,8 +259,8 @@ def destroy(runner: Runner, steps: Sequence[Step], *, delete_data: bool = False,
     are reported "kept" only if they exist ("absent" otherwise). Before anything is deleted, every guard of
     a step that would be deleted runs (the Lustre export check): one refusal and nothing is deleted.
 
-    consent: the teardown's flags (default: `delete_data` alone, no one to ask). known: existence answers
-    the caller already has (a step known absent is not asked again)."""
+    consent: the teardown's flags (default: `delete_data` alone, no one to ask). known: `Step.is_present`
+    answers the caller already has (a step known absent is not asked again)."""
     consent = consent if consent is not None else Consent(delete_data=delete_data)
     order(steps)
     present = {s.name: s for s in steps}
@@ -282,7 +287,7 @@ def destroy(runner: Runner, steps: Sequence[Step], *, delete_data: bool = False,
 
     def exists(step: Step) -> bool:
         answer = None if known is None else known.get(step.name)
-        return step.exists(runner) if answer is None else answer
+        return step.is_present(runner) if answer is None else answer
 
     def work(step: Step) -> str:
         if step.name in kept:

@@ -323,10 +323,18 @@ def secret(s: Settings) -> dict[str, Any]:
 
 
 def secret_matches(s: Settings, get_json: str) -> bool:
-    """The Secret in the cluster holds exactly our values (`data` is base64; a fake may keep stringData)."""
-    body = json.loads(get_json or "{}")
-    found = {k: base64.b64decode(v).decode() for k, v in (body.get("data") or {}).items()}
-    found.update(body.get("stringData") or {})
+    """The Secret in the cluster holds exactly our values (`data` is base64; a fake may keep stringData).
+
+    A Secret in a bad state (a value that is not base64 or not UTF-8, a body that is not JSON) does not match:
+    `storage.create` then replaces it, instead of failing on every re-run."""
+    import binascii
+
+    try:
+        body = json.loads(get_json or "{}")
+        found = {k: base64.b64decode(v, validate=True).decode() for k, v in (body.get("data") or {}).items()}
+        found.update(body.get("stringData") or {})
+    except (ValueError, TypeError, AttributeError, binascii.Error):  # UnicodeDecodeError is a ValueError
+        return False
     return found == secret_values(s)
 
 

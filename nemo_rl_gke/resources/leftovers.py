@@ -121,7 +121,7 @@ def _buckets(s: Settings) -> list[dict[str, Any]] | None:
         from .. import gcs
     except ImportError:
         return None
-    return [{"name": b.name, "labels": dict(b.labels or {})} for b in gcs.client(s).list_buckets()]
+    return gcs.list_buckets(s)
 
 
 def _tokens(title: str) -> set[str]:

@@ -91,8 +91,14 @@ def _apply_secret(s: Settings):
 
 # ---- the peering -----------------------------------------------------------------------------------------
 def existing_peering_ranges(r: Runner, s: Settings) -> list[str] | None:
-    result = r.query(lustre.peering_list(s), ok_codes=(0,))
-    return None if result is None else lustre.peering_ranges(result.stdout)
+    """Our network's Service Networking ranges; None without a peering, or without the network itself (after a
+    complete `down`, `vpc-peerings list --network=…` says the network is not found: then there is no peering)."""
+    result = r.query(lustre.peering_list(s), ok_codes=range(256))
+    if result is None or result.not_found:
+        return None
+    if not result.ok:
+        raise r.failure(result)
+    return lustre.peering_ranges(result.stdout)
 
 
 def _peering_exists(s: Settings):
@@ -147,6 +153,14 @@ def lustre_state(r: Runner, s: Settings) -> dict[str, Any] | None:
     if result.not_found:
         return None
     raise r.failure(result)
+
+
+def _lustre_present(s: Settings):
+    def present(r: Runner) -> bool:
+        # Any state: a CREATING instance already bills, holds the network, and must be deleted or kept.
+        return lustre_state(r, s) is not None
+
+    return present
 
 
 def _lustre_ready(s: Settings):
@@ -247,8 +261,8 @@ def steps(s: Settings) -> list[Step]:
              _peering_create(s), _peering_delete(s), deps=(RANGE,), create_seconds=90, delete_seconds=60),
         Step(LUSTRE, f"Lustre instance {s.LUSTRE_NAME} ({s.LUSTRE_CAPACITY_GIB} GiB, {s.lustre_zone})",
              _lustre_ready(s), _lustre_create(s), deleter(lustre.lustre_delete(s)), deps=(PEERING,),
-             holds_data=True, consent="delete_data", guard=_lustre_guard(s), create_seconds=900,
-             delete_seconds=480),
+             holds_data=True, consent="delete_data", guard=_lustre_guard(s), present=_lustre_present(s),
+             create_seconds=900, delete_seconds=480),
         Step(PV, f"PersistentVolume {names.LUSTRE_PV}",
              check(kubectl.get(s, "persistentvolume", names.LUSTRE_PV)),
              _apply_pv(s), deleter(kubectl.delete(s, "persistentvolume", names.LUSTRE_PV)),

@@ -41,16 +41,17 @@ def describe(s: Any) -> str:
             f"{s.GPU_NODES} × {s.gpu.machine_type} ({s.gpu.short}, {capacity}) in {s.zone}")
 
 
-def present_map(r: Any, steps: list[Any]) -> dict[str, bool | None]:
+def present_map(r: Any, steps: list[Any], *, any_state: bool = False) -> dict[str, bool | None]:
     """step name -> exists, asked in parallel (read-only); `always` steps count as absent.
 
     None: the check could not tell (a peering cannot be listed before its network exists); `up` then
-    lets the graph ask again when the step's turn comes."""
+    lets the graph ask again when the step's turn comes. any_state: present in any state (teardowns: a
+    Lustre instance still CREATING is there to delete or keep), not only ready."""
     from ..runner import ToolError
 
     def ask(step: Any) -> bool | None:
         try:
-            return bool(step.exists(r))
+            return bool(step.is_present(r) if any_state else step.exists(r))
         except ToolError:
             return None
 
@@ -183,7 +184,7 @@ def tear_down(c: Any, s: Any, steps: list[Any], *, delete_data: bool, yes: bool,
         context.confirm(c, question, yes=False)  # no terminal and no --yes: exit 2 before any external call
     failure = None
     with state_lock(s, what):
-        present = present_map(r, steps)
+        present = present_map(r, steps, any_state=True)
         keep = graph.kept_steps(steps, given)
         going = [step.title for step in steps if step.delete is not None and step.name not in keep
                  and present.get(step.name) is not False and not step.always]

@@ -173,7 +173,8 @@ def test_storage_delete_without_delete_data_keeps_lustre_and_bucket(made):
 def test_storage_delete_without_delete_data_says_why_lustre_stays(made):
     cloud = made
     done = cloud.invoke("storage.delete", "--yes")
-    assert "kept Lustre instance nemo-lustre" in done.stderr and "--delete-data" in done.stderr
+    (kept,) = [line for line in done.stderr.splitlines() if line.startswith("kept ")]
+    assert "Lustre instance nemo-lustre" in kept and "--delete-data" in kept
 
 
 def test_storage_delete_without_delete_data_removes_pv_and_pvc(made):
@@ -191,14 +192,39 @@ def test_storage_delete_data_without_export_refuses_and_lists_the_loss(made):
     assert LUSTRE_KEY in cloud.resources()["lustre"]
 
 
-def test_storage_delete_data_after_export_removes_everything(made):
+def _plant_run(fake: FakeCloud, run: str = "r1") -> None:
+    step = fake.state_dir / "lustre" / "nemo-lustre" / "runs" / run / "step_10"
+    step.mkdir(parents=True)
+    (step / "model.pt").write_bytes(b"w" * 100)
+    (step.parent / "exit_code").write_text("0\n")
+
+
+def test_storage_delete_data_after_export_removes_lustre_and_keeps_the_bucket(made):
     cloud = made
+    _plant_run(cloud)
     assert cloud.invoke("storage.export").code == 0
     done = cloud.invoke("storage.delete", "--delete-data", "--yes")
     assert done.code == 0, done.output
     left = {kind: items for kind, items in cloud.resources().items()
             if kind in ("lustre", "peering", "address")}
-    assert (left, bucket(cloud)) == ({}, None)
+    assert (left, bucket(cloud).name) == ({}, f"nemo-rl-{PROJECT}")
+    assert bucket(cloud).get_blob("runs/r1/step_10/model.pt").size == 100
+
+
+def test_storage_delete_bucket_deletes_it_after_naming_its_size(made):
+    cloud = made
+    _plant_run(cloud)
+    assert cloud.invoke("storage.export").code == 0
+    done = cloud.invoke("storage.delete", "--delete-data", "--delete-bucket", "--yes")
+    assert done.code == 0, done.output
+    assert bucket(cloud) is None and f"gs://nemo-rl-{PROJECT} holds 3 objects" in done.stderr
+
+
+def test_storage_delete_data_export_of_nothing_without_a_head_pod_refuses(made):
+    cloud = made
+    assert cloud.invoke("storage.export").code == 0
+    done = cloud.invoke("storage.delete", "--delete-data", "--yes")
+    assert done.code == 1 and "copied nothing" in done.stderr and LUSTRE_KEY in cloud.resources()["lustre"]
 
 
 def test_storage_delete_data_keeps_another_services_peering_range(cloud):
@@ -208,6 +234,7 @@ def test_storage_delete_data_keeps_another_services_peering_range(cloud):
                   f"--project={PROJECT}"]):
         assert gcloud(cloud, *argv).returncode == 0
     created(cloud)
+    _plant_run(cloud)
     cloud.invoke("storage.export")
     assert cloud.invoke("storage.delete", "--delete-data", "--yes").code == 0
     (peering,) = cloud.resources()["peering"].values()
@@ -256,3 +283,31 @@ def test_storage_secret_values_appear_in_no_argv_output_or_file(cloud):
              and p.name != ".env"]
     haystack = argvs + "".join(o.output for o in outputs) + "".join(files)
     assert TEST_HF_TOKEN not in haystack and TEST_WANDB_KEY not in haystack
+
+
+def test_storage_create_replaces_a_secret_whose_value_is_not_utf8(made):
+    import base64
+
+    cloud = made
+    value = base64.b64encode(b"\xff\xfe").decode()
+    bad = ("apiVersion: v1\nkind: Secret\nmetadata: {name: nemo-rl-secrets, namespace: default}\n"
+           f"data: {{HF_TOKEN: {value}}}\n")
+    subprocess.run([str(FAKE_BIN / "kubectl"), f"--context={CONTEXT[4:]}", "apply", "--filename=-"], input=bad,
+                   env=cloud.process_env(), text=True, check=True, capture_output=True)
+    done = cloud.invoke("storage.create")
+    assert (done.code, "Traceback" in done.output) == (0, False), done.output
+    again = cloud.invoke("storage.create")
+    assert again.code == 0 and k8s(cloud, "Secret/default/nemo-rl-secrets")["stringData"]["HF_TOKEN"] == TEST_HF_TOKEN
+
+
+def test_storage_status_with_an_unreachable_endpoint_names_it_fast(made):
+    import socket
+    import time
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    started = time.monotonic()
+    done = made.invoke("storage.status", STORAGE_EMULATOR_HOST=f"http://127.0.0.1:{port}")
+    assert (done.code, "Traceback" in done.output, time.monotonic() - started < 30) == (1, False, True), done.output
+    assert f"Cloud Storage at http://127.0.0.1:{port} did not answer" in done.stderr

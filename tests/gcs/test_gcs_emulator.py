@@ -132,8 +132,19 @@ def test_gcs_export_record_round_trip_is_fresh(gcs_emulator):
     s = make_settings()
     gcs.create_bucket(runner(), s, NUMBER)
     now = datetime.now(UTC)
-    gcs.write_export_record(s, lustre.RUNS_PATH, f"gs://{s.bucket}/runs/", now)
+    gcs.write_export_record(s, lustre.export_record(s, lustre.RUNS_PATH, f"gs://{s.bucket}/runs/", now, copied=2))
     assert lustre.export_is_fresh(gcs.read_export_record(s), now + timedelta(hours=1))
+
+
+def test_gcs_generations_change_when_an_object_is_rewritten(gcs_emulator):
+    s = make_settings()
+    gcs.create_bucket(runner(), s, NUMBER)
+    blob = gcs.client(s).bucket(s.bucket).blob("runs/a/x")
+    blob.upload_from_string("1")
+    before = gcs.generations(s, "runs/")
+    blob.upload_from_string("2")
+    after = gcs.generations(s, "runs/")
+    assert set(before) == set(after) == {"runs/a/x"} and before["runs/a/x"] != after["runs/a/x"]
 
 
 def test_gcs_read_export_record_without_one_is_none(gcs_emulator):

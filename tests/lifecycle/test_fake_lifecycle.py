@@ -23,9 +23,9 @@ def test_up_twice_second_run_makes_no_mutating_call(cloud):
     assert [" ".join([c["tool"], *c["argv"]]) for c in cloud.mutating_calls(since=before)] == []
 
 
-def test_up_then_down_delete_data_leaves_no_resource(cloud):
+def test_up_then_down_delete_data_and_bucket_leaves_no_resource(cloud):
     _up(cloud)
-    done = cloud.invoke("down", "--yes", "--delete-data")
+    done = cloud.invoke("down", "--yes", "--delete-data", "--delete-bucket")
     assert done.code == 0, done.output[-3000:]
     assert (cloud.resources(), buckets(cloud)) == ({}, [])
 

@@ -178,7 +178,7 @@ def test_storage_steps_in_cluster_objects_go_with_the_cluster():
 
 
 class _ForbiddenClient:
-    def get_bucket(self, name):
+    def get_bucket(self, name, **options):
         from google.api_core import exceptions
 
         raise exceptions.Forbidden("caller does not have storage.buckets.get access")
@@ -194,3 +194,15 @@ def test_gcs_forbidden_bucket_message_says_how_to_fix():
     with pytest.raises(ConfigError) as error:
         gcs.get_bucket(_ForbiddenClient(), make_settings(GS_BUCKET="someone-elses"))
     assert "pick another GS_BUCKET" in str(error.value)
+
+
+def test_secret_with_a_value_that_is_not_utf8_does_not_match():
+    import base64
+    import json
+
+    body = json.dumps({"data": {"HF_TOKEN": base64.b64encode(b"\xff\xfe").decode(), "WANDB_API_KEY": ""}})
+    assert lustre.secret_matches(make_settings(), body) is False
+
+
+def test_secret_with_a_value_that_is_not_base64_does_not_match():
+    assert lustre.secret_matches(make_settings(), '{"data": {"HF_TOKEN": "%%%"}}') is False

@@ -1,0 +1,78 @@
+"""Re-runs finish and reports stay true, through the real `invoke` on the fake cloud with the GCS emulator:
+a second teardown after a complete one exits 0; a Lustre instance still CREATING is kept (and reported) or
+deleted like a ready one; an unreachable Cloud Storage endpoint fails in seconds, named, without a traceback."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+
+import pytest
+
+from support.fake import FAKE_BIN, FakeCloud, read_env_example
+
+PROJECT = read_env_example()["PROJECT_ID"]
+
+
+def _up(cloud: FakeCloud) -> None:
+    done = cloud.invoke("up", "--yes")
+    assert done.code == 0, done.output[-3000:]
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("task", [("down",), ("clean.storage",), ("storage.delete",)])
+def test_data_second_teardown_with_delete_data_after_a_complete_one_exits_0(cloud, task):
+    _up(cloud)
+    first = cloud.invoke("down", "--yes", "--delete-data", "--delete-bucket")
+    assert first.code == 0, first.output[-3000:]
+    again = cloud.invoke(*task, "--yes", "--delete-data", "--delete-bucket")
+    assert again.code == 0, again.output[-3000:]
+    assert "Traceback" not in again.output and "kept" not in again.stderr
+
+
+def _lustre_creating(cloud: FakeCloud) -> None:
+    """Replace the instance by one that stays CREATING (as an interrupted `up` leaves it)."""
+    gcloud = [str(FAKE_BIN / "gcloud"), "lustre", "instances"]
+    where = ["nemo-lustre", "--location=us-central1-b", f"--project={PROJECT}"]
+    env = cloud.process_env()
+    subprocess.run([*gcloud, "delete", *where, "--quiet"], env=env, check=True, capture_output=True)
+    subprocess.run([*gcloud, "create", *where, "--capacity-gib=18000", "--per-unit-storage-throughput=500",
+                    "--filesystem=lustrefs", f"--network=projects/{PROJECT}/global/networks/default", "--async"],
+                   env={**env, "FAKECLOUD_TIME_SCALE": "1"}, check=True, capture_output=True)
+
+
+def test_data_down_keeps_a_creating_lustre_instance_and_says_so(cloud):
+    _up(cloud)
+    _lustre_creating(cloud)
+    done = cloud.invoke("down", "--yes")
+    assert done.code == 0, done.output[-3000:]
+    (kept,) = [line for line in done.stderr.splitlines() if line.startswith("kept ")]
+    assert "Lustre instance nemo-lustre" in kept and "main VPC default" in kept
+    assert cloud.resources().get("lustre") and cloud.resources().get("network")
+
+
+def test_data_down_delete_data_deletes_a_creating_lustre_instance(cloud):
+    _up(cloud)
+    _lustre_creating(cloud)
+    done = cloud.invoke("down", "--yes", "--delete-data")
+    assert done.code == 0, done.output[-3000:]
+    assert "lustre" not in cloud.resources()
+
+
+@pytest.mark.parametrize("task", [("storage.status",), ("storage.export",), ("down", "--yes", "--delete-data")])
+def test_data_unreachable_storage_endpoint_fails_in_seconds_naming_it(cloud, task):
+    _up(cloud)
+    endpoint = f"http://127.0.0.1:{_closed_port()}"
+    before = len(cloud.calls())
+    started = time.monotonic()
+    done = cloud.invoke(*task, STORAGE_EMULATOR_HOST=endpoint)
+    seconds = time.monotonic() - started
+    assert (done.code, "Traceback" in done.output) == (1, False), done.output[-3000:]
+    assert f"Cloud Storage at {endpoint} did not answer" in done.stderr and seconds < 30
+    assert [c for c in cloud.mutating_calls(before) if "delete" in " ".join(c["argv"])] == []
