@@ -1,12 +1,19 @@
-"""The live board of `up`, `down` and `clean`: one row per step, its state and elapsed time.
+"""The live board of `up`, `down`, `clean` and the `*.create|delete` tasks: one display that owns the console.
 
-It plugs into `graph.apply/destroy` as the listener. On a terminal it redraws a rich table in place
-(rich.live); otherwise (CI, a pipe, a log file) it prints one plain line per finished step, so logs stay
-readable. Either way it ends with a one-line tally.
+It plugs into `graph.apply/destroy` as the listener, and into the runner while it lives (`Board(...,
+runner=r)` or `board.attach(r)`): the runner's long waits (Lustre ACTIVE, Ray pods Ready) become rows of the
+board through the runner's `wait_display` hook, with their elapsed time, instead of a second console, and the
+runner's `$ gcloud …` echo and notes are printed above the live region, never into it.
+
+On a terminal it redraws a rich table in place (rich.live), fitted to the terminal's height: running steps
+and waits are always shown; finished steps fold first into one summary row, then waiting ones. Otherwise
+(CI, a pipe, a log file) it prints one plain line per finished step and per wait, so logs stay readable.
+Either way it ends with a one-line tally.
 """
 
 from __future__ import annotations
 
+import io
 import sys
 import threading
 import time
@@ -15,6 +22,10 @@ from typing import IO, Any
 
 MARKS = {"running": "…", "created": "✓", "ran": "✓", "deleted": "✓", "exists": "·", "absent": "·",
          "kept": "·", "with-parent": "·", "failed": "✗", "skipped": "-", "waiting": " "}
+FINISHED = ("created", "ran", "deleted", "exists", "absent", "kept", "with-parent", "skipped")
+# Lines of the live region that are not rows: the title, the header, the rule under it and the caption, and
+# one spare line so the terminal never scrolls the region itself.
+CHROME_LINES = 5
 
 
 def _isatty(stream: IO[str]) -> bool:
@@ -24,9 +35,45 @@ def _isatty(stream: IO[str]) -> bool:
         return False
 
 
+def _seconds(elapsed: float | None) -> str:
+    if elapsed is None:
+        return ""
+    return f"{elapsed:.0f} s" if elapsed >= 10 else f"{elapsed:.1f} s"
+
+
+class AboveLive(io.TextIOBase):
+    """A text stream for the runner while the board is live: each complete line is printed above the live
+    region (rich keeps the region at the bottom), so command echo never lands inside it."""
+
+    def __init__(self, board: Board):
+        self.board = board
+        self._partial = ""
+        self._lock = threading.Lock()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        with self._lock:
+            lines = (self._partial + text).split("\n")
+            self._partial = lines.pop()
+        for line in lines:
+            self.board.print_above(line)
+        return len(text)
+
+    def flush(self) -> None:
+        with self._lock:
+            partial, self._partial = self._partial, ""
+        if partial:
+            self.board.print_above(partial)
+
+    def isatty(self) -> bool:
+        return False  # the runner must not start a spinner of its own on this stream
+
+
 class Board:
     def __init__(self, steps: Sequence[Any], *, out: IO[str] | None = None, live: bool | None = None,
-                 title: str = "", clock=time.monotonic):
+                 title: str = "", clock=time.monotonic, runner: Any = None, console: Any = None):
         self.steps = list(steps)
         self.out = out or sys.stderr
         self.live = _isatty(self.out) if live is None else live
@@ -35,9 +82,14 @@ class Board:
         self.state = {step.name: "waiting" for step in self.steps}
         self.started: dict[str, float] = {}
         self.seconds: dict[str, float] = {}
-        self._lock = threading.Lock()
+        self.waits: dict[str, float] = {}  # label -> when the wait started (board clock), while it lasts
+        self._lock = threading.RLock()
         self._live: Any = None
+        self._console = console  # tests hand a rich Console of a given size
         self._began = clock()
+        self._runner = runner
+        self._saved: dict[str, Any] = {}
+        self.stream = AboveLive(self)
 
     # ---- the graph's listener ----------------------------------------------------------------
     def listener(self, step: Any, state: str, seconds: float) -> None:
@@ -50,9 +102,43 @@ class Board:
         if self._live is not None:
             self._live.refresh()  # redraws through get_renderable
         elif state != "running":
-            line = f"{MARKS.get(state, '✓')} {step.title}: {state} ({seconds:.1f} s)"
-            with self._lock:
-                print(line, file=self.out, flush=True)
+            self._plain(f"{MARKS.get(state, '✓')} {step.title}: {state} ({seconds:.1f} s)")
+
+    # ---- the runner's wait_display hook ------------------------------------------------------------
+    def wait_display(self, label: str, seconds: float, done: bool | str) -> None:
+        """One row per wait, with its elapsed time. done: False while waiting; True (or the outcome, e.g.
+        "timed out", when the runner says it) at the end."""
+        with self._lock:
+            if not done:
+                fresh = label not in self.waits
+                self.waits.setdefault(label, self.clock() - seconds)
+            else:
+                fresh = False
+                self.waits.pop(label, None)
+        if self._live is not None:
+            self._live.refresh()
+        elif fresh:
+            self._plain(f"… waiting: {label}")
+        elif done:
+            outcome = done if isinstance(done, str) else "over"
+            self._plain(f"  wait {outcome}: {label} ({seconds:.1f} s)")
+
+    # ---- printing ----------------------------------------------------------------------------------
+    def _plain(self, line: str) -> None:
+        with self._lock:
+            print(line, file=self.out, flush=True)
+
+    def print_above(self, line: str) -> None:
+        """A line of output (a `$ …` echo, a note) above the live region; a plain line without one."""
+        live = self._live
+        if live is not None:
+            from rich.text import Text
+
+            # Not under the board's lock: rich's Live holds its own lock while it renders the board, which
+            # takes the board's lock; the console serialises prints itself.
+            live.console.print(Text(line), soft_wrap=True)
+        else:
+            self._plain(line)
 
     # ---- drawing -------------------------------------------------------------------------------
     def elapsed(self, name: str) -> float | None:
@@ -63,25 +149,72 @@ class Board:
         return None
 
     def rows(self) -> list[tuple[str, str, str]]:
+        """Every step: (title, mark and state, elapsed)."""
         with self._lock:
-            out = []
-            for step in self.steps:
-                state = self.state[step.name]
-                elapsed = self.elapsed(step.name)
-                shown = "" if elapsed is None else f"{elapsed:.0f} s" if elapsed >= 10 else f"{elapsed:.1f} s"
-                out.append((step.title, f"{MARKS.get(state, '✓')} {state}", shown))
-            return out
+            return [(step.title, f"{MARKS.get(self.state[step.name], '✓')} {self.state[step.name]}",
+                     _seconds(self.elapsed(step.name))) for step in self.steps]
 
-    def render(self) -> Any:
+    def wait_rows(self) -> list[tuple[str, str, str]]:
+        with self._lock:
+            now = self.clock()
+            return [(f"  ↳ {label}", "… waiting", _seconds(now - since)) for label, since in self.waits.items()]
+
+    def visible_rows(self, height: int) -> list[tuple[str, str, str]]:
+        """The rows that fit in height lines. Running steps and waits are always shown. Finished steps fold
+        first (into one "N steps done" row), then the last of the steps to go ("N more to go"), then failures."""
+        rows = self.rows()
+        with self._lock:
+            states = [self.state[step.name] for step in self.steps]
+        waits = self.wait_rows()
+        room = max(0, height - CHROME_LINES)
+        over = len(rows) + len(waits) - room
+        if over <= 0:
+            return self._with_waits(rows, waits, states)
+        keep = [True] * len(rows)
+        head: list[tuple[str, str, str]] = []
+        tail: list[tuple[str, str, str]] = []
+        finished = [i for i, state in enumerate(states) if state in FINISHED]
+        if finished:
+            for i in finished:
+                keep[i] = False
+            head.append((f"{len(finished)} steps done", "✓ done", ""))
+            over -= len(finished) - 1
+        for group, label, into in (("waiting", "more to go", tail), ("failed", "more failed", tail)):
+            members = [i for i, state in enumerate(states) if state == group]
+            if over <= 0 or not members:
+                continue
+            folded = members[-min(len(members), over + 1):]  # the last ones: the next to start stay in view
+            for i in folded:
+                keep[i] = False
+            into.append((f"{len(folded)} {label}", f"{MARKS.get(group, ' ')} {group}", ""))
+            over -= len(folded) - 1
+        shown = [row for row, kept in zip(rows, keep, strict=True) if kept]
+        shown_states = [state for state, kept in zip(states, keep, strict=True) if kept]
+        return head + self._with_waits(shown, waits, shown_states) + tail
+
+    @staticmethod
+    def _with_waits(rows: list[tuple[str, str, str]], waits: list[tuple[str, str, str]],
+                    states: list[str]) -> list[tuple[str, str, str]]:
+        """Waits under the last running step (they belong to running steps), else at the end."""
+        running = [i for i, state in enumerate(states) if state == "running"]
+        at = running[-1] + 1 if running else len(rows)
+        return rows[:at] + waits + rows[at:]
+
+    def render(self, height: int | None = None) -> Any:
+        from rich import box
         from rich.table import Table
 
-        table = Table(title=self.title or None, title_justify="left", expand=False)
-        table.add_column("step")
-        table.add_column("state")
-        table.add_column("elapsed", justify="right")
-        for row in self.rows():
+        if height is None:
+            height = self._live.console.height if self._live is not None else 10_000
+        table = Table(title=self.title or None, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
+                      pad_edge=False, expand=False)
+        table.add_column("step", overflow="ellipsis", no_wrap=True, max_width=56)
+        table.add_column("state", no_wrap=True)
+        table.add_column("elapsed", justify="right", no_wrap=True)
+        for row in self.visible_rows(height):
             table.add_row(*row)
         table.caption = f"{self.clock() - self._began:.0f} s"
+        table.caption_justify = "left"
         return table
 
     def tally(self) -> str:
@@ -91,6 +224,33 @@ class Board:
         took = self.clock() - self._began
         return f"done in {took:.1f} s: " + ", ".join(f"{n} {k}" for k, n in counts.items())
 
+    # ---- the runner, while the board lives --------------------------------------------------------
+    def attach(self, runner: Any) -> None:
+        """Route the runner's output lines and long waits through the board until it closes."""
+        self._runner = runner
+        if self._live is not None:
+            self._hook()
+
+    def _hook(self) -> None:
+        r = self._runner
+        if r is None or self._saved:
+            return
+        self._saved = {"out": r.out, "err": r.err}
+        if hasattr(r, "wait_display"):
+            self._saved["wait_display"] = r.wait_display
+            r.wait_display = self.wait_display
+        r.err = self.stream
+        if _isatty(r.out):  # stdout on the same screen: above the region too; a pipe keeps its data
+            r.out = self.stream
+
+    def _unhook(self) -> None:
+        r = self._runner
+        if r is None or not self._saved:
+            return
+        for name, value in self._saved.items():
+            setattr(r, name, value)
+        self._saved = {}
+
     # ---- lifetime ------------------------------------------------------------------------------
     def __enter__(self) -> Board:
         self._began = self.clock()
@@ -98,14 +258,24 @@ class Board:
             from rich.console import Console
             from rich.live import Live
 
-            self._live = Live(self.render(), console=Console(file=self.out), refresh_per_second=4,
-                              get_renderable=self.render)
+            console = self._console or Console(file=self.out)
+            self._live = Live(console=console, refresh_per_second=4, transient=False,
+                              get_renderable=lambda: self.render(console.height),
+                              redirect_stdout=_isatty(sys.stdout), redirect_stderr=True,
+                              vertical_overflow="crop")
             self._live.__enter__()
+            self._hook()
+        elif self._runner is not None and hasattr(self._runner, "wait_display"):
+            # Plain mode: waits are plain lines too (no spinner on a log file).
+            self._saved = {"wait_display": self._runner.wait_display}
+            self._runner.wait_display = self.wait_display
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self.stream.flush()
         if self._live is not None:
             self._live.refresh()
             self._live.__exit__(*exc)
             self._live = None
+        self._unhook()
         print(self.tally(), file=self.out, flush=True)

@@ -219,7 +219,7 @@ def apply_steps(c: Any, s: Settings, steps: list[Any], *, title: str = "create")
         return graph.apply(r, steps)
     from ..board import Board
 
-    with Board(steps, title=f"{title} {s.CLUSTER_NAME}") as board:
+    with Board(steps, title=f"{title} {s.CLUSTER_NAME}", runner=r) as board:
         return graph.apply(r, steps, listener=board.listener)
 
 
@@ -231,7 +231,7 @@ def destroy_steps(c: Any, s: Settings, steps: list[Any], *, delete_data: bool = 
         return graph.destroy(r, steps, delete_data=delete_data)
     from ..board import Board
 
-    with Board(steps, title=f"{title} {s.CLUSTER_NAME}") as board:
+    with Board(steps, title=f"{title} {s.CLUSTER_NAME}", runner=r) as board:
         return graph.destroy(r, steps, delete_data=delete_data, listener=board.listener)
 
 

@@ -1,0 +1,121 @@
+"""The live board at 80×24: running steps and waits always visible (finished steps fold first), one row per wait
+with its elapsed time, the runner's echo above the live region, plain lines without a terminal."""
+
+from __future__ import annotations
+
+import io
+import re
+from types import SimpleNamespace
+
+import pytest
+from rich.console import Console
+
+from nemo_rl_gke.board import Board
+from nemo_rl_gke.resources import all_steps
+from nemo_rl_gke.settings import load
+
+STEPS = all_steps(load(allow_example=True))
+WAIT = "Lustre instance nemo-lustre ACTIVE"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _board(done: int, running: int, *, clock: Clock, **kwargs) -> Board:
+    board = Board(STEPS, live=False, title="up nemo-rl", clock=clock, out=io.StringIO(), **kwargs)
+    for step in STEPS[:done]:
+        board.listener(step, "running", 0.0)
+        board.listener(step, "created", 1.0)
+    for step in STEPS[done:done + running]:
+        board.listener(step, "running", 0.0)
+    return board
+
+
+def _screen(board: Board, width: int = 80, height: int = 24) -> list[str]:
+    console = Console(file=io.StringIO(), width=width, height=height, force_terminal=False)
+    console.print(board.render(height))
+    return console.file.getvalue().splitlines()
+
+
+@pytest.mark.parametrize("done", range(0, len(STEPS) - 2, 3))
+def test_board_at_80x24_shows_every_running_step_and_wait(done):
+    clock = Clock()
+    board = _board(done, 3, clock=clock)
+    board.wait_display(WAIT, 0.0, False)
+    clock.now += 125
+    lines = _screen(board)
+    assert len(lines) < 24 and max(len(line) for line in lines) <= 80
+    text = "\n".join(lines)
+    for step in STEPS[done:done + 3]:
+        assert step.title[:40] in text
+    (wait_line,) = [line for line in lines if WAIT in line]
+    assert wait_line.rstrip().endswith("125 s")
+    assert "..." not in text
+
+
+def test_board_folds_finished_steps_before_steps_to_go():
+    clock = Clock()
+    lines = _screen(_board(14, 3, clock=clock))
+    text = "\n".join(lines)
+    assert "14 steps done" in text
+    assert STEPS[-1].title in text  # the steps to go still fit once the finished ones are folded
+    assert STEPS[0].title not in text
+
+
+def test_board_early_folds_steps_to_go_too_when_they_do_not_fit():
+    clock = Clock()
+    lines = _screen(_board(0, 2, clock=clock), height=12)
+    text = "\n".join(lines)
+    assert len(lines) < 12 and STEPS[0].title in text and STEPS[1].title in text
+    assert STEPS[2].title in text  # the next to start stay; the last ones fold
+    assert re.search(r"\d+ more to go", text) and STEPS[-1].title not in text
+
+
+def test_board_wait_row_goes_when_the_wait_ends():
+    clock = Clock()
+    board = _board(2, 1, clock=clock)
+    board.wait_display(WAIT, 0.0, False)
+    board.wait_display(WAIT, 3.0, True)
+    assert board.wait_rows() == []
+
+
+def test_board_plain_mode_prints_lines_for_steps_and_waits():
+    runner = SimpleNamespace(out=io.StringIO(), err=io.StringIO(), wait_display=None)
+    out = io.StringIO()
+    with Board(STEPS[:1], out=out, live=False, runner=runner) as board:
+        assert runner.wait_display == board.wait_display
+        runner.wait_display(WAIT, 0.0, False)
+        runner.wait_display(WAIT, 1.0, False)
+        runner.wait_display(WAIT, 2.5, "timed out")
+        board.listener(STEPS[0], "running", 0.0)
+        board.listener(STEPS[0], "created", 2.5)
+    lines = out.getvalue().splitlines()
+    assert lines[:3] == [f"… waiting: {WAIT}", f"  wait timed out: {WAIT} (2.5 s)",
+                         f"✓ {STEPS[0].title}: created (2.5 s)"]
+    assert lines[3].startswith("done in ")
+    assert runner.wait_display is None  # given back
+
+
+def test_board_live_prints_the_runner_echo_above_the_region_and_gives_the_streams_back():
+    screen = io.StringIO()
+    console = Console(file=screen, width=80, height=24, force_terminal=True, color_system=None)
+    err, out = io.StringIO(), io.StringIO()
+    runner = SimpleNamespace(out=out, err=err, wait_display=None)
+    with Board(STEPS[:3], live=True, console=console, runner=runner, title="create nemo-rl") as board:
+        assert runner.err is board.stream and runner.wait_display == board.wait_display
+        board.listener(STEPS[0], "running", 0.0)
+        print("$ gcloud compute networks create default", file=runner.err, flush=True)
+        runner.wait_display(WAIT, 0.0, False)
+        board.listener(STEPS[0], "created", 1.0)
+    assert runner.err is err and runner.out is out and runner.wait_display is None
+    text = screen.getvalue()
+    echo = text.index("$ gcloud compute networks create default")
+    # The echo was printed once, as its own line, and the region redrawn below it.
+    assert text.count("$ gcloud compute networks create default") == 1
+    assert text.rfind("create nemo-rl") > echo
+    assert err.getvalue() == ""  # nothing went around the board
