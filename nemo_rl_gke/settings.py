@@ -145,6 +145,7 @@ class Settings:
     KSA_NAME: str = "generic-ksa"
     NAMESPACE: str = "default"
     GS_BUCKET: str = ""
+    GS_BUCKET_EXISTING: bool = False  # GS_BUCKET is the user's own bucket: used, never deleted (no managed-by label)
     HF_TOKEN: str = field(default="", repr=False)
     WANDB_API_KEY: str = field(default="", repr=False)
     GVNIC_NETWORK_PREFIX: str = "nemo-gvnic"
