@@ -81,3 +81,63 @@ def test_jobmetrics_plot_writes_a_png(tmp_path):
     path = tmp_path / "metrics.png"
     jobmetrics.plot(jobmetrics.parse(LOG), str(path), title="run r")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ---- v0.5.0's exact lines (FACTS §7): two epochs, dynamic sampling --------------------------------------------
+def _step(step: int, of: int, reward: str, *, validation_at: int | None = None, accuracy: float = 0.0,
+          time_s: float = 10.0) -> str:
+    text = f"\n{'=' * 25} Step {step}/{of} {'=' * 25}\n▶ Preparing batch...\n▶ Training policy...\n"
+    if validation_at is not None:
+        text += (f"▶ Starting validation at step {validation_at}...\n\n📊 Validation Results:\n"
+                 f"    • Accuracy: {accuracy:.4f}\n    • Average response length: 231.5 tokens\n"
+                 f"    • Samples processed: 64\n\n  ⏱️  Validation Timing:\n    • Total validation time: 3.21s\n")
+    return text + (f"\n📊 Training Results:\n  • Loss: 0.0100\n  • Generation KL Error: 0.0010\n{reward}"
+                   f"  • Mean Generation Length: 301.0000\n\n⏱️  Timing:\n  • Total step time: {time_s:.2f}s\n"
+                   f"  • generation: {time_s * 0.6:.2f}s (60.0%)\n")
+
+
+def _epoch(n: int, of: int) -> str:
+    return f"\n{'=' * 25} Epoch {n}/{of} {'=' * 25}\n"
+
+
+TWO_EPOCHS = (_epoch(1, 2) + _step(1, 3, "  • Avg Reward: 0.1000\n")
+              + _step(2, 3, "  • Avg Reward: 0.2000\n", validation_at=2, accuracy=0.3)
+              + _step(3, 3, "  • Avg Reward: 0.3000\n")
+              + _epoch(2, 2) + _step(1, 3, "  • Avg Reward: 0.4000\n", validation_at=4, accuracy=0.5)
+              + _step(2, 3, "  • Avg Reward: 0.5000\n") + _step(3, 3, "  • Avg Reward: 0.6000\n", time_s=20.0))
+
+
+def test_jobmetrics_two_epochs_count_steps_across_epochs():
+    parsed = jobmetrics.parse(TWO_EPOCHS)
+    assert [s.step for s in parsed.steps] == [1, 2, 3, 4, 5, 6]
+    assert [s.reward for s in parsed.steps] == [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]
+    assert [s.epoch for s in parsed.steps] == [1, 1, 1, 2, 2, 2]
+    assert parsed.validation == [(2, 0.3), (4, 0.5)] and parsed.max_steps == 6
+    assert parsed.steps[-1].step_time == 20.0
+
+
+def test_jobmetrics_two_epochs_resumed_in_epoch_2_overwrites_only_that_step():
+    resumed = (TWO_EPOCHS + _epoch(2, 2) + _step(2, 3, "  • Avg Reward: 0.5500\n")
+               + _step(3, 3, "  • Avg Reward: 0.6500\n"))
+    parsed = jobmetrics.parse(resumed)
+    assert [s.reward for s in parsed.steps] == [0.1, 0.2, 0.3, 0.4, 0.55, 0.65]
+
+
+def test_jobmetrics_dynamic_sampling_reads_the_filtered_and_total_reward():
+    log = _epoch(1, 1) + _step(1, 467, "  • Avg Filtered Reward: 0.6250\n  • Avg Total Reward: 0.4100\n")
+    (step,) = jobmetrics.parse(log).steps
+    assert (step.reward, step.total_reward, step.step_time) == (0.625, 0.41, 10.0)
+
+
+def test_jobmetrics_parses_what_the_stand_in_prints():
+    """The fake cloud's NeMo RL stand-in and these parsers agree (the flows rely on both)."""
+    import re
+    from pathlib import Path
+
+    source = (Path(__file__).resolve().parents[1] / "fakecloud" / "pod" / "bin" / "uv").read_text()
+    for line in ("Epoch {current_epoch + 1}/{max_epochs}", "Step {current_step + 1}/{min(batches, max_steps)}",
+                 "• Avg Filtered Reward:", "• Avg Total Reward:", "• Generation KL Error:",
+                 "▶ Starting validation at step {step}...", "    • Samples processed:",
+                 "  ⏱️  Validation Timing:", "    • Total validation time:"):
+        assert line in source, line
+    assert not re.search(r"Loading checkpoint|resuming at step", source.split('"""', 2)[2])

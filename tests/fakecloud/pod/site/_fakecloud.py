@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 FAKECLOUD = Path(__file__).resolve().parents[2]  # tests/fakecloud
+if str(FAKECLOUD) not in sys.path:
+    sys.path.insert(0, str(FAKECLOUD))
 
 
 def identity() -> dict:
@@ -17,8 +19,6 @@ def identity() -> dict:
 
 
 def state():
-    if str(FAKECLOUD) not in sys.path:
-        sys.path.insert(0, str(FAKECLOUD))
     from fakecloud.core import State
 
     return State(Path(identity()["state"]))
