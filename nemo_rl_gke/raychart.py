@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from . import names
+from . import jobspec, names
 from .render import NETWORK_MAPPING_NAMES
 from .settings import REPO_ROOT, ConfigError, Settings
 
@@ -33,8 +33,11 @@ HEAD_MEMORY_GI = 96
 AUTOPILOT_MEMORY_PER_CPU_GI = 6.5
 AUTOPILOT_MAX_CPU = 28
 
-HF_HOME = "/data/huggingface"
+HF_HOME = jobspec.HF_HOME  # one Hugging Face cache on /data, for the pods and the jobs' drivers alike
 LOG_DIR = "/data/logs"
+RAY_LOG_DIR = "/data/ray-logs"  # Ray's session logs of every pod, copied under the pod's name
+RAY_TMP_DIR = "/tmp/ray"
+LOG_SHIP_SECONDS = 30
 
 
 def image(s: Settings) -> dict[str, str]:
@@ -117,7 +120,10 @@ def values(s: Settings, *, head_cpu: int | None = None, head_memory_gi: int | No
         "mode": s.CLUSTER_MODE,
         "serviceAccountName": s.KSA_NAME,
         "secretName": names.SECRET_NAME,
-        "data": {"claimName": names.LUSTRE_PVC, "mountPath": "/data", "hfHome": HF_HOME, "logDir": LOG_DIR},
+        "data": {"claimName": names.LUSTRE_PVC, "mountPath": "/data", "hfHome": HF_HOME, "logDir": LOG_DIR,
+                 "rayLogDir": RAY_LOG_DIR},
+        "rayTmpDir": RAY_TMP_DIR,
+        "logShipSeconds": LOG_SHIP_SECONDS,
         "head": {
             "cpuPool": head_pool(s),
             "nodeSelector": {},

@@ -378,3 +378,65 @@ def test_ray_chart_worker_script_keeps_our_tuner_file_over_the_plugins(tmp_path)
     done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith(f"TUNER={tmp_path}/gib/configs/tuner_config_a4.txtpb")
+
+
+# ---- Ray's session logs outlive the pod (issue 12) ----------------------------------------------------------
+FAKE_RAY = """\
+mkdir -p "$RAY_TMP/session_2026-01-01_00-00-00_000000_1/logs"
+ln -sfn "$RAY_TMP/session_2026-01-01_00-00-00_000000_1" "$RAY_TMP/session_latest"
+printf 'Traceback (most recent call last):\\nValueError: boom in an actor\\n' \\
+  > "$RAY_TMP/session_latest/logs/worker-abc-01000000-4121.err"
+trap 'echo "raylet: received SIGTERM" >> "$RAY_TMP/session_latest/logs/raylet.out"; exit 0' TERM
+echo RAY-STARTED
+while true; do sleep 0.05; done
+"""
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_ray_chart_worker_error_log_is_on_data_after_the_pod_is_deleted(tmp_path):
+    import signal
+    import time
+
+    argv, env = _worker_script(tmp_path)
+    _gib(tmp_path)
+    values_dir, pod_tmp = tmp_path / "data", tmp_path / "pod-tmp" / "ray"
+    pod_tmp.parent.mkdir()
+    # Same render, with the pod's /tmp/ray and /data pointed into tmp_path.
+    values = raychart.values(settings())
+    values["hostPaths"] = {"nvidia": {"path": "/host/nvidia", "mountPath": str(tmp_path / "nvidia")},
+                           "gib": {"path": "/host/gib", "mountPath": str(tmp_path / "gib")}}
+    values["worker"]["ncclTunerConfig"] = str(tmp_path / "gib" / "configs" / "tuner_config_a4.txtpb")
+    values["data"]["rayLogDir"] = str(values_dir / "ray-logs")
+    values["rayTmpDir"] = str(pod_tmp)
+    done = helm_template(values)
+    assert done.returncode == 0, done.stderr
+    container = _worker_container(raycluster(done.stdout))
+    env.update({"KUBERAY_GEN_RAY_START_CMD": FAKE_RAY, "RAY_TMP": str(pod_tmp), "HOSTNAME": "worker-abcde"})
+    pod = subprocess.Popen(container["command"] + container["args"], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    while not (pod_tmp / "session_latest" / "logs" / "worker-abc-01000000-4121.err").exists():
+        assert time.monotonic() < deadline and pod.poll() is None, pod.stderr.read() if pod.poll() else ""
+        time.sleep(0.05)
+    pod.send_signal(signal.SIGTERM)  # the kubelet stops the pod: a Spot node taken back
+    out, err = pod.communicate(timeout=20)
+    assert pod.returncode == 0, err
+    shutil.rmtree(pod_tmp.parent)  # the pod, and its /tmp, are gone
+    shipped = list((values_dir / "ray-logs").glob("*/worker-abc-01000000-4121.err"))
+    assert len(shipped) == 1 and "ValueError: boom in an actor" in shipped[0].read_text()
+    assert "received SIGTERM" in (shipped[0].parent / "raylet.out").read_text()  # the last copy, after Ray stopped
+
+
+def test_ray_chart_head_and_workers_ship_their_ray_logs_to_data():
+    rc = raycluster(rendered())
+    head = rc["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["args"][0]
+    worker = _worker_container(rc)["args"][0]
+    for script in (head, worker):
+        assert 'RAY_LOGS_DST="/data/ray-logs/$(hostname)"' in script and "ship_ray_logs\nexit" in script
+        assert "exec /bin/bash" not in script  # Ray runs as a child, so the pod's SIGTERM reaches the trap
+
+
+def test_ray_chart_one_hugging_face_cache_for_pods_and_jobs():
+    from nemo_rl_gke import jobspec
+
+    assert raychart.values(settings())["data"]["hfHome"] == jobspec.HF_HOME == "/data/huggingface"

@@ -69,7 +69,41 @@ set -euo pipefail
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 mkdir -p "${HF_HOME}" "${NRG_LOG_DIR}"
 echo "nemo-rl-gke: starting the Ray head on $(hostname)"
-exec /bin/bash -c "${KUBERAY_GEN_RAY_START_CMD:?KubeRay did not set KUBERAY_GEN_RAY_START_CMD}"
+{{ include "ray-cluster.runRay" . }}
+{{- end -}}
+
+{{/*
+Ray, with its session logs kept. Ray writes worker and actor tracebacks under its temp dir in the pod
+(/tmp/ray/session_latest/logs), which vanishes with the pod; `ray start --temp-dir` works only on the head in
+Ray 2.49 and a Lustre path would exceed the 107-byte AF_UNIX socket limit. So a loop copies the logs to
+/data/ray-logs/<pod>/ every logShipSeconds, and once more when the pod is told to stop (a Spot node gets
+30 s of notice): SIGTERM goes to Ray, then the last copy is made.
+*/}}
+{{- define "ray-cluster.runRay" -}}
+RAY_LOGS_SRC={{ printf "%s/session_latest/logs" .Values.rayTmpDir | quote }}
+RAY_LOGS_DST="{{ .Values.data.rayLogDir }}/$(hostname)"
+ship_ray_logs() {
+  if [[ -d "${RAY_LOGS_SRC}" ]]; then
+    mkdir -p "${RAY_LOGS_DST}"
+    cp -rLu "${RAY_LOGS_SRC}/." "${RAY_LOGS_DST}/" 2>/dev/null || true
+  fi
+}
+( trap - TERM INT; while sleep {{ .Values.logShipSeconds }}; do ship_ray_logs; done ) < /dev/null > /dev/null 2>&1 &
+shipper=$!
+/bin/bash -c "${KUBERAY_GEN_RAY_START_CMD:?KubeRay did not set KUBERAY_GEN_RAY_START_CMD}" &
+ray_pid=$!
+trap 'kill -TERM "${ray_pid}" 2>/dev/null || true' TERM INT
+set +e
+wait "${ray_pid}"
+code=$?
+while kill -0 "${ray_pid}" 2>/dev/null; do
+  wait "${ray_pid}"
+  code=$?
+done
+set -e
+kill "${shipper}" 2>/dev/null || true
+ship_ray_logs
+exit "${code}"
 {{- end -}}
 
 {{/*
@@ -98,5 +132,5 @@ if [[ ! -f "${NCCL_TUNER_CONFIG_PATH}" ]]; then
   exit 1
 fi
 echo "nemo-rl-gke: starting the Ray worker"
-exec /bin/bash -c "${KUBERAY_GEN_RAY_START_CMD:?KubeRay did not set KUBERAY_GEN_RAY_START_CMD}"
+{{ include "ray-cluster.runRay" . }}
 {{- end -}}
