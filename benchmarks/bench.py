@@ -96,7 +96,7 @@ def latency_check(steps) -> list[str]:
     sys.path.insert(0, str(REPO / "tests" / "fakecloud"))
     from fakecloud import core, main
 
-    main._load_handlers()
+    main.load_handlers()
     notes = []
     for step in steps:
         command = STEP_COMMANDS.get(step.name)

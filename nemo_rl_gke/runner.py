@@ -1,9 +1,10 @@
-"""The only place that starts processes.
+"""The only place that starts processes: the Runner and its one process seam (`Tools`).
 
-Every external command is an argv list handed to `sh` (never a shell string). The runner owns the
-cross-cutting behaviour: Invoke's `--dry` (print, run nothing, assume nothing exists), redaction of
-secrets everywhere it prints, retries of transient cloud errors with backoff, one clear error for a
-failure, timing of every call, parallel fan-out, and progress for long waits.
+Every external command is an argv list handed to the seam (never a shell string); the default seam,
+`Processes`, starts it with `sh`. Tests may hand the Runner another seam (the fake cloud in-process).
+The runner owns the cross-cutting behaviour: Invoke's `--dry` (print, run nothing, assume nothing exists),
+redaction of secrets everywhere it prints, retries of transient cloud errors with backoff, one clear error
+for a failure, timing of every call, parallel fan-out, progress for long waits, and stopping them on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -11,21 +12,28 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import IO, Any
+from pathlib import Path
+from typing import IO, Any, Protocol
 
-# Errors worth another try: quota-per-minute and rate limits, 429/5xx, and GCE's "another operation is
-# running on this resource". Anything else (bad flag, permission, not found) fails at once.
+# Errors worth another try: per-minute quotas and rate limits, 429/5xx, and "another operation is running on
+# this resource" (GCE's resourceNotReady, GKE's "Operation ... is currently upgrading cluster X. Please wait and
+# try again once it is done.", Kubernetes' 409 "the object has been modified", helm's "another operation ... is
+# in progress"). Anything else (bad flag, permission, not found, a quota on resources) fails at once.
 TRANSIENT = re.compile(
     r"code=(429|500|502|503|504)\b|HTTP Error (429|500|502|503|504)|\b(429|503) (Too Many Requests|Service Unavailable)"
-    r"|rateLimitExceeded|RATE_LIMIT_EXCEEDED|Rate limit|resourceNotReady|try again later"
+    r"|rateLimitExceeded|RATE_LIMIT_EXCEEDED|Rate limit|limit '[^']*per minute[^']*'"
+    r"|resourceNotReady|resource '[^']*' is not ready"
+    r"|try again later|try again once it('s| is) done|the object has been modified"
     r"|operation .{0,80} (is )?(already )?in progress|currently (being )?(updated|modified|in use by another operation)"
+    r"|currently being created, deleted, updated or repaired"
     r"|TLS handshake timeout|connection reset by peer|i/o timeout|the server is currently unable",
     re.IGNORECASE,
 )
@@ -38,6 +46,12 @@ INSTALL_HINTS = {
     "helm": "install helm 3.14 or later: https://helm.sh/docs/intro/install/ (or run `python scripts/fetch_helm.py`)",
     "gke-gcloud-auth-plugin": "run `gcloud components install gke-gcloud-auth-plugin`",
 }
+
+
+# Tools fetched for this checkout (`python scripts/fetch_helm.py` puts helm here): searched after PATH.
+PROJECT_TOOLS = Path(__file__).resolve().parents[1] / ".tools" / "bin"
+# The longest the runner sleeps in one go while waiting, so Ctrl-C and progress stay prompt.
+WAIT_SLICE_SECONDS = 0.5
 
 
 class ToolError(Exception):
@@ -53,6 +67,78 @@ class MissingTool(ToolError):
         hint = INSTALL_HINTS.get(tool, f"install {tool} and put it on PATH")
         super().__init__(f"{tool} is not on PATH: {hint}.", 127)
         self.tool = tool
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C reached the runner: waits stop and no new command starts."""
+
+
+def find_tool(tool: str) -> str:
+    """The executable for tool, resolved now: PATH first, then this checkout's .tools/bin. MissingTool if neither."""
+    if os.sep in tool:
+        return tool
+    search = os.pathsep.join(p for p in (os.environ.get("PATH", ""), str(PROJECT_TOOLS)) if p)
+    found = shutil.which(tool, path=search)
+    if found is None:
+        raise MissingTool(tool)
+    return found
+
+
+@dataclass
+class Ran:
+    """What the seam reports for one finished command."""
+
+    exit_code: int
+    stdout: str = ""
+    stderr: str = ""
+
+
+class Tools(Protocol):
+    """The one process seam: run a command to the end, or stream its output lines as they come."""
+
+    def run(self, argv: list[str], *, stdin: str | None, timeout: float | None) -> Ran: ...
+
+    def stream(self, argv: list[str], *, stdin: str | None, out: Callable[[str], None],
+               err: Callable[[str], None]) -> int: ...
+
+
+class Processes:
+    """The real seam: each command is a process started with `sh`, the executable resolved at call time."""
+
+    def run(self, argv: list[str], *, stdin: str | None, timeout: float | None) -> Ran:
+        import sh
+
+        command = sh.Command(find_tool(argv[0]))
+        try:
+            proc = command(*argv[1:], _in=stdin, _ok_code=list(range(256)), _return_cmd=True, _tty_out=False,
+                           _timeout=timeout, _env=dict(os.environ))
+        except sh.TimeoutException:
+            return Ran(124, "", f"timed out after {timeout:.0f} s")
+        return Ran(proc.exit_code, _text(proc.stdout), _text(proc.stderr))
+
+    def stream(self, argv: list[str], *, stdin: str | None, out: Callable[[str], None],
+               err: Callable[[str], None]) -> int:
+        """Ctrl-C stops the local command only: 130."""
+        import sh
+
+        command = sh.Command(find_tool(argv[0]))
+        proc = command(*argv[1:], _in=stdin, _out=out, _err=err, _ok_code=list(range(256)), _bg=True,
+                       _bg_exc=False, _return_cmd=True, _env=dict(os.environ))
+        try:
+            proc.wait()
+            return proc.exit_code
+        except KeyboardInterrupt:
+            try:
+                proc.terminate()
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+            return 130
+
+
+# What a long wait shows instead of the runner's own spinner (a live board, say): called with the label,
+# the seconds waited and whether the wait is over, at the start, about every WAIT_SLICE_SECONDS, and at the end.
+WaitDisplay = Callable[[str, float, bool], None]
+RUNNER_OPTIONS = ("tools", "poll_seconds", "backoff_seconds", "attempts", "wait_display")
 
 
 @dataclass
@@ -95,9 +181,65 @@ class Runner:
     attempts: int = 5
     backoff_seconds: float = field(default_factory=lambda: float(os.environ.get("NRG_RETRY_BASE_SECONDS", "2")))
     poll_seconds: float = field(default_factory=lambda: float(os.environ.get("NRG_POLL_SECONDS", "10")))
-    sleep: Callable[[float], None] = time.sleep
+    # Waits (retry backoff, poll intervals). None: wait on the Ctrl-C event, so an interrupt ends the wait at once.
+    sleep: Callable[[float], None] | None = None
+    tools: Tools = field(default_factory=Processes)
+    wait_display: WaitDisplay | None = None
     calls: list[CallRecord] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _interrupted: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    @staticmethod
+    def options(section: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Runner keyword arguments from the Invoke config's `runner` section (invoke.yaml, -f FILE).
+
+        Known keys only: tools (the process seam), poll_seconds, backoff_seconds, attempts, wait_display."""
+        if not section:
+            return {}
+        unknown = sorted(set(section) - set(RUNNER_OPTIONS))
+        if unknown:
+            from .settings import ConfigError
+
+            raise ConfigError(f"runner.{unknown[0]}", section[unknown[0]],
+                              f"the Invoke config's runner section knows only {', '.join(RUNNER_OPTIONS)}")
+        return {key: section[key] for key in RUNNER_OPTIONS if key in section}
+
+    # ---- Ctrl-C ----------------------------------------------------------------------------------
+    def interrupt(self) -> None:
+        """Stop every wait now and start no new command (Ctrl-C reached a thread that waits on workers)."""
+        self._interrupted.set()
+
+    @property
+    def interrupted(self) -> bool:
+        return self._interrupted.is_set()
+
+    def _check_interrupted(self) -> None:
+        if self._interrupted.is_set():
+            raise Interrupted()
+
+    def wait_for(self, seconds: float) -> None:
+        """Sleep, but end at once on interrupt() (raising Interrupted)."""
+        if self.sleep is not None:
+            self.sleep(seconds)
+        elif seconds > 0:
+            self._interrupted.wait(seconds)
+        self._check_interrupted()
+
+    @contextmanager
+    def pool(self, max_workers: int) -> Iterator[ThreadPoolExecutor]:
+        """A thread pool whose workers stop waiting when the thread that owns it gets Ctrl-C.
+
+        Without it a KeyboardInterrupt in the owner waits in the pool's shutdown for every worker's poll
+        (Lustre: up to an hour); with it the workers' waits end at once and queued work never starts."""
+        pool = ThreadPoolExecutor(max_workers=max_workers)
+        try:
+            yield pool
+        except KeyboardInterrupt:
+            self.interrupt()
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        finally:
+            pool.shutdown(wait=True)
 
     # ---- printing ------------------------------------------------------------------------------
     def redact(self, text: str) -> str:
@@ -173,28 +315,14 @@ class Runner:
     def stream(self, argv: Sequence[str], *, stdin: str | None = None) -> int:
         """Run in the foreground, output straight to the terminal (logs --follow, port-forward).
 
-        Ctrl-C stops the local command only; returns its exit code (130 on Ctrl-C).
+        Ctrl-C stops the local command only; returns its exit code (130 on Ctrl-C). Every line is redacted.
         """
-        import sh
-
         argv = [str(a) for a in argv]
         self.show_command(argv, stdin=stdin, stdin_label="generated input")
         if self.dry:
             return 0
-        command = self._command(argv[0])
-        try:
-            proc = command(*argv[1:], _in=stdin, _out=self._stream_line, _err=self._stream_err_line,
-                           _ok_code=list(range(256)), _bg=True, _bg_exc=False, _return_cmd=True)
-            proc.wait()
-            return proc.exit_code
-        except KeyboardInterrupt:
-            try:
-                proc.terminate()
-            except Exception:  # noqa: BLE001 - already gone
-                pass
-            return 130
-        except sh.ErrorReturnCode as exc:  # pragma: no cover - _ok_code covers all codes
-            return exc.exit_code
+        self._check_interrupted()
+        return self.tools.stream(argv, stdin=stdin, out=self._stream_line, err=self._stream_err_line)
 
     def _stream_line(self, line: str) -> None:
         with self._lock:
@@ -206,35 +334,19 @@ class Runner:
             self.err.write(self.redact(line))
             self.err.flush()
 
-    def _command(self, tool: str) -> Any:
-        import sh
-
-        try:
-            # Resolved at call time so a fake tool first on PATH is the one that runs.
-            return sh.Command(tool)
-        except sh.CommandNotFound:
-            raise MissingTool(tool) from None
-
     def _execute(self, argv: list[str], *, stdin: str | None, retry: bool, timeout: float | None) -> Result:
-        import sh
-
-        command = self._command(argv[0])
         attempts = self.attempts if retry else 1
         started = time.monotonic()
         for attempt in range(1, attempts + 1):
-            try:
-                proc = command(*argv[1:], _in=stdin, _ok_code=list(range(256)), _return_cmd=True, _tty_out=False,
-                               _timeout=timeout, _env=dict(os.environ))
-                result = Result(argv, proc.exit_code, _text(proc.stdout), _text(proc.stderr))
-            except sh.TimeoutException:
-                result = Result(argv, 124, "", f"timed out after {timeout:.0f} s")
-            result.attempts = attempt
+            self._check_interrupted()
+            ran = self.tools.run(argv, stdin=stdin, timeout=timeout)
+            result = Result(argv, ran.exit_code, ran.stdout, ran.stderr, attempts=attempt)
             if result.ok or attempt == attempts or not TRANSIENT.search(result.stderr):
                 break
             delay = self.backoff_seconds * (2 ** (attempt - 1))
             self.say(f"  transient error from {argv[0]} (attempt {attempt}/{attempts}), retrying in {delay:.0f} s: "
                      f"{_last_lines(result.stderr, 1)}", err=True)
-            self.sleep(delay)
+            self.wait_for(delay)
         result.seconds = time.monotonic() - started
         with self._lock:
             self.calls.append(CallRecord(self.redact(shlex.join(argv)), result.exit_code, result.seconds,
@@ -258,7 +370,7 @@ class Runner:
         """
         if self.dry or len(thunks) <= 1:
             return [t() for t in thunks]
-        with ThreadPoolExecutor(max_workers=min(max_workers, len(thunks))) as pool:
+        with self.pool(min(max_workers, len(thunks))) as pool:
             futures = [pool.submit(t) for t in thunks]
             errors = [f.exception() for f in futures]
         for error in errors:
@@ -267,12 +379,21 @@ class Runner:
         return [f.result() for f in futures]
 
     @contextmanager
-    def waiting(self, label: str):
-        """Show a long wait: a rich spinner with elapsed time on a terminal, start/end lines otherwise."""
+    def waiting(self, label: str) -> Iterator[Callable[[], None]]:
+        """Show a long wait: through wait_display when set (the live board), else a rich spinner with elapsed time
+        on a terminal, else start/end lines. Yields tick(): call it while waiting to refresh the display."""
         if self.dry:
-            yield
+            yield lambda: None
             return
         started = time.monotonic()
+        if self.wait_display is not None:
+            show = self.wait_display
+            show(label, 0.0, False)
+            try:
+                yield lambda: show(label, time.monotonic() - started, False)
+            finally:
+                show(label, time.monotonic() - started, True)
+            return
         if _isatty(self.err):
             from rich.console import Console
 
@@ -287,26 +408,40 @@ class Runner:
                 ticker = threading.Thread(target=tick, daemon=True)
                 ticker.start()
                 try:
-                    yield
+                    yield lambda: None
                 finally:
                     stop.set()
         else:
             self.say(f"… {label}", err=True)
-            yield
+            yield lambda: None
         self.say(f"✓ {label} ({time.monotonic() - started:.1f} s)", err=True)
 
     def poll(self, label: str, check: Callable[[], bool], *, timeout: float, interval: float | None = None) -> bool:
-        """Call check() until it returns True or timeout seconds pass. In a dry run: True at once."""
+        """Call check() until it returns True or timeout seconds pass. In a dry run: True at once.
+
+        Waits in slices of at most WAIT_SLICE_SECONDS, so the display ticks and interrupt() (Ctrl-C) ends the
+        wait at once with Interrupted."""
         if self.dry:
             return True
         deadline = time.monotonic() + timeout
-        with self.waiting(label):
+        with self.waiting(label) as tick:
             while True:
+                self._check_interrupted()
                 if check():
                     return True
                 if time.monotonic() >= deadline:
                     return False
-                self.sleep(self.poll_seconds if interval is None else interval)
+                pause = self.poll_seconds if interval is None else interval
+                if self.sleep is not None:
+                    self.wait_for(pause)
+                    tick()
+                    continue
+                until = min(time.monotonic() + pause, deadline)
+                while True:
+                    self.wait_for(max(0.0, min(WAIT_SLICE_SECONDS, until - time.monotonic())))
+                    tick()
+                    if time.monotonic() >= until:
+                        break
 
 
 def _isatty(stream: IO[str]) -> bool:

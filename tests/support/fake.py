@@ -1,4 +1,10 @@
-"""Drive the real task code against the fake cloud: `invoke` in a subprocess, fake tools first on PATH."""
+"""Drive the real task code against the fake cloud, fake tools first on PATH.
+
+`FakeCloud.invoke` runs `invoke` in-process by default (tests/support/inprocess.py: the Runner's seam calls the
+fake cloud's handlers without starting a process; fast). `FakeCloud(root, processes=True)`, or
+`invoke(..., process=True)`, runs `python -m invoke` in a subprocess with bin/gcloud, bin/kubectl, bin/helm as
+real processes: for what needs them (secrets in real argv, detached jobs and process groups, interrupts, locks
+between two runs, the real gcloud and helm). Both see the same handlers, state directory and calls log."""
 
 from __future__ import annotations
 
@@ -44,6 +50,7 @@ class FakeCloud:
 
     root: Path
     env: dict[str, str] = field(default_factory=dict)
+    processes: bool = False  # True: every invoke is a real `python -m invoke` subprocess
 
     @property
     def state_dir(self) -> Path:
@@ -73,10 +80,18 @@ class FakeCloud:
         })
         return env
 
-    def invoke(self, *args: str, input: str | None = None, timeout: float = 300, **extra_env: str) -> Done:
+    def invoke(self, *args: str, input: str | None = None, timeout: float = 300, process: bool | None = None,
+               **extra_env: str) -> Done:
+        """`invoke ARGS` in the working directory: in-process unless process=True (or FakeCloud.processes)."""
+        from support import inprocess
+
+        env = self.process_env(**extra_env)
+        if not (self.processes if process is None else process) and inprocess.seam_reaches_runner():
+            code, out, err, _ = inprocess.invoke(list(args), cwd=self.workdir, env=env, input=input, timeout=timeout)
+            return Done(code, out, err)
         argv = [sys.executable, "-m", "invoke", "--search-root", str(REPO), *args]
-        proc = subprocess.run(argv, cwd=self.workdir, env=self.process_env(**extra_env), capture_output=True,
-                              text=True, input=input, timeout=timeout)
+        proc = subprocess.run(argv, cwd=self.workdir, env=env, capture_output=True, text=True, input=input,
+                              timeout=timeout)
         return Done(proc.returncode, proc.stdout, proc.stderr)
 
     def calls(self) -> list[dict[str, Any]]:

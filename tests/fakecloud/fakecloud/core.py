@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 Handler = Callable[["Ctx"], "int | None"]
 
@@ -146,6 +146,9 @@ class Ctx:
     state: State = None  # type: ignore[assignment]
     latency: float = 0.0
     _stdin: str | None = None
+    # Where the command's output goes: the process's own streams, or buffers when called in-process.
+    stdout: TextIO | None = None
+    stderr: TextIO | None = None
 
     def stdin(self) -> str:
         if self._stdin is None:
@@ -153,10 +156,10 @@ class Ctx:
         return self._stdin
 
     def out(self, text: str) -> None:
-        sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+        (self.stdout or sys.stdout).write(text if text.endswith("\n") or not text else text + "\n")
 
     def err(self, text: str) -> None:
-        sys.stderr.write(text if text.endswith("\n") or not text else text + "\n")
+        (self.stderr or sys.stderr).write(text if text.endswith("\n") or not text else text + "\n")
 
     def work(self, seconds: float | None = None) -> None:
         """Sleep the operation's typical latency × FAKECLOUD_TIME_SCALE."""

@@ -1,4 +1,8 @@
-"""Entry point of the fake tools: parse, inject failures, dispatch, log the call."""
+"""Entry point of the fake tools: parse, inject failures, dispatch, log the call.
+
+`main(tool, argv)` is what bin/gcloud, bin/kubectl and bin/helm run, one process per call; `dispatch` is the same
+call made in-process (the Runner's in-process seam in tests/support/inprocess.py), with its own input and output.
+"""
 
 from __future__ import annotations
 
@@ -7,38 +11,83 @@ import json
 import os
 import pkgutil
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import TextIO
 
 from . import core, handlers
 
-TRANSIENT_TEXT = {
-    "gcloud": "HttpError 503: Service Unavailable (injected transient failure); code=503",
-    "kubectl": "Error from server (ServiceUnavailable): the server is currently unable to handle the request "
-               "(injected transient failure)",
-    "helm": "Error: Kubernetes cluster unreachable: the server is currently unable to handle the request "
-            "(injected transient failure)",
+# FAKECLOUD_FAIL kinds and what each tool says for them, worded as the real tools word them, so the Runner's
+# TRANSIENT pattern is exercised on each shape it retries ("transient" is the 5xx one).
+FAULT_TEXT = {
+    "transient": {
+        "gcloud": "ERROR: (gcloud) HttpError 503: Service Unavailable (injected transient failure); code=503",
+        "kubectl": "Error from server (ServiceUnavailable): the server is currently unable to handle the request "
+                   "(injected transient failure)",
+        "helm": "Error: Kubernetes cluster unreachable: the server is currently unable to handle the request "
+                "(injected transient failure)",
+    },
+    "ratelimit": {
+        "gcloud": "ERROR: (gcloud) Could not fetch resource:\n - Quota exceeded for quota metric 'Queries' and "
+                  "limit 'Queries per minute' of service 'compute.googleapis.com' for consumer "
+                  "'project_number:123456789012'. (injected rate limit)",
+        "kubectl": "Error from server (TooManyRequests): the server has received too many requests and has asked "
+                   "us to try again later (injected rate limit)",
+        "helm": "Error: the server has received too many requests and has asked us to try again later "
+                "(injected rate limit)",
+    },
+    "429": {
+        "gcloud": "ERROR: (gcloud) ResponseError: code=429, message=Too many operations: the concurrent operations "
+                  "quota is reached, please try again later. (injected 429)",
+        "kubectl": "Error from server (TooManyRequests): 429 Too Many Requests (injected 429)",
+        "helm": "Error: 429 Too Many Requests (injected 429)",
+    },
+    "inprogress": {
+        "gcloud": "ERROR: (gcloud) ResponseError: code=400, message=Operation operation-1700000000000-fake is "
+                  "currently upgrading cluster fake. Please wait and try again once it is done. "
+                  "(injected operation in progress)",
+        "kubectl": "Error from server (Conflict): Operation cannot be fulfilled on the object: the object has been "
+                   "modified; please apply your changes to the latest version and try again "
+                   "(injected operation in progress)",
+        "helm": "Error: UPGRADE FAILED: another operation (install/upgrade/rollback) is in progress "
+                "(injected operation in progress)",
+    },
+    "permanent": {
+        "gcloud": "ERROR: (gcloud) INVALID_ARGUMENT: injected permanent failure; code=400",
+        "kubectl": "Error from server (Forbidden): injected permanent failure",
+        "helm": "Error: INSTALLATION FAILED: injected permanent failure",
+    },
 }
-PERMANENT_TEXT = {
-    "gcloud": "INVALID_ARGUMENT: injected permanent failure; code=400",
-    "kubectl": "Error from server (Forbidden): injected permanent failure",
-    "helm": "Error: INSTALLATION FAILED: injected permanent failure",
-}
+
+_loaded = threading.Lock()
+_LOADED = False
 
 
-def _load_handlers() -> None:
-    for module in pkgutil.iter_modules(handlers.__path__):
-        importlib.import_module(f"{handlers.__name__}.{module.name}")
+def load_handlers() -> None:
+    """Import every handler module once (they register their commands)."""
+    global _LOADED
+    with _loaded:
+        if not _LOADED:
+            for module in pkgutil.iter_modules(handlers.__path__):
+                importlib.import_module(f"{handlers.__name__}.{module.name}")
+            _LOADED = True
 
 
-def _injected_failure(state: core.State, tool: str, argv: list[str]) -> tuple[int, str] | None:
-    """FAKECLOUD_FAIL="PATTERN:COUNT:KIND;...": the first COUNT calls whose words contain PATTERN fail."""
+def _injected_failure(state: core.State, ctx: core.Ctx) -> tuple[int, str] | None:
+    """FAKECLOUD_FAIL="PATTERN:COUNT:KIND;...": the first COUNT calls whose words contain PATTERN fail.
+
+    KIND is one of FAULT_TEXT's keys; an unknown kind is an error of the test (exit 3), not a silent default."""
     spec = os.environ.get("FAKECLOUD_FAIL", "").strip()
     if not spec:
         return None
-    words = " ".join([tool, *argv])
+    tool = ctx.tool
+    words = " ".join([tool, *ctx.argv])
     for entry in [e for e in spec.split(";") if e.strip()]:
         pattern, count, kind = entry.rsplit(":", 2)
+        kind = kind.strip()
+        if kind not in FAULT_TEXT:
+            return 3, f"fakecloud: FAKECLOUD_FAIL kind {kind!r} is unknown; use one of {', '.join(FAULT_TEXT)}"
         if pattern.strip() not in words:
             continue
         with state.locked():
@@ -46,44 +95,50 @@ def _injected_failure(state: core.State, tool: str, argv: list[str]) -> tuple[in
             if used["n"] >= int(count):
                 continue
             state.put("_fail", pattern, {"n": used["n"] + 1})
-        text = TRANSIENT_TEXT if kind.strip() == "transient" else PERMANENT_TEXT
-        prefix = "ERROR: (gcloud) " if tool == "gcloud" else ""
-        return 1, prefix + text[tool]
+        # gcloud names the failing command: ERROR: (gcloud.compute.networks.create) ...
+        return 1, FAULT_TEXT[kind][tool].replace("(gcloud)", f"({ctx.command_name()})", 1)
     return None
 
 
-def main(tool: str, argv: list[str]) -> int:
+def dispatch(tool: str, argv: list[str], *, stdin: str | None, stdout: TextIO, stderr: TextIO) -> int:
+    """One call of a fake tool: stdin None means "read the process's stdin if a handler asks"."""
     root = os.environ.get("FAKECLOUD_STATE")
     if not root:
-        sys.stderr.write(f"fake {tool}: FAKECLOUD_STATE is not set\n")
+        stderr.write(f"fake {tool}: FAKECLOUD_STATE is not set\n")
         return 3
     state = core.State(Path(root))
-    _load_handlers()
+    load_handlers()
     ctx = core.parse(tool, argv)
-    ctx.state = state
+    ctx.state, ctx.stdout, ctx.stderr = state, stdout, stderr
+    if stdin is not None:
+        ctx._stdin = stdin
     registered = core.REGISTRY.get((tool, ctx.words))
     started = time.time()
     code = 0
     if registered is None:
-        sys.stderr.write(f"ERROR: ({tool}) fakecloud has no handler for: {' '.join([tool, *argv])}\n")
+        stderr.write(f"ERROR: ({tool}) fakecloud has no handler for: {' '.join([tool, *argv])}\n")
         code = 2
     else:
         ctx.latency = registered.latency
-        failure = _injected_failure(state, tool, argv)
+        failure = _injected_failure(state, ctx)
         if failure:
             ctx.work(min(registered.latency, 5.0))
             code, message = failure
-            sys.stderr.write(message + "\n")
+            stderr.write(message + "\n")
         else:
             try:
                 code = registered.handler(ctx) or 0
             except core.Fail as fail:
                 code = fail.code
-                sys.stderr.write(fail.stderr.rstrip("\n") + "\n")
+                stderr.write(fail.stderr.rstrip("\n") + "\n")
     record = {"tool": tool, "argv": argv, "start": started, "end": time.time(), "exit": code,
               "mutating": bool(registered and registered.mutating)}
     with state.locked():
         with open(state.root / "calls.jsonl", "a") as log:
             log.write(json.dumps(record) + "\n")
-    sys.stdout.flush()
+    stdout.flush()
     return code
+
+
+def main(tool: str, argv: list[str]) -> int:
+    return dispatch(tool, argv, stdin=None, stdout=sys.stdout, stderr=sys.stderr)

@@ -1,0 +1,200 @@
+"""The fake cloud in-process: `invoke` run inside the test process, the Runner handed a seam that calls the
+fake cloud's handlers (tests/fakecloud/fakecloud) directly instead of starting bin/gcloud, bin/kubectl, bin/helm.
+
+Same handlers, same state directory, same calls log, same injected faults as the subprocess path; only the
+process start is gone (each fake call was a new Python process: ~0.1-0.3 s, hundreds per `up`). What still needs a
+real process gets one: `kubectl exec … -- bash` (the job script: detached jobs, process groups, signals) and any
+tool that is not the fake's (gke-gcloud-auth-plugin, a stub a test puts first on PATH, the real helm that
+`helm template` calls).
+
+Each run looks like a fresh `python -m invoke`: the environment is exactly the one given, the working directory
+is the given one, stdin/stdout/stderr are pipes-like buffers (no terminal), and the project's modules are
+imported afresh (module state from an earlier run or test cannot leak in) and put back afterwards. The seam
+reaches the Runner explicitly: Invoke's config `runner.tools` (tasks/context.runner passes the `runner` section
+to Runner.options), no environment variable.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+FAKE_BIN = REPO / "tests" / "fakecloud" / "bin"
+FAKE_TOOLS = ("gcloud", "kubectl", "helm")
+# Modules a fresh `python -m invoke` would import anew: the project's and the Invoke collection.
+PROJECT_MODULES = ("nemo_rl_gke", "tasks")
+
+
+class _Pipe(io.StringIO):
+    """A captured stream that looks like a pipe: text, UTF-8, not a terminal."""
+
+    encoding = "utf-8"  # type: ignore[assignment]
+
+    def isatty(self) -> bool:
+        return False
+
+
+def needs_process(tool: str, argv: list[str]) -> bool:
+    """`kubectl exec … -- bash` runs the job script in a real shell (it detaches drivers and sends signals)."""
+    if tool != "kubectl" or "exec" not in argv or "--" not in argv:
+        return False
+    command = argv[argv.index("--") + 1:]
+    return bool(command) and command[0].rsplit("/", 1)[-1] == "bash"
+
+
+class TimedOut(Exception):
+    """The in-process run outlived its timeout: every later fake call raises this."""
+
+
+@dataclass
+class FakeTools:
+    """The Runner's process seam (runner.Tools) over the fake cloud's handlers.
+
+    A command whose executable resolves (PATH, then .tools/bin, as the real seam does) to the fake's bin/ is
+    dispatched in-process; anything else, and `kubectl exec … -- bash`, runs as a real process."""
+
+    deadline: float = float("inf")
+    in_process_calls: int = 0
+    process_calls: int = 0
+
+    def __copy__(self) -> FakeTools:  # Invoke copies config values; the seam is one object
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FakeTools:
+        return self
+
+    def _in_process(self, argv: list[str]) -> bool:
+        from nemo_rl_gke.runner import find_tool
+
+        if time.monotonic() > self.deadline:
+            raise TimedOut(f"in-process invoke ran past its timeout; stopped at: {' '.join(argv[:6])}")
+        path = Path(find_tool(argv[0]))
+        tool = path.name
+        return path.parent == FAKE_BIN and tool in FAKE_TOOLS and not needs_process(tool, argv[1:])
+
+    def run(self, argv: list[str], *, stdin: str | None, timeout: float | None) -> Any:
+        from fakecloud.main import dispatch
+        from nemo_rl_gke.runner import Processes, Ran
+
+        if not self._in_process(argv):
+            self.process_calls += 1
+            return Processes().run(argv, stdin=stdin, timeout=timeout)
+        self.in_process_calls += 1
+        out, err = _Pipe(), _Pipe()
+        code = dispatch(Path(argv[0]).name, argv[1:], stdin=stdin or "", stdout=out, stderr=err)
+        return Ran(code, out.getvalue(), err.getvalue())
+
+    def stream(self, argv: list[str], *, stdin: str | None, out: Callable[[str], None],
+               err: Callable[[str], None]) -> int:
+        from nemo_rl_gke.runner import Processes
+
+        if not self._in_process(argv):
+            self.process_calls += 1
+            return Processes().stream(argv, stdin=stdin, out=out, err=err)
+        ran = self.run(argv, stdin=stdin, timeout=None)
+        for line in ran.stdout.splitlines(keepends=True):
+            out(line)
+        for line in ran.stderr.splitlines(keepends=True):
+            err(line)
+        return ran.exit_code
+
+
+# One in-process run at a time per test process: it swaps process-wide things (environment, cwd, streams).
+_ONE_AT_A_TIME = threading.Lock()
+
+
+@contextmanager
+def _like_a_fresh_process(cwd: Path, env: Mapping[str, str], stdin: str) -> Iterator[tuple[_Pipe, _Pipe]]:
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    saved_streams = (sys.stdin, sys.stdout, sys.stderr)
+    saved_path, saved_argv = list(sys.path), list(sys.argv)
+    saved_modules = {name: module for name, module in sys.modules.items() if _ours(name)}
+    for name in saved_modules:
+        del sys.modules[name]
+    out, err = _Pipe(), _Pipe()
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    sys.stdin, sys.stdout, sys.stderr = _Pipe(stdin), out, err
+    try:
+        yield out, err
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved_streams
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        sys.path[:], sys.argv[:] = saved_path, saved_argv
+        for name in [n for n in sys.modules if _ours(n)]:
+            del sys.modules[name]
+        sys.modules.update(saved_modules)
+
+
+def _ours(module: str) -> bool:
+    return any(module == m or module.startswith(m + ".") for m in PROJECT_MODULES)
+
+
+def _program(runner_section: dict[str, Any]) -> Any:
+    """`python -m invoke`'s Program (invoke.main.program), its config given the runner section."""
+    import invoke
+    from invoke import Config, Program
+
+    class FakeCloudConfig(Config):
+        @staticmethod
+        def global_defaults() -> dict[str, Any]:
+            defaults = Config.global_defaults()
+            defaults["runner"] = dict(runner_section)
+            return defaults
+
+    return Program(name="Invoke", binary="inv[oke]", binary_names=["invoke", "inv"], version=invoke.__version__,
+                   config_class=FakeCloudConfig)
+
+
+def seam_reaches_runner() -> bool:
+    """True once tasks/context.runner hands Invoke's `runner` config section to the Runner (Runner.options)."""
+    import nemo_rl_gke.tasks.context as context
+
+    return "options" in context.runner.__code__.co_names
+
+
+def invoke(args: list[str], *, cwd: Path, env: Mapping[str, str], input: str | None = None,
+           timeout: float = 300) -> tuple[int, str, str, FakeTools]:
+    """`python -m invoke --search-root REPO *args` in this process: (exit code, stdout, stderr, the seam)."""
+    tools = FakeTools(deadline=time.monotonic() + timeout)
+    section = {"tools": tools, "poll_seconds": 0, "backoff_seconds": 0}
+    with _ONE_AT_A_TIME, _like_a_fresh_process(cwd, env, input or "") as (out, err):
+        from fakecloud.main import load_handlers
+
+        load_handlers()
+        try:
+            _program(section).run(["invoke", "--search-root", str(REPO), *args])
+            code = 0
+        except SystemExit as stop:
+            code = _exit_code(stop, err)
+        except TimedOut:
+            code = 124
+        except BaseException:  # noqa: BLE001 - what an uncaught exception does to `python -m invoke`
+            traceback.print_exc(file=err)
+            code = 1
+    if code == 124 or time.monotonic() > tools.deadline:
+        raise subprocess.TimeoutExpired(["invoke", *args], timeout, out.getvalue(), err.getvalue())
+    return code, out.getvalue(), err.getvalue(), tools
+
+
+def _exit_code(stop: SystemExit, err: _Pipe) -> int:
+    if stop.code is None:
+        return 0
+    if isinstance(stop.code, int):
+        return stop.code
+    err.write(f"{stop.code}\n")  # sys.exit("message"): Python prints it and exits 1
+    return 1

@@ -1,0 +1,208 @@
+"""The Runner's process seam, tool lookup, Ctrl-C during waits, wait display, and redaction of streamed output."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import stat
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+import pytest
+
+from nemo_rl_gke import runner as runner_module
+from nemo_rl_gke.runner import TRANSIENT, Interrupted, Ran, Runner, ToolError
+from nemo_rl_gke.settings import ConfigError
+
+SECRET = "hf_STREAMEDsecret4242"
+
+
+def write_tool(folder, name: str, body: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(f"#!{sys.executable}\n{body}\n")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+
+
+@dataclass
+class Scripted:
+    """A seam that answers from a script of (exit code, stderr) and records what it was asked."""
+
+    answers: list[tuple[int, str]]
+    asked: list[tuple[list[str], str | None]] = field(default_factory=list)
+
+    def run(self, argv, *, stdin, timeout):
+        self.asked.append((argv, stdin))
+        code, stderr = self.answers.pop(0) if self.answers else (0, "")
+        return Ran(code, "out" if code == 0 else "", stderr)
+
+    def stream(self, argv, *, stdin, out, err):
+        out(f"token {SECRET} in a line\n")
+        err(f"and {SECRET} on stderr\n")
+        return 0
+
+
+def quiet(**kw) -> tuple[Runner, io.StringIO, io.StringIO]:
+    out, err = io.StringIO(), io.StringIO()
+    return Runner(out=out, err=err, **kw), out, err
+
+
+# ---- the seam and tool lookup ------------------------------------------------------------------------
+def test_runner_seam_gets_argv_as_strings_and_stdin():
+    seam = Scripted([])
+    r, _, _ = quiet(tools=seam)
+    r.run(["kubectl", "apply", "--filename=-", 3], stdin="kind: X\n")
+    assert seam.asked == [(["kubectl", "apply", "--filename=-", "3"], "kind: X\n")]
+
+
+def test_runner_finds_helm_in_project_tools_when_not_on_path(tmp_path, monkeypatch):
+    write_tool(tmp_path / "tools", "helm", "print('v3.17.3 from .tools/bin')")
+    monkeypatch.setattr(runner_module, "PROJECT_TOOLS", tmp_path / "tools")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    r, _, _ = quiet()
+    assert r.run(["helm", "version"], echo=False).stdout.strip() == "v3.17.3 from .tools/bin"
+
+
+def test_runner_prefers_the_helm_on_path_over_project_tools(tmp_path, monkeypatch):
+    write_tool(tmp_path / "tools", "helm", "print('project')")
+    write_tool(tmp_path / "path", "helm", "print('path')")
+    monkeypatch.setattr(runner_module, "PROJECT_TOOLS", tmp_path / "tools")
+    monkeypatch.setenv("PATH", str(tmp_path / "path"))
+    r, _, _ = quiet()
+    assert r.run(["helm", "version"], echo=False).stdout.strip() == "path"
+
+
+def test_runner_options_take_known_keys_and_refuse_others():
+    assert Runner.options({"poll_seconds": 0, "backoff_seconds": 1}) == {"poll_seconds": 0, "backoff_seconds": 1}
+    assert Runner.options(None) == {}
+    with pytest.raises(ConfigError, match="poll_secs"):
+        Runner.options({"poll_secs": 0})
+
+
+# ---- retries: each transient shape the fake cloud injects, and a permanent one -------------------------
+REAL_TRANSIENT_ERRORS = {
+    "gce rate limit": "ERROR: (gcloud.compute.networks.create) Could not fetch resource:\n - Quota exceeded for "
+                      "quota metric 'Queries' and limit 'Queries per minute' of service 'compute.googleapis.com'",
+    "gke 429": "ERROR: (gcloud.container.node-pools.create) ResponseError: code=429, message=Too many operations",
+    "gke operation in progress": "ERROR: (gcloud.container.node-pools.create) ResponseError: code=400, "
+                                 "message=Operation operation-1 is currently upgrading cluster c. Please wait and "
+                                 "try again once it is done.",
+    "gce resource not ready": "ERROR: (gcloud.compute.networks.subnets.create) Could not fetch resource:\n - The "
+                              "resource 'projects/p/global/networks/n' is not ready",
+    "k8s conflict": "Error from server (Conflict): Operation cannot be fulfilled on pods \"x\": the object has been "
+                    "modified; please apply your changes to the latest version and try again",
+    "k8s 429": "Error from server (TooManyRequests): the server has received too many requests and has asked us to "
+               "try again later",
+    "helm busy": "Error: UPGRADE FAILED: another operation (install/upgrade/rollback) is in progress",
+    "5xx": "ERROR: (gcloud.compute.networks.create) HttpError 503: Service Unavailable; code=503",
+}
+REAL_PERMANENT_ERRORS = {
+    "bad flag": "ERROR: (gcloud.container.clusters.create) INVALID_ARGUMENT: unrecognized arguments: --bogus",
+    "resource quota": "ERROR: (gcloud.compute.instances.create) Quota 'NVIDIA_B200_GPUS' exceeded. Limit: 0.0 in "
+                      "region us-central1.",
+    "forbidden": "Error from server (Forbidden): pods is forbidden: User cannot list resource",
+    "not found": "ERROR: (gcloud.lustre.instances.describe) NOT_FOUND: Resource not found",
+}
+
+
+@pytest.mark.parametrize("stderr", list(REAL_TRANSIENT_ERRORS.values()), ids=list(REAL_TRANSIENT_ERRORS))
+def test_runner_retries_each_transient_error_shape(stderr):
+    seam = Scripted([(1, stderr), (0, "")])
+    r, _, err = quiet(tools=seam, backoff_seconds=0)
+    assert (r.run(["gcloud", "x"]).attempts, len(seam.asked), "transient error" in err.getvalue()) == (2, 2, True)
+
+
+@pytest.mark.parametrize("stderr", list(REAL_PERMANENT_ERRORS.values()), ids=list(REAL_PERMANENT_ERRORS))
+def test_runner_fails_at_once_on_a_permanent_error(stderr):
+    seam = Scripted([(1, stderr), (0, "")])
+    r, _, _ = quiet(tools=seam, backoff_seconds=0)
+    with pytest.raises(ToolError):
+        r.run(["gcloud", "x"])
+    assert (len(seam.asked), TRANSIENT.search(stderr)) == (1, None)
+
+
+# ---- streamed output -------------------------------------------------------------------------------
+def test_runner_stream_redacts_every_line_of_a_real_process(tmp_path, monkeypatch):
+    write_tool(tmp_path, "talker", f"import sys\nprint('out {SECRET} 1', flush=True)\n"
+                                   f"sys.stderr.write('err {SECRET} 2\\n')\nprint('done')")
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    r, out, err = quiet(secrets=(SECRET,))
+    code = r.stream(["talker"])
+    assert (code, SECRET in out.getvalue() + err.getvalue(), out.getvalue().count("***"),
+            "err *** 2" in err.getvalue(), "done" in out.getvalue()) == (0, False, 1, True, True)
+
+
+def test_runner_stream_redacts_lines_from_the_seam():
+    r, out, err = quiet(secrets=(SECRET,), tools=Scripted([]))
+    r.stream(["kubectl", "logs"])
+    assert (out.getvalue(), err.getvalue().splitlines()[-1]) == ("token *** in a line\n", "and *** on stderr")
+
+
+# ---- Ctrl-C ----------------------------------------------------------------------------------------
+@pytest.fixture
+def ctrl_c():
+    """ctrl_c(after): a real SIGINT to the main thread after `after` seconds, Python's own handler in place."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    timers: list[threading.Timer] = []
+
+    def arm(after: float) -> None:
+        timer = threading.Timer(after, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
+        timers.append(timer)
+        timer.start()
+
+    yield arm
+    for timer in timers:
+        timer.cancel()
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_runner_ctrl_c_in_the_pool_owner_stops_a_workers_poll_within_2_s(ctrl_c):
+    r, _, _ = quiet(poll_seconds=600)
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        with r.pool(2) as pool:
+            waiting = pool.submit(r.poll, "Lustre ACTIVE", lambda: False, timeout=3600)
+            ctrl_c(0.3)
+            waiting.result()
+    assert (time.monotonic() - started < 2.0, isinstance(waiting.exception(), Interrupted)) == (True, True)
+
+
+def test_runner_ctrl_c_in_parallel_stops_waiting_and_starts_nothing_new(ctrl_c):
+    seam = Scripted([])
+    r, _, _ = quiet(poll_seconds=600, tools=seam)
+    started = time.monotonic()
+    ctrl_c(0.3)
+    with pytest.raises(KeyboardInterrupt):
+        r.parallel([lambda: r.poll("a", lambda: False, timeout=3600), lambda: r.poll("b", lambda: False, timeout=3600)])
+    assert time.monotonic() - started < 2.0
+    with pytest.raises(Interrupted):
+        r.run(["gcloud", "create"])
+    assert seam.asked == []
+
+
+def test_runner_interrupt_cuts_a_retry_backoff_short():
+    r, _, _ = quiet(tools=Scripted([(1, "code=503")] * 5), backoff_seconds=600)
+    threading.Timer(0.3, r.interrupt).start()
+    started = time.monotonic()
+    with pytest.raises(Interrupted):
+        r.run(["gcloud", "x"])
+    assert time.monotonic() - started < 2.0
+
+
+# ---- the wait display (the board draws waits itself) ----------------------------------------------------
+def test_runner_poll_reports_start_ticks_and_end_to_the_wait_display():
+    seen: list[tuple[str, bool]] = []
+    answers = iter([False, False, True])
+    r, _, err = quiet(poll_seconds=0.2, wait_display=lambda label, seconds, done: seen.append((label, done)))
+    assert r.poll("Lustre ACTIVE", lambda: next(answers), timeout=30)
+    assert (seen[0], seen[-1], len(seen) >= 4, err.getvalue()) == (
+        ("Lustre ACTIVE", False), ("Lustre ACTIVE", True), True, "")
+
+
+def test_runner_poll_without_display_prints_start_and_end_lines():
+    r, _, err = quiet(poll_seconds=0)
+    assert r.poll("ready", lambda: True, timeout=1)
+    assert err.getvalue().startswith("… ready\n✓ ready (")
