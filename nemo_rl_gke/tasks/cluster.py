@@ -56,11 +56,10 @@ def credentials(c):
     context.apply_steps(c, s, [step for step in _steps(s) if step.name == cluster.CREDENTIALS])
 
 
-@context.task
-def status(c):
+@context.task(help={"json_": context.JSON_HELP})
+def status(c, json_=False):
     """Show whether the cluster, GPU pool, NCCL installer and network mapping exist."""
-    s = context.settings(c)
-    context.print_table(f"cluster {s.CLUSTER_NAME}", ("resource", "state"), context.status_rows(c, s, _steps(s)))
+    context.status_task(c, "cluster {s.CLUSTER_NAME}", _steps, as_json=json_, kind="cluster.status")
 
 
 @context.task(help={"yes": "Answer yes to the confirmation (needed without a terminal)."})

@@ -235,12 +235,31 @@ def destroy_steps(c: Any, s: Settings, steps: list[Any], *, delete_data: bool = 
         return graph.destroy(r, steps, delete_data=delete_data, listener=board.listener)
 
 
-def status_rows(c: Any, s: Settings, steps: list[Any]) -> list[tuple[str, str]]:
-    """(title, present|absent) for each resource step, asked in parallel."""
+def status_states(c: Any, s: Settings, steps: list[Any]) -> list[tuple[Any, str]]:
+    """(step, present|absent) for each resource step, asked in parallel (a dry run asks nothing: absent)."""
     r = runner(c, s)
     checked = [step for step in steps if not step.always]
     found = r.parallel([lambda step=step: step.exists(r) for step in checked])
-    return [(step.title, "present" if ok else "absent") for step, ok in zip(checked, found, strict=True)]
+    return [(step, "present" if ok else "absent") for step, ok in zip(checked, found, strict=True)]
+
+
+def status_rows(c: Any, s: Settings, steps: list[Any]) -> list[tuple[str, str]]:
+    """(title, present|absent) for each resource step, asked in parallel."""
+    return [(step.title, state) for step, state in status_states(c, s, steps)]
+
+
+def status_task(c: Any, title: str, steps_of: Callable[[Settings], list[Any]], *, as_json: bool, kind: str) -> None:
+    """A layer's `status`: a table, or with --json `{"version": 1, "kind": ..., "dry_run": ..., "resources":
+    [{"name", "title", "state"}]}` (state: present or absent; a dry run asks nothing, so all absent)."""
+    with json_output(as_json) as out:
+        s = settings(c)
+        states = status_states(c, s, steps_of(s))
+        if out:
+            out.emit({"kind": kind, "dry_run": is_dry(c), "project": s.PROJECT_ID, "cluster": s.CLUSTER_NAME,
+                      "resources": [{"name": step.name, "title": step.title, "state": state}
+                                    for step, state in states]}, secrets=s.secrets)
+            return
+        print_table(title.format(s=s), ("resource", "state"), [(step.title, state) for step, state in states])
 
 
 # Columns whose values the next command needs whole (a run id for --id, a pod for kubectl logs).
@@ -330,5 +349,5 @@ def json_output(enabled: bool) -> Iterator[JsonOut | None]:
     target = JsonOut(sys.stdout)
     with contextlib.redirect_stdout(sys.stderr):
         yield target
-    if not target.emitted:
-        raise RuntimeError("--json: the task ended without emitting its document")
+    if not target.emitted:  # a task's bug; still one line, no traceback
+        raise Exit("error: --json: this task printed no JSON document (a bug: please report it).", code=1)

@@ -24,11 +24,10 @@ def create(c):
     context.apply_steps(c, s, _steps(s))
 
 
-@context.task
-def status(c):
+@context.task(help={"json_": context.JSON_HELP})
+def status(c, json_=False):
     """Show which of our networks, subnets and firewall rules exist."""
-    s = context.settings(c)
-    context.print_table("networks", ("resource", "state"), context.status_rows(c, s, _steps(s)))
+    context.status_task(c, "networks", _steps, as_json=json_, kind="net.status")
 
 
 @context.task(help={"yes": "Answer yes to the confirmation (needed without a terminal)."})
