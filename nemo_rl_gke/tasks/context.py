@@ -196,7 +196,10 @@ def settings(c: Any, *, offline: bool = False, **overrides: Any) -> Settings:
 def runner(c: Any, s: Settings) -> Any:
     from ..runner import Runner
 
-    return Runner(dry=is_dry(c), secrets=s.secrets, verbose=bool(c.config.get("verbose", False)))
+    # The Invoke config's `runner` section (invoke.yaml, -f FILE, INVOKE_RUNTIME_CONFIG): poll/backoff seconds,
+    # attempts, and for tests the process seam; unknown keys are refused.
+    return Runner(dry=is_dry(c), secrets=s.secrets, verbose=bool(c.config.get("verbose", False)),
+                  **Runner.options(c.config.get("runner")))
 
 
 def confirm(c: Any, question: str, *, yes: bool) -> None:
