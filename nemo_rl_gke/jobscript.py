@@ -148,7 +148,18 @@ for file in {_q(sub.entry_point)} {_q(sub.recipe)}; do
   fi
 done
 
+created=no
+[[ -d "$RUN" ]] || created=yes
 mkdir -p "$RUN" "$HF_HOME" "$DATASET"
+# A check that fails leaves no half-made run behind (only a directory this submission created is removed).
+started=no
+forget_failed_submission() {{
+  if [[ $started == no ]]; then
+    rm -f "$RUN/overrides.new"
+    if [[ $created == yes && ! -e "$RUN/job" ]]; then rm -rf -- "$RUN"; fi
+  fi
+}}
+trap forget_failed_submission EXIT
 resumed=no
 if [[ -e "$RUN/job" ]]; then
   if [[ "$(cat "$RUN/job")" != "$JOB" ]]; then
@@ -201,6 +212,7 @@ if [[ ! -s "$RUN/pid" ]]; then
   echo "error: the driver did not start; see {run_dir}/driver.log" >&2
   exit 1
 fi
+started=yes
 echo "started run $RUN_ID (pid $(cat "$RUN/pid"), resumed: $resumed)"
 echo "run dir: {run_dir}"
 echo "run id: $RUN_ID"

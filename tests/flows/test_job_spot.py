@@ -131,7 +131,7 @@ def test_job_spot_token_without_access_fails_in_seconds_with_the_licence_url(clo
     done = cloud.invoke("job.submit", "gemma3-gsm8k", "--id=noaccess", FAKECLOUD_HF_NO_ACCESS="google/gemma-3-27b-it")
     assert done.code != 0 and "https://huggingface.co/google/gemma-3-27b-it" in done.stderr
     assert "no access to the gated model" in done.stderr and time.monotonic() - began < 30
-    assert not (run_dir(cloud, "noaccess") / "pid").exists()
+    assert not run_dir(cloud, "noaccess").exists()  # nothing half-made is left behind
 
 
 def test_job_spot_override_the_recipe_refuses_fails_in_the_pod_naming_the_key(cloud):
@@ -140,4 +140,4 @@ def test_job_spot_override_the_recipe_refuses_fails_in_the_pod_naming_the_key(cl
     done = cloud.invoke("job.submit", "qwen2.5-1.5b-gsm8k", "--id=badkey", "--set", f"{key}=1")
     assert done.code == 2, done.output
     assert "NeMo RL v0.5.0 refuses the overrides" in done.stderr and key in done.stderr
-    assert not (run_dir(cloud, "badkey") / "pid").exists()
+    assert not run_dir(cloud, "badkey").exists()
