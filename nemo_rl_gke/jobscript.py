@@ -102,12 +102,12 @@ def _script_source(name: str) -> str:
     return (SCRIPTS / name).read_text()
 
 
-PREAMBLE = """\
+STRICT = """\
 # nemo-rl-gke: piped into the Ray head pod. Holds no secret; never traced.
 set -euo pipefail
 set +x
-ROOT="${NRG_POD_ROOT:-}"
 """
+PREAMBLE = STRICT + 'ROOT="${NRG_POD_ROOT:-}"\n'
 
 
 def submit_script(sub: Submission) -> str:
@@ -233,7 +233,7 @@ def reader_script(action: str, run_id: str = "", *, stop_grace_seconds: float = 
     if run_id:
         jobspec.check_run_id(run_id)
     grace = f"export NRG_STOP_GRACE_SECONDS={stop_grace_seconds:g}\n" if action == "stop" else ""
-    return PREAMBLE + grace + _jobrun_function() + f"jobrun {_q(action)} {_q(run_id)} < /dev/null\n"
+    return STRICT + grace + _jobrun_function() + f"jobrun {_q(action)} {_q(run_id)} < /dev/null\n"
 
 
 def logs_script(run_id: str = "", *, follow: bool = False, lines: int = 200) -> str:
