@@ -261,3 +261,20 @@ def test_ray_render_values_prints_the_generated_values(cloud):
     done = cloud.invoke("ray.render", "--values", "--nodes=3")
     assert done.code == 0, done.output
     assert "replicas: 3" in done.stdout and "secretName: nemo-rl-secrets" in done.stdout
+
+
+def test_ray_dashboard_client_forwards_the_ray_client_port_too(cloud):
+    done = cloud.invoke("--dry", "ray.dashboard", "--client")
+    assert done.code == 0, done.output
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("$ kubectl")]
+    assert "port-forward service/nemo-rl-head-svc 8265:8265 10001:10001 --namespace=default" in line
+    assert 'ray.init("ray://localhost:10001")' in done.stderr
+    moved = cloud.invoke("--dry", "ray.dashboard", "--port=9000", "--client", "--client-port=11001")
+    assert "9000:8265 11001:10001" in moved.stdout
+
+
+@pytest.mark.parametrize("argv", [("--port=0",), ("--port=70000",), ("--client", "--client-port=8265")])
+def test_ray_dashboard_refuses_a_bad_port_with_exit_2(cloud, argv):
+    done = cloud.invoke("--dry", "ray.dashboard", *argv)
+    assert done.code == 2, done.output
+    assert "port" in done.stderr and "$ kubectl" not in done.stdout
