@@ -122,7 +122,12 @@ def shortfall_message(s: Settings, states: list[PodState], seen_gpus: float | No
     wanted = raychart.expected_gpus(s)
     workers = [p for p in states if p.node_type == "worker"]
     ready = sum(p.ready for p in workers)
-    seen = "cannot be asked (the head is not Ready)" if seen_gpus is None else f"sees {seen_gpus:g}"
+    if seen_gpus is not None:
+        seen = f"sees {seen_gpus:g}"
+    elif any(p.node_type == "head" and p.ready for p in states):
+        seen = "could not be asked (the query in the head pod failed; `invoke ray.status` asks again)"
+    else:
+        seen = "cannot be asked (the head is not Ready)"
     lines = [f"Ray {seen} of the {wanted} GPUs wanted (GPU_NODES={s.GPU_NODES} × {s.gpu.gpus_per_node}); "
              f"{ready} of {s.GPU_NODES} GPU workers are Ready."]
     for pod in states:
@@ -282,20 +287,31 @@ def wait_ready(r: Runner, s: Settings, *, timeout: float = READY_TIMEOUT_SECONDS
 
 
 def verify_gpus(r: Runner, s: Settings, states: list[PodState], *, timeout: float | None = None) -> float:
-    """Ray must see GPU_NODES × 8 GPUs; otherwise raise RayNotReady saying why."""
+    """Ray must see GPU_NODES × 8 GPUs; otherwise raise RayNotReady saying why (never after a ✓ line: the
+    check itself raises at the deadline, so the runner's wait never ends as a success)."""
+    import time
+
     wanted = raychart.expected_gpus(s)
+    timeout = GPU_CHECK_POLLS * r.poll_seconds if timeout is None else timeout
+    deadline = time.monotonic() + timeout
     seen: dict[str, float | None] = {"gpus": None}
+
+    def shortfall() -> RayNotReady:
+        return RayNotReady(shortfall_message(s, states, seen["gpus"], _pool_nodes(r, s)))
 
     def enough() -> bool:
         seen["gpus"] = query_gpus(r, s, states)
-        return seen["gpus"] is not None and seen["gpus"] >= wanted
+        if seen["gpus"] is not None and seen["gpus"] >= wanted:
+            return True
+        if time.monotonic() >= deadline:
+            raise shortfall()
+        return False
 
-    timeout = GPU_CHECK_POLLS * r.poll_seconds if timeout is None else timeout
-    if all_ready(states, s.GPU_NODES) and r.poll(f"Ray reports {wanted} GPUs", enough, timeout=timeout):
-        return float(seen["gpus"] or 0)
-    if seen["gpus"] is None:
+    if not all_ready(states, s.GPU_NODES):
         seen["gpus"] = query_gpus(r, s, states)
-    raise RayNotReady(shortfall_message(s, states, seen["gpus"], _pool_nodes(r, s)))
+        raise shortfall()
+    r.poll(f"Ray reports {wanted} GPUs", enough, timeout=float("inf"))
+    return float(seen["gpus"] or 0)
 
 
 def deploy(r: Runner, s: Settings, *, head_cpu: int | None = None, head_memory_gi: int | None = None,

@@ -278,3 +278,11 @@ def test_ray_dashboard_refuses_a_bad_port_with_exit_2(cloud, argv):
     done = cloud.invoke("--dry", "ray.dashboard", *argv)
     assert done.code == 2, done.output
     assert "port" in done.stderr and "$ kubectl" not in done.stdout
+
+
+def test_ray_deploy_a_failing_gpu_query_says_so_instead_of_a_count(cloud):
+    done = cloud.invoke("ray.deploy", FAKECLOUD_FAIL="ray.init:1000:permanent")
+    assert done.code == 1, done.output
+    assert "Ray could not be asked (the query in the head pod failed" in done.stderr
+    assert "of the 16 GPUs wanted" in done.stderr and "Ray sees 16 of" not in done.stderr
+    assert "✓ Ray reports" not in done.stderr and "Traceback" not in done.output
