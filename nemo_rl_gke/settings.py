@@ -311,6 +311,9 @@ def validate(s: Settings) -> Settings:
     problem = bucket_name_problem(s.bucket)
     if problem:
         raise ConfigError("GS_BUCKET", s.bucket, problem)
+    if s.GS_BUCKET_EXISTING and not s.GS_BUCKET:
+        raise ConfigError("GS_BUCKET_EXISTING", s.GS_BUCKET_EXISTING, "set GS_BUCKET to the name of your own bucket "
+                                                                      "as well (or set GS_BUCKET_EXISTING=false).")
     for key in SECRET_KEYS:
         value = getattr(s, key)
         if value and not _SECRET.fullmatch(value):

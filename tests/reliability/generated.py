@@ -145,6 +145,9 @@ VALID: dict[str, st.SearchStrategy[dict[str, str]]] = {
         st.just(""), st.text(string.digits, min_size=6, max_size=20))),
     "RAY_VERSION": st.builds(lambda a, b, c: {"RAY_VERSION": f"{a}.{b}.{c}"}, st.integers(0, 99),
                              st.integers(0, 99), st.integers(0, 99)),
+    "GS_BUCKET_EXISTING": st.one_of(st.builds(lambda v: {"GS_BUCKET_EXISTING": v}, _mixed_case(S._FALSE)),
+                                    st.builds(lambda v, b: {"GS_BUCKET_EXISTING": v, "GS_BUCKET": b},
+                                              _mixed_case(S._TRUE), bucket_ok)),
     "NCCL_INSTALLER_REF": st.builds(lambda v: {"NCCL_INSTALLER_REF": v}, st.one_of(
         st.text("0123456789abcdef", min_size=40, max_size=40), st.just(S.NCCL_INSTALLER_DEFAULT_REF))),
 }
@@ -207,6 +210,9 @@ INVALID: dict[str, st.SearchStrategy[dict[str, str]]] = {
     "RAY_VERSION": _one("RAY_VERSION", st.text(string.ascii_letters + string.digits + ".", min_size=1,
                                                max_size=10).filter(
         lambda t: not __import__("re").fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", t))),
+    "GS_BUCKET_EXISTING": st.one_of(_one("GS_BUCKET_EXISTING", _not_in(BOOL_WORDS)),
+                                    st.builds(lambda v: {"GS_BUCKET_EXISTING": v, "GS_BUCKET": ""},
+                                              _mixed_case(S._TRUE))),
     "NCCL_INSTALLER_REF": _one("NCCL_INSTALLER_REF", st.one_of(
         st.just(""), spoil(st.text("0123456789abcdef", min_size=40, max_size=40), extra="/?#%"),
         st.text("0123456789abcdef", max_size=39), st.sampled_from(["master", "HEAD", "v1.1.1"]))),

@@ -51,6 +51,7 @@ def test_env_example_lists_every_key_and_validates():
     ("GS_BUCKET", ".".join(["x" * 63] * 4)), ("GS_BUCKET", "a." + "x" * 64), ("GS_BUCKET", "-lead"),
     # Names that collide with our own derived names.
     ("NETWORK", "nemo-gvnic-net"), ("NETWORK", "nemo-rdma-net"),
+    ("GS_BUCKET_EXISTING", "maybe"),
     ("NCCL_INSTALLER_REF", ""), ("NCCL_INSTALLER_REF", "../../evil"), ("NCCL_INSTALLER_REF", "a b"),
     ("NCCL_INSTALLER_REF", "master"), ("NCCL_INSTALLER_REF", "2DA1C92FF7BD772A2C833710BB6C21DCFE6DFAAE"),
     # Numbers past Python's int-string limit.
@@ -166,3 +167,10 @@ def test_nccl_installer_ref_defaults_to_the_master_commit_with_both_files():
 
 def test_placeholder_project_matches_env_example():
     assert settings.PLACEHOLDER_PROJECT_ID == read_env_example()["PROJECT_ID"]
+
+
+def test_gs_bucket_existing_needs_the_bucket_named():
+    with pytest.raises(ConfigError) as caught:
+        validate(base(GS_BUCKET="", GS_BUCKET_EXISTING="true"))
+    assert caught.value.key == "GS_BUCKET_EXISTING"
+    assert validate(base(GS_BUCKET="my-own-data", GS_BUCKET_EXISTING="true")).GS_BUCKET_EXISTING is True
