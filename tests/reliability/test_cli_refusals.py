@@ -42,7 +42,9 @@ def test_cli_invalid_setting_exits_2_naming_the_key_before_any_call(cli_cloud, k
     task = data.draw(st.sampled_from(TASKS))
     counts.add("cases")
     done, calls = refused(cli_cloud, task, **overrides)
-    leaked = [v for v in (TEST_HF_TOKEN, TEST_WANDB_KEY, overrides.get("HF_TOKEN", "\0")) if v in done.output]
+    # A short invalid token ("A") is a substring of any message: look for it echoed as a value instead.
+    bad_token = overrides.get("HF_TOKEN", "\0")
+    leaked = [v for v in (TEST_HF_TOKEN, TEST_WANDB_KEY, f"'{bad_token}'", f"={bad_token}") if v in done.output]
     assert (done.code, key in done.stderr, "Traceback" in done.output, calls, leaked) == (2, True, False, [], []), (
         overrides, done.output[-1500:])
 
