@@ -25,7 +25,7 @@ def is_dry(c: Any) -> bool:
     return bool(c.config.run.dry)
 
 
-# ---- the command line: Invoke's public extension points only ---------------------------------------
+# ---- the command line: through Invoke's public API (task(klass=), Argument, Program methods) ----------
 # A whole number on the command line: ASCII digits (Python's int() would also take other scripts' digits),
 # at most 9 of them (no int-string-limit traceback, no absurd sizes), optionally negative.
 _WHOLE_NUMBER = re.compile(r"-?[0-9]{1,9}")
