@@ -460,7 +460,7 @@ def read_env_file(path: Path, *, warn: Callable[[str], None] = _warn_once) -> di
     except OSError as exc:
         raise ConfigError("ENV_FILE", str(path), f"cannot read it ({exc.strerror or exc}).") from None
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # a BOM (some Windows editors write one) is not part of the first key
     except UnicodeDecodeError as exc:
         line = data[:exc.start].count(b"\n") + 1
         shown = data.split(b"\n")[line - 1][:SHOWN_MAX].decode("utf-8", "replace")

@@ -73,6 +73,11 @@ def test_load_comments_export_and_quotes_still_parse(tmp_path):
     assert (s.CLUSTER_NAME, s.GPU_NODES, s.SPOT, warnings) == ("quoted-name", 3, False, [])
 
 
+def test_load_windows_file_with_bom_and_crlf_reads_like_any_other(tmp_path):
+    s, warnings = _load(tmp_path, b"\xef\xbb\xbf" + _text(CLUSTER_NAME="win").replace("\n", "\r\n").encode())
+    assert (s.PROJECT_ID, s.CLUSTER_NAME, warnings) == ("real-project", "win", [])
+
+
 def test_load_finds_env_next_to_tasks_py_from_a_subdirectory(tmp_path):
     (tmp_path / "tasks.py").write_text("")
     (tmp_path / ".env").write_text(_text(CLUSTER_NAME="root-cluster"))
