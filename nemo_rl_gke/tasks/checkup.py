@@ -89,8 +89,13 @@ def probes() -> Probes:
         return REAL_PROBES
     import importlib
 
+    from ..settings import ConfigError
+
     module, _, attribute = spec.partition(":")
-    return getattr(importlib.import_module(module), attribute)()
+    try:
+        return getattr(importlib.import_module(module), attribute)()
+    except (ImportError, AttributeError, TypeError, ValueError) as exc:
+        raise ConfigError(PROBES_ENV, spec, f"name a module:function that returns Probes ({exc}).") from None
 
 
 @context.task(help={"fix": "Enable the APIs that are missing (asks first; --yes answers).",

@@ -158,3 +158,8 @@ def test_doctor_fix_dry_run_shows_the_enable_command_and_calls_nothing(doc):
     done = doc.invoke("--dry", "doctor", "--fix")
     line = next((ln for ln in done.stdout.splitlines() if ln.startswith("$ gcloud services enable")), "")
     assert (done.code, all(api in line for api in ALL_APIS), doc.calls()) == (0, True, []), done.output
+
+
+def test_doctor_probes_seam_that_does_not_import_exits_2(doc):
+    done = doc.invoke("doctor", NRG_DOCTOR_PROBES="no.such.module:probes")
+    assert (done.code, "NRG_DOCTOR_PROBES" in done.stderr, "Traceback" in done.output) == (2, True, False)
