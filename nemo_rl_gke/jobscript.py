@@ -111,114 +111,38 @@ PREAMBLE = STRICT + 'ROOT="${NRG_POD_ROOT:-}"\n'
 
 
 def submit_script(sub: Submission) -> str:
-    """The whole submission, as one bash script (see the module docstring)."""
+    """The whole submission, as one bash script: scripts/submit.sh.tmpl with this run's values (quoted)."""
+    from .render import render_script
+
     directory, train, val, _, _ = jobspec.DATASETS[sub.dataset]
-    run_dir = jobspec.run_dir(sub.run_id)
-    overrides = "\n".join(sub.overrides)
     wandb = "" if sub.wandb_chosen else """\
 # W&B logging follows whether the pod has a W&B key (from the Secret); its value is never read here.
 if [[ -n "${WANDB_API_KEY:-}" ]]; then
   echo 'logger.wandb_enabled=True' >> "$RUN/overrides"
 else
   echo 'logger.wandb_enabled=False' >> "$RUN/overrides"
-fi
-"""
-    access = "" if not sub.gated_model else f"""\
-# {sub.gated_model} is gated: check that the pods' HF_TOKEN may download it before anything starts.
-{heredoc('"$RUN/check_access.py"', _script_source("check_access.py"), "NRG_CHECK_ACCESS_EOF")}\
-uv run python "$RUN/check_access.py" {_q(sub.gated_model)} < /dev/null
-"""
-    return PREAMBLE + f"""\
-main() {{
-RUN_ID={_q(sub.run_id)}
-JOB={_q(sub.job)}
-RUN="$ROOT"{_q(run_dir)}
-DATASET="$ROOT"{_q(directory)}
-export HF_HOME="$ROOT"{_q(jobspec.HF_HOME)}
-
-if [[ ! -d "$ROOT/data" ]]; then
-  echo "error: no /data in the head pod: is lustre-pvc mounted? (see invoke storage.status)" >&2
-  exit 1
-fi
-cd "$ROOT"{_q(NEMO_RL_DIR)}
-for file in {_q(sub.entry_point)} {_q(sub.recipe)}; do
-  if [[ ! -f "$file" ]]; then
-    echo "error: $file is not in this image's NeMo RL (the image's version is kept; nothing is pulled)" >&2
-    exit 1
-  fi
-done
-
-created=no
-[[ -d "$RUN" ]] || created=yes
-mkdir -p "$RUN" "$HF_HOME" "$DATASET"
-# A check that fails leaves no half-made run behind (only a directory this submission created is removed).
-started=no
-forget_failed_submission() {{
-  if [[ $started == no ]]; then
-    rm -f "$RUN/overrides.new"
-    if [[ $created == yes && ! -e "$RUN/job" ]]; then rm -rf -- "$RUN"; fi
-  fi
-}}
-trap forget_failed_submission EXIT
-resumed=no
-if [[ -e "$RUN/job" ]]; then
-  if [[ "$(cat "$RUN/job")" != "$JOB" ]]; then
-    echo "error: run $RUN_ID belongs to job $(cat "$RUN/job"), not $JOB" >&2
-    exit 2
-  fi
-  if [[ -s "$RUN/pid" ]] && kill -0 "$(cat "$RUN/pid")" 2>/dev/null && [[ ! -e "$RUN/exit_code" ]]; then
-    echo "error: run $RUN_ID is still running (pid $(cat "$RUN/pid")); invoke job.stop $RUN_ID first" >&2
-    exit 2
-  fi
-  resumed=yes
-fi
-
-# GSM8K (config main) as JSONL with the final answer only, prepared once per /data.
-if [[ ! -s "$DATASET/"{_q(train)} || ! -s "$DATASET/"{_q(val)} ]]; then
-  echo "preparing GSM8K (config main) in {directory}"
-{heredoc('"$DATASET/prepare_gsm8k.py"', _script_source("prepare_gsm8k.py"), "NRG_PREPARE_EOF")}\
-  uv run python "$DATASET/prepare_gsm8k.py" --out "$DATASET" < /dev/null
-fi
-
-# Fail in seconds, not minutes into the run: NeMo RL's own loader on the recipe chain and the overrides.
-{heredoc('"$RUN/check_config.py"', _script_source("check_config.py"), "NRG_CHECK_CONFIG_EOF")}\
-{heredoc('"$RUN/overrides.new"', overrides, "NRG_OVERRIDES_EOF")}\
-uv run python "$RUN/check_config.py" {_q(sub.recipe)} "$RUN/overrides.new" < /dev/null
-{access}\
-# The run directory: what runs, verbatim, and where its state goes.
-rm -f "$RUN/exit_code" "$RUN/stopped" "$RUN/pid" "$RUN/failure.json" "$RUN/phase"
-mv "$RUN/overrides.new" "$RUN/overrides"
-printf '%s\\n' "$JOB" > "$RUN/job"
-printf '%s\\n' {_q(sub.entry_point)} > "$RUN/entry_point"
-printf '%s\\n' {_q(sub.recipe)} > "$RUN/recipe"
-printf '%s\\n' {_q(sub.checkpoint_dir)} > "$RUN/checkpoint_dir"
-{wandb}\
-{heredoc('"$RUN/supervisor.json"', json.dumps(sub.supervisor_config(), indent=1), "NRG_SUPERVISOR_JSON_EOF")}\
-{heredoc('"$RUN/supervisor.py"', _script_source("supervisor.py"), "NRG_SUPERVISOR_EOF")}\
-date +%s > "$RUN/submitted"
-date -u +%Y-%m-%dT%H:%M:%SZ >> "$RUN/submissions"
-if [[ $resumed == yes ]]; then
-  echo "=== nemo-rl-gke: resubmitted; NeMo RL resumes from the latest step_N in the checkpoint dir ===" \\
-    >> "$RUN/driver.log"
-fi
-
-# Detached: own session and process group, no terminal, stdin from /dev/null; survives the exec client.
-setsid nohup python3 "$RUN/supervisor.py" "$RUN" > /dev/null 2>&1 < /dev/null &
-for _ in $(seq 1 200); do
-  [[ -s "$RUN/pid" ]] && break
-  sleep 0.05
-done
-if [[ ! -s "$RUN/pid" ]]; then
-  echo "error: the driver did not start; see {run_dir}/driver.log" >&2
-  exit 1
-fi
-started=yes
-echo "started run $RUN_ID (pid $(cat "$RUN/pid"), resumed: $resumed)"
-echo "run dir: {run_dir}"
-echo "run id: $RUN_ID"
-}}
-main < /dev/null
-"""
+fi"""
+    access = "" if not sub.gated_model else (
+        f"# {sub.gated_model} is gated: check that the pods' HF_TOKEN may download it before anything starts.\n"
+        + heredoc('"$RUN/check_access.py"', _script_source("check_access.py"), "NRG_CHECK_ACCESS_EOF")
+        + f'uv run python "$RUN/check_access.py" {_q(sub.gated_model)} < /dev/null')
+    values = {
+        "RUN_ID": _q(sub.run_id), "JOB": _q(sub.job), "RUN_DIR": _q(jobspec.run_dir(sub.run_id)),
+        "DATASET_DIR": _q(directory), "HF_HOME": _q(jobspec.HF_HOME), "NEMO_RL_DIR": _q(NEMO_RL_DIR),
+        "ENTRY_POINT": _q(sub.entry_point), "RECIPE": _q(sub.recipe), "TRAIN_FILE": _q(train),
+        "VAL_FILE": _q(val), "CHECKPOINT_DIR": _q(sub.checkpoint_dir),
+        "WRITE_PREPARE": heredoc('"$DATASET/prepare_gsm8k.py"', _script_source("prepare_gsm8k.py"),
+                                 "NRG_PREPARE_EOF").rstrip("\n"),
+        "WRITE_CHECK_CONFIG": heredoc('"$RUN/check_config.py"', _script_source("check_config.py"),
+                                      "NRG_CHECK_CONFIG_EOF").rstrip("\n"),
+        "WRITE_OVERRIDES": heredoc('"$RUN/overrides.new"', "\n".join(sub.overrides), "NRG_OVERRIDES_EOF").rstrip("\n"),
+        "CHECK_ACCESS": access, "WANDB": wandb,
+        "WRITE_SUPERVISOR_JSON": heredoc('"$RUN/supervisor.json"', json.dumps(sub.supervisor_config(), indent=1),
+                                         "NRG_SUPERVISOR_JSON_EOF").rstrip("\n"),
+        "WRITE_SUPERVISOR": heredoc('"$RUN/supervisor.py"', _script_source("supervisor.py"),
+                                    "NRG_SUPERVISOR_EOF").rstrip("\n"),
+    }
+    return render_script(_script_source("submit.sh.tmpl"), values, source="scripts/submit.sh.tmpl")
 
 
 def _jobrun_function() -> str:

@@ -34,6 +34,31 @@ def render_text(template: str, values: dict[str, object], *, source: str = "temp
     return text
 
 
+class _ScriptTemplate(Template):
+    # @{NAME} only: bash's own $VAR, ${VAR} and "$@" pass through untouched.
+    delimiter = "@"
+    pattern = r"@(?:(?P<escaped>(?!))|(?P<named>(?!))|\{(?P<braced>[A-Z][A-Z0-9_]*)\}|(?P<invalid>(?!)))"
+
+
+_SCRIPT_LEFTOVER = re.compile(r"@\{[A-Za-z_][A-Za-z0-9_]*\}")
+
+
+def render_script(template: str, values: dict[str, str], *, source: str = "script template") -> str:
+    """A shell script template: @{NAME} placeholders, every one given (values are inserted as they are, so
+    the caller quotes them), none left over and no value unused."""
+    missing = sorted(set(_SCRIPT_LEFTOVER.findall(template)) - {f"@{{{k}}}" for k in values})
+    if missing:
+        raise RenderError(f"{source}: no value for {missing[0]}")
+    unused = sorted(k for k in values if f"@{{{k}}}" not in template)
+    if unused:
+        raise RenderError(f"{source}: {unused[0]} is not in the template")
+    text = _ScriptTemplate(template).substitute(values)
+    leftover = _SCRIPT_LEFTOVER.search(text)
+    if leftover and not any(leftover.group(0) in v for v in values.values()):
+        raise RenderError(f"{source}: unsubstituted {leftover.group(0)}")
+    return text
+
+
 def render_file(name: str, values: dict[str, object]) -> str:
     path = MANIFESTS / name
     return render_text(path.read_text(), values, source=f"manifests/{name}")

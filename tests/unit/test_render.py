@@ -30,3 +30,38 @@ def test_network_mapping_substitutes_the_real_names():
     networks = {d["metadata"]["name"]: d["spec"] for d in docs if d["kind"] == "Network"}
     assert set(networks) == set(params) == set(render.NETWORK_MAPPING_NAMES)
     assert all(spec["parametersRef"]["name"] == name and spec["type"] == "Device" for name, spec in networks.items())
+
+
+# ---- shell script templates (scripts/submit.sh.tmpl) -------------------------------------------------------
+def test_render_script_fills_placeholders_and_leaves_bash_alone():
+    from nemo_rl_gke.render import render_script
+
+    text = render_script('X=@{X}\necho "$X ${Y:-}" "$@" user@host\n', {"X": "'a b'"})
+    assert text == 'X=\'a b\'\necho "$X ${Y:-}" "$@" user@host\n'
+
+
+def test_render_script_missing_or_unused_value_is_an_error():
+    import pytest
+
+    from nemo_rl_gke.render import RenderError, render_script
+
+    with pytest.raises(RenderError, match="no value for @{Y}"):
+        render_script("@{X} @{Y}", {"X": "1"})
+    with pytest.raises(RenderError, match="Z is not in the template"):
+        render_script("@{X}", {"X": "1", "Z": "2"})
+
+
+def test_render_script_value_holding_placeholder_text_is_kept_verbatim():
+    from nemo_rl_gke.render import render_script
+
+    assert render_script("A=@{A}", {"A": "'@{B}'"}) == "A='@{B}'"
+
+
+def test_render_script_the_submit_template_has_no_stray_placeholders():
+    import re
+
+    from nemo_rl_gke.jobscript import SCRIPTS
+
+    template = (SCRIPTS / "submit.sh.tmpl").read_text()
+    names = set(re.findall(r"@\{([A-Z_]+)\}", template))
+    assert {"RUN_ID", "RECIPE", "WRITE_OVERRIDES", "WRITE_SUPERVISOR", "CHECK_ACCESS"} <= names
