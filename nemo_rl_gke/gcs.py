@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from . import names
 from .commands import lustre
 from .runner import Runner, ToolError
 from .settings import ConfigError, Settings
@@ -140,7 +141,7 @@ def new_bucket(gcs: Any, s: Settings) -> Any:
     bucket = gcs.bucket(s.bucket)
     bucket.iam_configuration.uniform_bucket_level_access_enabled = True
     bucket.hierarchical_namespace_enabled = True
-    bucket.labels = {"managed-by": "nemo-rl-gke"}
+    bucket.labels = {"managed-by": names.MANAGED_BY, names.DEPLOYMENT_KEY: s.CLUSTER_NAME}
     return bucket
 
 
@@ -191,18 +192,41 @@ def create_bucket(r: Runner, s: Settings, project_number: str | None = None) -> 
         raise unreachable(s, f"access denied: {getattr(exc, 'message', exc)}") from None
     except exceptions.GoogleAPICallError as exc:
         raise _api_error(f"creating gs://{s.bucket}", exc) from None
+    import json
+
+    gcs.bucket(s.bucket).blob(MARKER_OBJECT).upload_from_string(
+        json.dumps({"managed-by": names.MANAGED_BY, names.DEPLOYMENT_KEY: s.CLUSTER_NAME}),
+        content_type="application/json", timeout=CALL_TIMEOUT, retry=retry())
     return None
+
+
+# Written into every bucket we create, next to the label: a marker that every Cloud Storage server keeps
+# (gcp-storage-emulator drops labels), and that a user's own bucket never has.
+MARKER_OBJECT = "nemo-rl-gke/managed-by.json"
+
+
+def is_ours(bucket: Any) -> bool:
+    """We created the bucket: our managed-by label, or our marker object; a user's own bucket has neither."""
+    if (bucket.labels or {}).get("managed-by") == names.MANAGED_BY:
+        return True
+    return bool(bucket.blob(MARKER_OBJECT).exists(timeout=CALL_TIMEOUT, retry=retry()))
 
 
 @bounded
 def delete_bucket(r: Runner, s: Settings) -> str | None:
-    """Delete every object, then the bucket."""
+    """Delete every object, then the bucket; only a bucket we created ("kept" otherwise)."""
     from google.api_core import exceptions
 
     show(r, lustre.bucket_delete_equivalent(s))
     if r.dry:
         return None
     gcs = client(s)
+    found = get_bucket(gcs, s)
+    if found is None:
+        return "absent"
+    if not is_ours(found):
+        r.say(f"kept gs://{s.bucket}: not created by nemo-rl-gke (no managed-by={names.MANAGED_BY} label)", err=True)
+        return "kept"
     try:
         bucket = gcs.bucket(s.bucket)
         for blob in gcs.list_blobs(s.bucket, timeout=CALL_TIMEOUT, retry=retry()):
@@ -343,26 +367,26 @@ def generations(s: Settings, prefix: str) -> dict[str, int]:
 
 
 @bounded
-def write_export_record(s: Settings, record_json: str) -> None:
+def write_export_record(s: Settings, record_json: str, name: str = lustre.EXPORT_MARKER) -> None:
     from google.api_core import exceptions
 
     try:
-        client(s).bucket(s.bucket).blob(lustre.EXPORT_MARKER).upload_from_string(
+        client(s).bucket(s.bucket).blob(name).upload_from_string(
             record_json, content_type="application/json", timeout=CALL_TIMEOUT, retry=retry())
     except exceptions.GoogleAPICallError as exc:
-        raise _api_error(f"writing gs://{s.bucket}/{lustre.EXPORT_MARKER}", exc) from None
+        raise _api_error(f"writing gs://{s.bucket}/{name}", exc) from None
 
 
 @bounded
-def read_export_record(s: Settings) -> str | None:
+def read_export_record(s: Settings, name: str = lustre.EXPORT_MARKER) -> str | None:
     from google.api_core import exceptions
 
     try:
-        return client(s).bucket(s.bucket).blob(lustre.EXPORT_MARKER).download_as_text(timeout=CALL_TIMEOUT,
+        return client(s).bucket(s.bucket).blob(name).download_as_text(timeout=CALL_TIMEOUT,
                                                                                          retry=retry())
     except exceptions.NotFound:
         return None
     except UnicodeDecodeError:
         return None  # not ours to read: proves no export
     except exceptions.GoogleAPICallError as exc:
-        raise _api_error(f"reading gs://{s.bucket}/{lustre.EXPORT_MARKER}", exc) from None
+        raise _api_error(f"reading gs://{s.bucket}/{name}", exc) from None

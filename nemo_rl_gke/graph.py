@@ -35,7 +35,8 @@ class Consent:
     ask: Callable[[str], None] | None = None
 
     def gives(self, flag: str) -> bool:
-        return bool(getattr(self, flag)) if flag else True
+        # A flag no task has ("user_owned": GS_BUCKET_EXISTING) is never given: such a step is always kept.
+        return bool(getattr(self, flag, False)) if flag else True
 
 
 # A guard runs before destroy deletes anything (the cluster is still there to ask): it raises to refuse.
@@ -59,6 +60,7 @@ class Step:
     consent: str = ""  # the Consent flag destroy needs to delete it ("" with holds_data: "delete_data")
     guard: Guard | None = None  # checked before any delete of a teardown that would delete this step
     present: Check | None = None  # exists in any state (a Lustre instance still CREATING); default: exists
+    shared: bool = False  # other deployments (CLUSTER_NAMEs) in the project may use it: networks, storage
 
     def is_present(self, runner: Runner) -> bool:
         """There is something to delete or keep (`exists` may mean "ready": what `apply` skips)."""
@@ -253,14 +255,15 @@ def apply(runner: Runner, steps: Sequence[Step], *, listener: Listener | None = 
 
 def destroy(runner: Runner, steps: Sequence[Step], *, delete_data: bool = False, consent: Consent | None = None,
             listener: Listener | None = None, max_workers: int = 16,
-            known: Mapping[str, bool | None] | None = None) -> Report:
+            known: Mapping[str, bool | None] | None = None, keep: Iterable[str] = ()) -> Report:
     """Delete in reverse dependency order. A step that needs a consent not given (`Step.needs`) is kept, and
     so is everything it depends on (a kept Lustre instance keeps its peering, range and network). Kept steps
     are reported "kept" only if they exist ("absent" otherwise). Before anything is deleted, every guard of
     a step that would be deleted runs (the Lustre export check): one refusal and nothing is deleted.
 
     consent: the teardown's flags (default: `delete_data` alone, no one to ask). known: `Step.is_present`
-    answers the caller already has (a step known absent is not asked again)."""
+    answers the caller already has (a step known absent is not asked again). keep: names kept whatever the
+    consent (what another deployment still uses), with what they depend on."""
     consent = consent if consent is not None else Consent(delete_data=delete_data)
     order(steps)
     present = {s.name: s for s in steps}
@@ -277,7 +280,7 @@ def destroy(runner: Runner, steps: Sequence[Step], *, delete_data: bool = False,
                 parent = present[dep].parent
                 if present[dep].delete is None and parent in present and parent != waiter:
                     dependents[parent].add(waiter)
-    kept = kept_steps(steps, consent)
+    kept = kept_steps(steps, consent, keep)
     blocked = stuck(steps, {name: set(waiting) for name, waiting in dependents.items()})
     if blocked:
         raise _stall_error(blocked, dependents, "the teardown graph cannot run")
@@ -310,9 +313,10 @@ def destroy(runner: Runner, steps: Sequence[Step], *, delete_data: bool = False,
     return _run_graph(runner, steps, lambda s: dependents[s.name], work, listener, max_workers)
 
 
-def kept_steps(steps: Sequence[Step], consent: Consent) -> set[str]:
-    """What a teardown with this consent keeps: each step whose consent is missing, and what it depends on."""
-    return needed_by(steps, [step.name for step in steps if not consent.gives(step.needs())])
+def kept_steps(steps: Sequence[Step], consent: Consent, keep: Iterable[str] = ()) -> set[str]:
+    """What a teardown with this consent keeps: each step whose consent is missing, the names in keep, and
+    what they depend on."""
+    return needed_by(steps, [step.name for step in steps if not consent.gives(step.needs())] + list(keep))
 
 
 def needed_by(steps: Sequence[Step], names: Iterable[str]) -> set[str]:

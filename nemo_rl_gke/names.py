@@ -9,6 +9,21 @@ from .settings import Settings
 MANAGED_BY = "nemo-rl-gke"
 DESCRIPTION = f"managed-by={MANAGED_BY}"
 LABELS = f"managed-by={MANAGED_BY}"
+# A deployment is one CLUSTER_NAME. What belongs to one deployment alone (its cluster, its firewall rule, the
+# Lustre instance and bucket it created) also carries `deployment=<CLUSTER_NAME>`: another deployment's `down`
+# never deletes it. What deployments share (the VPCs and subnets, the peering, Lustre, the bucket) is deleted
+# only when no other deployment's cluster is left in the project.
+DEPLOYMENT_KEY = "deployment"
+
+
+def deployment_labels(s: Settings) -> str:
+    """`--labels=` value for what one deployment creates: our marker and the deployment's name."""
+    return f"{LABELS},{DEPLOYMENT_KEY}={s.CLUSTER_NAME}"
+
+
+def deployment_description(s: Settings) -> str:
+    """Description for label-less resources that belong to one deployment (its firewall rule)."""
+    return f"{DESCRIPTION} {DEPLOYMENT_KEY}={s.CLUSTER_NAME}"
 
 GPU_POOL = "gpu-pool"
 RDMA_SUBNETS = 8
@@ -31,7 +46,8 @@ def gvnic_subnet(s: Settings) -> str:
 
 
 def gvnic_firewall(s: Settings) -> str:
-    return f"{s.GVNIC_NETWORK_PREFIX}-internal"
+    # One rule per deployment (two deployments may share the gVNIC VPC): named with the cluster.
+    return f"{s.GVNIC_NETWORK_PREFIX}-{s.CLUSTER_NAME}-internal"
 
 
 def rdma_network(s: Settings) -> str:

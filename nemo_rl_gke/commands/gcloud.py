@@ -55,7 +55,7 @@ def firewall_describe(s: Settings, rule: str) -> Argv:
 def firewall_create(s: Settings) -> Argv:
     return ["gcloud", "compute", "firewall-rules", "create", names.gvnic_firewall(s), _p(s),
             f"--network={names.gvnic_network(s)}", "--action=ALLOW", f"--rules={names.FIREWALL_RULES}",
-            f"--source-ranges={names.GVNIC_SOURCE_RANGES}", f"--description={names.DESCRIPTION}"]
+            f"--source-ranges={names.GVNIC_SOURCE_RANGES}", f"--description={names.deployment_description(s)}"]
 
 
 def firewall_delete(s: Settings, rule: str) -> Argv:
@@ -82,7 +82,7 @@ def cluster_create(s: Settings) -> Argv:
                 "--enable-autoscaling", "--min-nodes=1", "--max-nodes=5"]
     if s.GKE_VERSION:
         argv.append(f"--cluster-version={s.GKE_VERSION}")
-    return argv + [f"--labels={names.LABELS}"]
+    return argv + [f"--labels={names.deployment_labels(s)}"]
 
 
 def cluster_delete(s: Settings) -> Argv:
@@ -116,3 +116,8 @@ def node_pool_create(s: Settings) -> Argv:
 def node_pool_delete(s: Settings) -> Argv:
     return ["gcloud", "container", "node-pools", "delete", names.GPU_POOL, _p(s), f"--cluster={s.CLUSTER_NAME}",
             f"--location={s.region}", "--quiet"]
+
+
+def clusters_list(s: Settings) -> Argv:
+    """Every cluster of the project, any location (to find the other deployments that share our networks)."""
+    return ["gcloud", "container", "clusters", "list", _p(s), "--format=json"]

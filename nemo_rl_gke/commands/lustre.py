@@ -27,6 +27,9 @@ RUNS_PREFIX = "runs/"
 # A small JSON object in the bucket recording each export; storage.delete reads it before deleting data.
 EXPORT_MARKER = "nemo-rl-gke/last-export.json"
 EXPORT_FRESH = timedelta(hours=24)
+# What the data guard last verified by listing /data/runs (same format, "copied": -1): a teardown interrupted
+# after the Ray head pod was gone can still rely on it when re-run.
+CHECK_MARKER = "nemo-rl-gke/last-check.json"
 # In a dry run the instance does not exist yet: the PV is rendered with this documentation-range address.
 DRY_RUN_IP = "192.0.2.1"
 LUSTRE_READY_STATE = "ACTIVE"
@@ -131,7 +134,7 @@ def lustre_create(s: Settings) -> Argv:
     return ["gcloud", "lustre", "instances", "create", s.LUSTRE_NAME, f"--location={s.lustre_zone}", _p(s),
             f"--capacity-gib={s.LUSTRE_CAPACITY_GIB}", f"--per-unit-storage-throughput={s.LUSTRE_THROUGHPUT}",
             f"--filesystem={names.LUSTRE_FILESYSTEM}", f"--network={network_uri(s)}", "--gke-support-enabled",
-            f"--description={names.DESCRIPTION}", f"--labels={names.LABELS}", "--async"]
+            f"--description={names.DESCRIPTION}", f"--labels={names.deployment_labels(s)}", "--async"]
 
 
 def lustre_delete(s: Settings) -> Argv:
@@ -217,6 +220,13 @@ def parse_export_record(record_json: str | None) -> dict[str, Any] | None:
     except (ValueError, KeyError, TypeError):
         return None
     return record if isinstance(record, dict) else None
+
+
+def check_is_fresh(record_json: str | None, now: datetime) -> bool:
+    """A verification by listing (/data/runs seen, every file in the bucket) less than EXPORT_FRESH ago."""
+    record = parse_export_record(record_json)
+    return (record is not None and isinstance(record.get("lustre_files"), dict)
+            and now - record["when"] < EXPORT_FRESH)
 
 
 def export_is_fresh(record_json: str | None, now: datetime) -> bool:

@@ -53,6 +53,28 @@ def _apply_network_mapping(s: Settings):
     return apply
 
 
+def other_deployments(r: Runner, s: Settings) -> list[str]:
+    """The other deployments in the project: clusters carrying our managed-by label, other than CLUSTER_NAME.
+
+    They may share our VPCs, peering, Lustre instance and bucket: a teardown keeps those while any is left."""
+    result = r.query(gcloud.clusters_list(s), ok_codes=range(256))
+    if result is None or not result.ok:
+        if result is not None and not result.not_found:
+            raise r.failure(result)
+        return []
+    try:
+        items = json.loads(result.stdout or "[]")
+    except json.JSONDecodeError:
+        return []
+    found = []
+    for item in items if isinstance(items, list) else []:
+        labels = item.get("resourceLabels") or {}
+        name = str(item.get("name") or "")
+        if labels.get("managed-by") == names.MANAGED_BY and name and name != s.CLUSTER_NAME:
+            found.append(name)
+    return sorted(set(found))
+
+
 def steps(s: Settings) -> list[Step]:
     mode = "Autopilot" if s.autopilot else "Standard"
     out = [

@@ -83,11 +83,26 @@ def _marker(item: dict[str, Any]) -> str:
     return ""
 
 
+def deployment_of(item: dict[str, Any]) -> str:
+    """The deployment (CLUSTER_NAME) a listed item belongs to, from its labels or description; '' if shared."""
+    for key in ("labels", "resourceLabels"):
+        labels = item.get(key) or {}
+        if isinstance(labels, dict) and labels.get(names.DEPLOYMENT_KEY):
+            return str(labels[names.DEPLOYMENT_KEY])
+    for word in str(item.get("description") or "").split():
+        if word.startswith(f"{names.DEPLOYMENT_KEY}="):
+            return word.split("=", 1)[1]
+    return ""
+
+
 def ours(kind: str, items: list[dict[str, Any]], s: Settings) -> list[Found]:
-    """The listed items that are ours: carrying our marker, or (where names are ours alone) our name."""
+    """The listed items that are ours: carrying our marker, or (where names are ours alone) our name; not
+    what belongs to another deployment (its cluster, its firewall rule), which its own `down` deletes."""
     wanted = our_names(s).get(kind, set())
     found = []
     for item in items:
+        if deployment_of(item) not in ("", s.CLUSTER_NAME) and kind in ("cluster", "firewall rule"):
+            continue
         if kind == "VPC peering":
             ranges = item.get("reservedPeeringRanges") or []
             if names.lustre_range(s) in ranges:

@@ -1,5 +1,6 @@
 """Networks: the main VPC (cluster and Lustre), the gVNIC VPC with its subnet and firewall rule, and the
-RDMA VPC (zonal RoCE profile) with its 8 subnets."""
+RDMA VPC (zonal RoCE profile) with its 8 subnets. The VPCs and subnets are named by prefix, so deployments
+(CLUSTER_NAMEs) in one project may share them (`shared`); the firewall rule is named per deployment."""
 
 from __future__ import annotations
 
@@ -32,17 +33,17 @@ def steps(s: Settings) -> list[Step]:
              _create(gcloud.network_create(s, s.NETWORK, subnet_mode="auto")),
              _delete_if_ours(gcloud.network_describe(s, s.NETWORK), gcloud.network_delete(s, s.NETWORK),
                              f"VPC {s.NETWORK}"),
-             create_seconds=25, delete_seconds=20),
+             create_seconds=25, delete_seconds=20, shared=True),
         Step(GVNIC_NET, f"gVNIC VPC {gvnic}", _exists(gcloud.network_describe(s, gvnic)),
              _create(gcloud.network_create(s, gvnic, subnet_mode="custom")),
              _delete_if_ours(gcloud.network_describe(s, gvnic), gcloud.network_delete(s, gvnic), f"VPC {gvnic}"),
-             create_seconds=25, delete_seconds=20),
+             create_seconds=25, delete_seconds=20, shared=True),
         Step(GVNIC_SUB, f"gVNIC subnet {names.gvnic_subnet(s)}",
              _exists(gcloud.subnet_describe(s, names.gvnic_subnet(s))),
              _create(gcloud.subnet_create(s, names.gvnic_subnet(s), network=gvnic, ip_range=names.GVNIC_RANGE)),
              _delete_if_ours(gcloud.subnet_describe(s, names.gvnic_subnet(s)),
                              gcloud.subnet_delete(s, names.gvnic_subnet(s)), f"subnet {names.gvnic_subnet(s)}"),
-             deps=(GVNIC_NET,), create_seconds=15, delete_seconds=15),
+             deps=(GVNIC_NET,), create_seconds=15, delete_seconds=15, shared=True),
         Step(GVNIC_FW, f"firewall rule {names.gvnic_firewall(s)}",
              _exists(gcloud.firewall_describe(s, names.gvnic_firewall(s))),
              _create(gcloud.firewall_create(s)),
@@ -54,7 +55,7 @@ def steps(s: Settings) -> list[Step]:
              _exists(gcloud.network_describe(s, rdma)),
              _create(gcloud.network_create(s, rdma, subnet_mode="custom", profile=names.rdma_profile(s))),
              _delete_if_ours(gcloud.network_describe(s, rdma), gcloud.network_delete(s, rdma), f"VPC {rdma}"),
-             create_seconds=25, delete_seconds=20),
+             create_seconds=25, delete_seconds=20, shared=True),
     ]
     for n in range(names.RDMA_SUBNETS):
         subnet = names.rdma_subnet(s, n)
@@ -62,5 +63,5 @@ def steps(s: Settings) -> list[Step]:
                         _create(gcloud.subnet_create(s, subnet, network=rdma, ip_range=names.rdma_range(n))),
                         _delete_if_ours(gcloud.subnet_describe(s, subnet), gcloud.subnet_delete(s, subnet),
                                         f"subnet {subnet}"),
-                        deps=(RDMA_NET,), create_seconds=15, delete_seconds=15))
+                        deps=(RDMA_NET,), create_seconds=15, delete_seconds=15, shared=True))
     return out

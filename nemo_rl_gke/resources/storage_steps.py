@@ -197,6 +197,41 @@ def _lustre_create(s: Settings):
     return create
 
 
+def _lustre_delete(s: Settings):
+    def delete(r: Runner) -> str | None:
+        # Only an instance we created: one without our managed-by label is the user's (LUSTRE_NAME reused).
+        result = r.query(lustre.lustre_describe(s))
+        if result is not None and result.ok:
+            labels = json.loads(result.stdout or "{}").get("labels") or {}
+            if isinstance(labels, str):  # gcloud prints a map; tolerate "k=v,k=v"
+                labels = dict(kv.split("=", 1) for kv in labels.split(",") if "=" in kv)
+            if labels.get("managed-by") != names.MANAGED_BY:
+                r.say(f"kept Lustre instance {s.LUSTRE_NAME}: not created by nemo-rl-gke (no "
+                      f"managed-by={names.MANAGED_BY} label)", err=True)
+                return "kept"
+        return deleter(lustre.lustre_delete(s))(r)
+
+    return delete
+
+
+def check_bucket_owner(r: Runner, s: Settings) -> None:
+    """Before creating: a bucket named GS_BUCKET that exists without our label is the user's own; it is used
+    only with GS_BUCKET_EXISTING=true (and then never deleted). GS_BUCKET_EXISTING=true needs it to exist."""
+    from ..settings import ConfigError
+
+    if r.dry:
+        return
+    bucket = gcs.get_bucket(gcs.client(s), s)
+    if bucket is None and s.GS_BUCKET_EXISTING:
+        raise ConfigError("GS_BUCKET_EXISTING", "true", f"gs://{s.bucket} does not exist. Create it, or set "
+                                                        f"GS_BUCKET_EXISTING=false to let `up` create it.")
+    if bucket is not None and not s.GS_BUCKET_EXISTING and not gcs.is_ours(bucket):
+        raise ConfigError("GS_BUCKET", s.bucket, f"gs://{s.bucket} exists and was not created by nemo-rl-gke (no "
+                                                 f"managed-by={names.MANAGED_BY} label). To use it as your own "
+                                                 f"bucket, set GS_BUCKET_EXISTING=true (nothing will ever delete "
+                                                 f"it); or pick another GS_BUCKET.")
+
+
 def _apply_pv(s: Settings):
     def apply(r: Runner) -> None:
         # In a dry run the describe is printed and the PV gets a placeholder address.
@@ -238,8 +273,8 @@ def steps(s: Settings) -> list[Step]:
         Step(BUCKET, f"bucket gs://{s.bucket} ({s.region})",
              lambda r: gcs.bucket_exists(r, s, project_number(r, s)),
              lambda r: gcs.create_bucket(r, s, project_number(r, s)), lambda r: gcs.delete_bucket(r, s),
-             holds_data=True, consent="delete_bucket", guard=_bucket_guard(s), create_seconds=3,
-             delete_seconds=5),
+             holds_data=True, consent="user_owned" if s.GS_BUCKET_EXISTING else "delete_bucket",
+             guard=_bucket_guard(s), shared=True, create_seconds=3, delete_seconds=5),
         Step(KSA, f"service account {s.NAMESPACE}/{s.KSA_NAME}",
              check(kubectl.get(s, "serviceaccount", s.KSA_NAME, namespace=s.NAMESPACE)),
              _apply(s, lustre.service_account(s), f"ServiceAccount {s.NAMESPACE}/{s.KSA_NAME}"),
@@ -248,7 +283,7 @@ def steps(s: Settings) -> list[Step]:
              lambda r: gcs.binding_exists(r, s, project_number(r, s)),
              lambda r: gcs.ensure_binding(r, s, project_number(r, s)),
              lambda r: gcs.drop_binding(r, s, project_number(r, s)),
-             deps=(BUCKET,), create_seconds=5, delete_seconds=5),
+             deps=(BUCKET,), shared=True, create_seconds=5, delete_seconds=5),
         Step(SECRET, f"Secret {s.NAMESPACE}/{names.SECRET_NAME}", lambda r: secret_present(r, s),
              _apply_secret(s), deleter(kubectl.delete(s, "secret", names.SECRET_NAME, namespace=s.NAMESPACE)),
              **in_cluster),
@@ -256,13 +291,14 @@ def steps(s: Settings) -> list[Step]:
              check(lustre.range_describe(s)), creator(lustre.range_create(s)),
              delete_if_ours(lustre.range_describe(s), lustre.range_delete(s),
                             f"range {names.lustre_range(s)}"),
-             deps=(net.MAIN,), create_seconds=30, delete_seconds=10),
+             deps=(net.MAIN,), shared=True, create_seconds=30, delete_seconds=10),
         Step(PEERING, f"VPC peering {s.NETWORK} <-> {lustre.SERVICE_NETWORKING}", _peering_exists(s),
-             _peering_create(s), _peering_delete(s), deps=(RANGE,), create_seconds=90, delete_seconds=60),
+             _peering_create(s), _peering_delete(s), deps=(RANGE,), shared=True, create_seconds=90,
+             delete_seconds=60),
         Step(LUSTRE, f"Lustre instance {s.LUSTRE_NAME} ({s.LUSTRE_CAPACITY_GIB} GiB, {s.lustre_zone})",
-             _lustre_ready(s), _lustre_create(s), deleter(lustre.lustre_delete(s)), deps=(PEERING,),
+             _lustre_ready(s), _lustre_create(s), _lustre_delete(s), deps=(PEERING,),
              holds_data=True, consent="delete_data", guard=_lustre_guard(s), present=_lustre_present(s),
-             create_seconds=900, delete_seconds=480),
+             shared=True, create_seconds=900, delete_seconds=480),
         Step(PV, f"PersistentVolume {names.LUSTRE_PV}",
              check(kubectl.get(s, "persistentvolume", names.LUSTRE_PV)),
              _apply_pv(s), deleter(kubectl.delete(s, "persistentvolume", names.LUSTRE_PV)),
@@ -329,25 +365,46 @@ def export_check(r: Runner, s: Settings) -> tuple[dict[str, str], str]:
     if listed is not None:
         files, running, pod = listed
         runs = {path.split("/", 1)[0] for path in files}
-        return (lustre.unexported_runs(files, bucket_files, running),
-                f"listed /data/runs in pod {pod} ({len(runs)} runs, {len(files)} files) and {where}")
+        missing = lustre.unexported_runs(files, bucket_files, running)
+        if not missing:
+            record_check(r, s, files)
+        return missing, f"listed /data/runs in pod {pod} ({len(runs)} runs, {len(files)} files) and {where}"
     from datetime import UTC, datetime
 
+    now = datetime.now(UTC)
+    how = f"no Ray head pod to list /data; the records in gs://{s.bucket}/nemo-rl-gke/"
+    check = gcs.read_export_record(s, lustre.CHECK_MARKER)
     text = gcs.read_export_record(s)
-    record = lustre.parse_export_record(text)
-    how = f"no Ray head pod to list /data; the export record gs://{s.bucket}/{lustre.EXPORT_MARKER}"
-    if record is None:
-        return {"(every run)": "no export recorded, and no Ray head pod to list /data/runs"}, how
-    if not lustre.export_is_fresh(text, datetime.now(UTC)):
+    usable = [lustre.parse_export_record(t) for t, ok in ((check, lustre.check_is_fresh(check, now)),
+                                                          (text, lustre.export_is_fresh(text, now))) if ok]
+    if not usable:
+        record = lustre.parse_export_record(text)
+        if record is None:
+            return {"(every run)": "no export recorded, and no Ray head pod to list /data/runs"}, how
         copied = int(record.get("copied") or 0)
         why = (f"the last export ({record.get('time')}) copied nothing" if copied == 0 else
                f"the last full export is from {record.get('time')} (more than "
                f"{lustre.EXPORT_FRESH.total_seconds() / 3600:.0f} h ago, or of one run only)")
         return {"(every run)": why}, how
+    record = max(usable, key=lambda rec: rec["when"])
     seen = record.get("lustre_files")
     seen = seen if isinstance(seen, dict) else record.get("objects") or {}
     return lustre.unexported_runs({k: int(v) for k, v in seen.items()}, bucket_files,
-                                  set(record.get("running") or ())), f"{how} of {record.get('time')}"
+                                  set(record.get("running") or ())), f"{how}, of {record.get('time')}"
+
+
+def record_check(r: Runner, s: Settings, files: dict[str, int]) -> None:
+    """Remember a verification by listing (for a re-run after the head pod is gone); best effort: without a
+    bucket there is nowhere to keep it, and the check itself stands."""
+    from datetime import UTC, datetime
+
+    lustre_path, uri, _ = lustre.export_paths(s, None)
+    try:
+        gcs.write_export_record(s, lustre.export_record(s, lustre_path, uri, datetime.now(UTC), copied=-1,
+                                                        lustre_files=files), lustre.CHECK_MARKER)
+    except gcs.StorageError as exc:
+        r.say(f"note: the export check was not recorded in the bucket ({str(exc).splitlines()[0][:160]})",
+              err=True)
 
 
 def _lustre_guard(s: Settings):
@@ -383,6 +440,9 @@ def _bucket_guard(s: Settings):
         if r.dry:
             r.say(f"# a real run first asks, naming gs://{s.bucket} with its object count and size")
             return
+        bucket = gcs.get_bucket(gcs.client(s), s)
+        if bucket is None or not gcs.is_ours(bucket):
+            return  # nothing to delete, or the user's own (its delete keeps it and says so)
         held = gcs.summary(s)
         if held is None:
             return

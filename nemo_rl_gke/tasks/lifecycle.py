@@ -90,6 +90,10 @@ def bring_up(c: Any, s: Any, *, yes: bool) -> None:
         graph.apply(r, steps)
         return
     with state_lock(s, "up"):
+        from ..resources import storage_steps
+
+        if any(step.name == storage_steps.BUCKET for step in steps):
+            storage_steps.check_bucket_owner(r, s)
         present = present_map(r, steps)
         missing = [step for step in steps if not step.always and not present[step.name]]
         r.say(f"up: {describe(s)}", err=True)
@@ -126,7 +130,10 @@ def kept_message(kept: list[Any]) -> str:
         hints.append("`invoke storage.export` then `--delete-data` deletes the Lustre instance")
     if any(step.needs() == "delete_bucket" for step in data):
         hints.append("`--delete-bucket` deletes the bucket")
-    text = f"kept {' and '.join(step.title for step in data)}: they hold checkpoints; " + "; ".join(hints) + "."
+    if any(step.needs() == "user_owned" for step in data):
+        hints.append("the bucket is your own (GS_BUCKET_EXISTING=true): never deleted")
+    text = (f"kept {' and '.join(step.title for step in data)}: they hold checkpoints"
+            + "".join(f"; {hint}" for hint in hints) + ".")
     if others:
         text += " Also kept what they need: " + ", ".join(others) + "."
     return text
@@ -184,8 +191,12 @@ def tear_down(c: Any, s: Any, steps: list[Any], *, delete_data: bool, yes: bool,
         context.confirm(c, question, yes=False)  # no terminal and no --yes: exit 2 before any external call
     failure = None
     with state_lock(s, what):
+        from ..resources import cluster_steps
+
+        others = cluster_steps.other_deployments(r, s)
+        shared = [step.name for step in steps if step.shared] if others else []
         present = present_map(r, steps, any_state=True)
-        keep = graph.kept_steps(steps, given)
+        keep = graph.kept_steps(steps, given, shared)
         going = [step.title for step in steps if step.delete is not None and step.name not in keep
                  and present.get(step.name) is not False and not step.always]
         staying = [step.title for step in steps if step.name in keep and present.get(step.name)]
@@ -193,11 +204,16 @@ def tear_down(c: Any, s: Any, steps: list[Any], *, delete_data: bool, yes: bool,
               err=True)
         if staying:
             r.say(f"{what} will keep ({len(staying)}): " + ", ".join(staying), err=True)
+        if others and any(present.get(name) for name in shared):
+            r.say(f"keeping what deployments share (VPCs, peering, Lustre, bucket): other deployment(s) "
+                  f"{', '.join(others)} in {s.PROJECT_ID} may still use them; `CLUSTER_NAME=NAME invoke down` "
+                  f"there first.", err=True)
         if going:
             context.confirm(c, question, yes=yes)
         with Board(steps, title=f"{what} {s.CLUSTER_NAME}") as board:
             try:
-                report = graph.destroy(r, steps, consent=given, listener=board.listener, known=present)
+                report = graph.destroy(r, steps, consent=given, listener=board.listener, known=present,
+                                       keep=shared)
             except graph.GraphError as exc:
                 failure, report = exc, exc.report
         kept = report.by_outcome("kept")

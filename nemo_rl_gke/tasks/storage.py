@@ -35,7 +35,10 @@ def _steps(s):
 @context.task
 def create(c):
     """Create the bucket, KSA and its binding, the Secret, and Lustre with its PV/PVC (skips what exists)."""
+    from ..resources import storage_steps
+
     s = context.settings(c)
+    storage_steps.check_bucket_owner(context.runner(c, s), s)
     context.apply_steps(c, s, _steps(s))
 
 
@@ -55,31 +58,15 @@ def status(c):
 @context.task(help=TEARDOWN_HELP)
 def delete(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes=False):
     """Delete PV/PVC, KSA, Secret, binding; Lustre with --delete-data (export checked), bucket with --delete-bucket."""
-    from .. import graph
-    from ..board import Board
-    from ..resources import storage_steps
-    from .lifecycle import consent, kept_message
+    from ..resources import all_steps
+    from .clean import layer_teardown_steps
+    from .lifecycle import tear_down
 
     s = context.settings(c)
-    given = consent(c, delete_data=delete_data, delete_unexported=delete_unexported, delete_bucket=delete_bucket,
-                    yes=yes)
-    r = context.runner(c, s)
-    what = "the Lustre PV/PVC, service account, Secret and bucket binding"
-    if delete_data:
-        what += f", AND the Lustre instance {s.LUSTRE_NAME} with its peering and range (after the export check)"
-    if delete_bucket:
-        what += f", AND the bucket gs://{s.bucket}"
-    context.confirm(c, f"Delete {what}?", yes=yes)
-    storage_steps.credentials_if_cluster(r, s)
-    steps = _steps(s)
-    if r.dry:
-        graph.destroy(r, steps, consent=given)
-        return
-    with Board(steps, title=f"delete {s.CLUSTER_NAME}") as board:
-        report = graph.destroy(r, steps, consent=given, listener=board.listener)
-    message = kept_message(report.by_outcome("kept"))
-    if message:
-        r.say(message, err=True)
+    # The same teardown as clean.storage: the list of what goes first, the lock, the leftover scan.
+    steps = layer_teardown_steps(all_steps(s), "storage", delete_data, delete_bucket)
+    tear_down(c, s, steps, delete_data=delete_data, yes=yes, what="storage.delete", layers=("storage",),
+              delete_unexported=delete_unexported, delete_bucket=delete_bucket)
 
 
 @context.task(help={"run": "Export only this run (/data/runs/ID); default: every run."})

@@ -124,8 +124,16 @@ def test_gcs_summary_counts_objects_and_bytes(gcs_emulator):
     bucket = gcs.client(s).bucket(s.bucket)
     bucket.blob("runs/a/x").upload_from_string("12345")
     bucket.blob("runs/b/y").upload_from_string("123")
+    marker = bucket.get_blob(gcs.MARKER_OBJECT).size  # written by create_bucket: the bucket is ours
     summary = gcs.summary(s)
-    assert (summary["objects"], summary["bytes"]) == (2, 8)
+    assert (summary["objects"], summary["bytes"]) == (3, 8 + marker)
+
+
+def test_gcs_bucket_we_create_is_ours_and_a_users_is_not(gcs_emulator):
+    s = make_settings()
+    gcs.create_bucket(runner(), s, NUMBER)
+    users = gcs.client(s).create_bucket("users-own-bucket")
+    assert (gcs.is_ours(gcs.client(s).get_bucket(s.bucket)), gcs.is_ours(users)) == (True, False)
 
 
 def test_gcs_export_record_round_trip_is_fresh(gcs_emulator):

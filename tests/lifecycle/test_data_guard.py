@@ -8,7 +8,6 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import buckets
 
 from support.fake import FakeCloud, read_env_example
 
@@ -35,6 +34,15 @@ def _plant_run(cloud: FakeCloud, run: str, *, running: bool = False) -> None:
     (step.parent / "pid").write_text(f"{os.getpid()}\n")
     if not running:
         (step.parent / "exit_code").write_text("0\n")
+
+
+def buckets(cloud: FakeCloud) -> list[str]:
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    client = storage.Client(project=PROJECT, credentials=AnonymousCredentials(),
+                            client_options={"api_endpoint": cloud.env["STORAGE_EMULATOR_HOST"]})
+    return [b.name for b in client.list_buckets()]
 
 
 def _objects(cloud: FakeCloud) -> dict[str, int]:

@@ -43,7 +43,8 @@ def _lustre_creating(cloud: FakeCloud) -> None:
     env = cloud.process_env()
     subprocess.run([*gcloud, "delete", *where, "--quiet"], env=env, check=True, capture_output=True)
     subprocess.run([*gcloud, "create", *where, "--capacity-gib=18000", "--per-unit-storage-throughput=500",
-                    "--filesystem=lustrefs", f"--network=projects/{PROJECT}/global/networks/default", "--async"],
+                    "--filesystem=lustrefs", f"--network=projects/{PROJECT}/global/networks/default", "--async",
+                    "--labels=managed-by=nemo-rl-gke,deployment=nemo-rl"],
                    env={**env, "FAKECLOUD_TIME_SCALE": "1"}, check=True, capture_output=True)
 
 

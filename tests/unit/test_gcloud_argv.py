@@ -20,7 +20,7 @@ def test_cluster_create_has_the_complete_flags(gpu, mode):
     argv = gcloud.cluster_create(make(GPU_TYPE=gpu, CLUSTER_MODE=mode))
     assert argv[:4] == ["gcloud", "container", "clusters", "create-auto" if mode == "autopilot" else "create"]
     common = {"--location=us-central1", "--enable-multi-networking", "--network=default",
-              "--cluster-version=1.32.2-gke.1422000", "--labels=managed-by=nemo-rl-gke"}
+              "--cluster-version=1.32.2-gke.1422000", "--labels=managed-by=nemo-rl-gke,deployment=nemo-rl"}
     assert common <= set(argv)
     if mode == "standard":
         assert {"--workload-pool=my-nemo-project.svc.id.goog", "--enable-dataplane-v2", "--enable-ip-alias",

@@ -87,7 +87,8 @@ def lustre_create(ctx: Ctx) -> None:
     obj = {"name": _path(ctx, name), "capacityGib": str(capacity), "perUnitStorageThroughput": throughput,
            "filesystem": str(ctx.flag("--filesystem")), "network": str(ctx.flag("--network")),
            "gkeSupportEnabled": bool(ctx.flag("--gke-support-enabled")),
-           "description": ctx.flag("--description", ""), "labels": ctx.flag("--labels", ""),
+           "description": ctx.flag("--description", ""),
+           "labels": dict(kv.split("=", 1) for kv in str(ctx.flag("--labels", "")).split(",") if "=" in kv),
            "_network": network, "_ip": f"10.90.{index}.2"}
     with ctx.state.locked():
         if ctx.state.get("lustre", _key(ctx, name)) is not None:
