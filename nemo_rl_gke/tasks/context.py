@@ -101,6 +101,21 @@ class CliTask(Task):
         return out
 
 
+_NEEDS_VALUE = re.compile(r"Flag <\w+: (\w+)[^>]*> needed value and was not given one!")
+
+
+def _usage_message(exc: ParseError) -> str:
+    """Invoke's parse error in the user's words: `Flag <CheckedArgument: nodes (n) [int]> needed value…` is
+    `--nodes needs a value (--nodes=INT)`; the others (No idea what '--nope' is!) are already plain."""
+    text = str(exc)
+    match = _NEEDS_VALUE.search(text)
+    if match:
+        flag = "--" + match.group(1).replace("_", "-").strip("-")
+        kind = "INT" if "[int]" in text else "VALUE"
+        return f"{flag} needs a value ({flag}={kind})."
+    return text
+
+
 def install_usage_exit_codes(program: Any = None) -> None:
     """Usage errors exit 2 (DESIGN: 2 = bad configuration or usage) under the stock `invoke` command, and
     `-h`/`--help` print the task's usage even where a positional argument is still waiting for a value.
@@ -120,7 +135,7 @@ def install_usage_exit_codes(program: Any = None) -> None:
             try:
                 method()
             except ParseError as exc:
-                raise Exit(f"error: {exc}", code=2) from None
+                raise Exit(f"error: {_usage_message(exc)}", code=2) from None
 
         return wrapped
 

@@ -22,7 +22,7 @@ PROBES = {
 
 @pytest.fixture(scope="module")
 def cloud(tmp_path_factory) -> FakeCloud:
-    fake = FakeCloud(tmp_path_factory.mktemp("chain"))
+    fake = FakeCloud(tmp_path_factory.mktemp("chain"), processes=True)  # the real `invoke` command
     fake.workdir.mkdir(parents=True)  # no .env: dry runs use .env.example
     return fake
 

@@ -11,7 +11,7 @@ from support.fake import FakeCloud
 
 @pytest.fixture(scope="module")
 def cloud(tmp_path_factory) -> FakeCloud:
-    fake = FakeCloud(tmp_path_factory.mktemp("json"))
+    fake = FakeCloud(tmp_path_factory.mktemp("json"), processes=True)  # the real `invoke` command
     fake.write_env()
     done = fake.invoke("net.create")
     assert done.code == 0, done.output
@@ -37,7 +37,7 @@ def test_cli_json_cluster_status_says_absent_before_cluster_create(cloud):
 
 
 def test_cli_json_dry_run_keeps_stdout_for_the_document(tmp_path):
-    bare = FakeCloud(tmp_path)
+    bare = FakeCloud(tmp_path, processes=True)
     bare.workdir.mkdir(parents=True)
     done = bare.invoke("--dry", "net.status", "--json")
     assert done.code == 0, done.output

@@ -20,7 +20,7 @@ BAD_NUMBERS = ("abc", "٣", "9" * 5000, "1.5", "")
 
 @pytest.fixture(scope="module")
 def cloud(tmp_path_factory) -> FakeCloud:
-    fake = FakeCloud(tmp_path_factory.mktemp("usage"))
+    fake = FakeCloud(tmp_path_factory.mktemp("usage"), processes=True)  # the real `invoke` command
     fake.workdir.mkdir(parents=True)
     return fake
 
@@ -75,6 +75,13 @@ def test_usage_errors_exit_2_without_running_anything(cloud, argv):
     assert done.code == 2, done.output
     assert done.stderr.startswith("error: ") and "Traceback" not in done.output
     assert "$ " not in done.stdout
+
+
+def test_usage_a_flag_without_its_value_is_named_plainly(cloud):
+    done = cloud.invoke("--dry", "ray.render", "--head-cpu")
+    assert done.stderr == "error: --head-cpu needs a value (--head-cpu=INT).\n"
+    done = cloud.invoke("--dry", "cluster.create", "--reservation")
+    assert done.stderr.endswith("error: --reservation needs a value (--reservation=VALUE).\n")
 
 
 def test_usage_spot_with_reservation_names_both_flags(cloud):
