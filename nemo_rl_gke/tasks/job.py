@@ -140,12 +140,14 @@ def submit(c, name, set_=None, id_=None, follow=False, max_restarts=-1):
     overrides = jobspec.final_overrides(spec, run_id, extra)
     checks = {"gpu_nodes": s.GPU_NODES, "gpus_per_node": s.gpu.gpus_per_node, "gpu_name": s.gpu.accelerator}
     values = jobspec.validate(spec, overrides, **checks)  # before any command, even a query
-    if spec.gated and not s.HF_TOKEN:
-        raise ConfigError("HF_TOKEN", "", f"{spec.model_name} is gated: accept its licence at {spec.licence_url}, "
-                                          f"create a read token (https://huggingface.co/settings/tokens), set "
-                                          f"HF_TOKEN in .env, then `invoke storage.create ray.deploy` so the pods "
-                                          f"get it.")
     r = context.runner(c, s)
+    if spec.gated and not s.HF_TOKEN:
+        fix = (f"{spec.model_name} is gated: accept its licence at {spec.licence_url}, create a read token "
+               f"(https://huggingface.co/settings/tokens), set HF_TOKEN in .env, then `invoke storage.create "
+               f"ray.deploy` so the pods get it.")
+        if not r.dry:
+            raise ConfigError("HF_TOKEN", "", fix)
+        r.say(f"warning: HF_TOKEN is empty; a real submit stops here: {fix}", err=True)
     warning = jobspec.cadence_warning(spec, values)
     if warning:
         r.say(warning, err=True)

@@ -141,3 +141,11 @@ def test_job_spot_override_the_recipe_refuses_fails_in_the_pod_naming_the_key(cl
     assert done.code == 2, done.output
     assert "NeMo RL v0.5.0 refuses the overrides" in done.stderr and key in done.stderr
     assert not run_dir(cloud, "badkey").exists()
+
+
+def test_job_spot_gated_model_without_hf_token_dry_run_shows_the_plan_and_warns(fake):
+    seed_cluster(fake)
+    fake.write_env(HF_TOKEN="")
+    done = fake.invoke("--dry", "job.submit", "gemma3-gsm8k")
+    assert done.code == 0 and "warning: HF_TOKEN is empty; a real submit stops here" in done.stderr
+    assert done.stdout.startswith("$ kubectl ")
