@@ -4,7 +4,11 @@ final override list. Pure: no processes, no environment, no network.
 The job file's structured fields (topology, batch, steps, dataset) become Hydra overrides; the file's own
 `overrides:` come next and `--set` ones last (a later override of the same key replaces the earlier one in
 place). Validation reads the effective values back from that final list, so `--set cluster.num_nodes=3` is
-checked exactly like a job file asking for 3 nodes.
+checked exactly like a job file asking for 3 nodes, and so is `--set 'cluster={num_nodes:3}'` (Hydra's mapping
+form). It also checks every override's key against NeMo RL v0.5.0's recipe chain when the recipe is one we
+know (data/nemo_rl_v0.5.0_configs.json, generated from the upstream tag: key=value needs the key, +key=value
+must not have it), and that `steps` fits in `epochs` (an epoch is floor(train rows / prompts per step) steps,
+and a run ends at the end of its epochs).
 """
 
 from __future__ import annotations
