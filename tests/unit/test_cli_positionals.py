@@ -36,7 +36,8 @@ def test_cli_positionals_a_bare_run_id_is_not_taken(name):
 
 
 def test_cli_positionals_other_flags_beside_the_id():
-    assert parse("job.logs", "--id=run-3", "--follow")["job.logs"] == {"id_": "run-3", "follow": True, "lines": 200}
+    parsed = parse("job.logs", "--id=run-3", "--follow")["job.logs"]
+    assert (parsed["id_"], parsed["follow"], parsed["lines"]) == ("run-3", True, 200)
 
 
 def test_cli_positionals_required_name_stays_required():
