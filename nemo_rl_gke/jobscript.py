@@ -43,6 +43,9 @@ KEEP_ENV = (r"^(PATH|HOME|USER|HOSTNAME|LANG|LANGUAGE|LC_[A-Z]+|TZ|TMPDIR|SHELL|
 SERVICE_LINK = r"_SERVICE_(HOST|PORT)(_[A-Z0-9_]+)?$|_PORT_[0-9]+_(TCP|UDP|SCTP)(_[A-Z]+)?$"
 # Between restarts: 30 s, doubling, at most 5 min; then up to 30 min for GKE to give a node back.
 BACKOFF_SECONDS, BACKOFF_MAX_SECONDS, GPU_WAIT_SECONDS, POLL_SECONDS = 30, 300, 1800, 10
+# While a driver runs, Ray's GPUs are sampled this often: a node lost and replaced before the driver gives up
+# (NCCL times out after 10 min) still counts as the infrastructure's failure.
+WATCH_SECONDS = 60
 
 
 @dataclass(frozen=True)
@@ -67,8 +70,8 @@ class Submission:
         return {"max_restarts": self.max_restarts, "gpus_needed": self.gpus_needed,
                 "checkpoint_dir": self.checkpoint_dir, "backoff_seconds": BACKOFF_SECONDS,
                 "backoff_max_seconds": BACKOFF_MAX_SECONDS, "gpu_wait_seconds": GPU_WAIT_SECONDS,
-                "poll_seconds": POLL_SECONDS, "keep_env": KEEP_ENV, "service_link": SERVICE_LINK,
-                "gpu_query": GPU_QUERY}
+                "poll_seconds": POLL_SECONDS, "watch_seconds": WATCH_SECONDS, "keep_env": KEEP_ENV,
+                "service_link": SERVICE_LINK, "gpu_query": GPU_QUERY}
 
     @property
     def checkpoint_dir(self) -> str:

@@ -26,6 +26,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -59,10 +60,16 @@ JOB_PATTERNS = [
 _EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt)\b(?:\(\w+\))?:?.*$")
 
 
-def classify(code: int, tail: str, gpus: float | None, needed: int) -> tuple[str, str]:
-    """('infrastructure' | 'job', reason) for a driver that exited with `code` (pure)."""
+def classify(code: int, tail: str, gpus: float | None, needed: int,
+             shortfall_during: float | None = None) -> tuple[str, str]:
+    """('infrastructure' | 'job', reason) for a driver that exited with `code` (pure). `gpus` is what Ray shows
+    now; `shortfall_during` the fewest GPUs Ray showed while the attempt ran, if ever fewer than `needed` (a
+    node lost and already replaced by the time the driver gave up, e.g. after a 10-minute NCCL timeout)."""
     if gpus is not None and gpus < needed:
         return "infrastructure", f"Ray sees {gpus:g} of the {needed} GPUs the job needs (a GPU node is gone)"
+    if shortfall_during is not None:
+        return "infrastructure", (f"Ray showed {shortfall_during:g} of the {needed} GPUs the job needs while it ran "
+                                  f"(a GPU node was lost)")
     lines = [line.strip() for line in tail.splitlines() if line.strip()]
     for pattern in INFRA_PATTERNS:
         for line in lines:
@@ -104,8 +111,10 @@ class Supervisor:
         self.config = json.loads((run / "supervisor.json").read_text())
         self.stopping = False
         self.driver: subprocess.Popen | None = None
+        self.fewest_gpus: float | None = None
         knobs = {"backoff_seconds": "NRG_SUPERVISOR_BACKOFF_SECONDS", "poll_seconds": "NRG_SUPERVISOR_POLL_SECONDS",
-                 "gpu_wait_seconds": "NRG_SUPERVISOR_GPU_WAIT_SECONDS"}
+                 "gpu_wait_seconds": "NRG_SUPERVISOR_GPU_WAIT_SECONDS",
+                 "watch_seconds": "NRG_SUPERVISOR_WATCH_SECONDS"}
         for key, env in knobs.items():
             if os.environ.get(env):
                 self.config[key] = float(os.environ[env])
@@ -137,14 +146,33 @@ class Supervisor:
                 and not (name.endswith("_PORT") and "://" in value)}
 
     def attempt(self, cmd: list[str]) -> int:
+        self.fewest_gpus = None
         with open(self.run / "driver.log", "ab") as log:
             self.driver = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                            env=self.environment())
+        watcher = threading.Thread(target=self.watch, args=(self.driver,), daemon=True)
+        watcher.start()
         while True:
             try:
                 return self.driver.wait()
             except InterruptedError:
                 continue
+
+    def watch(self, driver: subprocess.Popen) -> None:
+        """While the driver runs, ask Ray now and then for its GPUs and remember the fewest seen below need."""
+        period = float(self.config.get("watch_seconds", 60))
+        needed = int(self.config["gpus_needed"])
+        while True:
+            deadline = time.monotonic() + period
+            while time.monotonic() < deadline:
+                if driver.poll() is not None:
+                    return
+                time.sleep(min(0.2, period))
+            seen = self.gpus()
+            if driver.poll() is not None:
+                return
+            if seen is not None and seen < needed:
+                self.fewest_gpus = seen if self.fewest_gpus is None else min(self.fewest_gpus, seen)
 
     def gpus(self) -> float | None:
         """What Ray in this pod reports (None when it cannot be asked)."""
@@ -209,7 +237,7 @@ class Supervisor:
             if code == 0 or self.stopped():
                 return self.finish(code)
             self.phase("classifying the failure")
-            kind, reason = classify(code, self.tail_since(offset), self.gpus(), needed)
+            kind, reason = classify(code, self.tail_since(offset), self.gpus(), needed, self.fewest_gpus)
             if kind == "job":
                 self.log(f"run {name} failed: {reason} (the job's own error: not retried)")
                 return self.finish(code, {"class": "job", "reason": reason, "exit_code": code,

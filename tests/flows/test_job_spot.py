@@ -17,7 +17,7 @@ import pytest
 from flows.test_job_flow import finished, pod_root, run_dir, seed_cluster, wait_for
 
 QUICK = {"NRG_SUPERVISOR_BACKOFF_SECONDS": "0.2", "NRG_SUPERVISOR_POLL_SECONDS": "0.1",
-         "FAKECLOUD_WORKER_RETURN_SECONDS": "1"}
+         "NRG_SUPERVISOR_WATCH_SECONDS": "0.3", "FAKECLOUD_WORKER_RETURN_SECONDS": "1"}
 SHORT = ["--set", "grpo.max_num_steps=6", "--set", "checkpointing.save_period=2", "--set", "grpo.val_period=2"]
 
 

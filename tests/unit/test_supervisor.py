@@ -66,3 +66,8 @@ def test_supervisor_resumes_from_the_highest_step_dir_only(tmp_path):
 
 def test_supervisor_backoff_doubles_up_to_the_cap():
     assert [supervisor.backoff(n, 30, 300) for n in range(5)] == [30, 60, 120, 240, 300]
+
+
+def test_supervisor_a_node_lost_and_back_before_the_driver_gave_up_is_infrastructure():
+    kind, reason = supervisor.classify(1, NCCL, 16.0, 16, shortfall_during=8.0)
+    assert kind == "infrastructure" and "Ray showed 8 of the 16 GPUs" in reason
