@@ -119,9 +119,10 @@ class Board:
             self._live.refresh()
         elif fresh:
             self._plain(f"… waiting: {label}")
+        elif isinstance(done, str):
+            self._plain(f"  wait {done} after {seconds:.1f} s: {label}")
         elif done:
-            outcome = done if isinstance(done, str) else "over"
-            self._plain(f"  wait {outcome}: {label} ({seconds:.1f} s)")
+            self._plain(f"  waited {seconds:.1f} s: {label}")
 
     # ---- printing ----------------------------------------------------------------------------------
     def _plain(self, line: str) -> None:

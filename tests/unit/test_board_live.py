@@ -76,6 +76,14 @@ def test_board_early_folds_steps_to_go_too_when_they_do_not_fit():
     assert re.search(r"\d+ more to go", text) and STEPS[-1].title not in text
 
 
+def test_board_plain_mode_a_finished_wait_says_how_long():
+    out = io.StringIO()
+    board = Board(STEPS[:1], out=out, live=False)
+    board.wait_display(WAIT, 0.0, False)
+    board.wait_display(WAIT, 4.25, True)
+    assert out.getvalue().splitlines() == [f"… waiting: {WAIT}", f"  waited 4.2 s: {WAIT}"]
+
+
 def test_board_wait_row_goes_when_the_wait_ends():
     clock = Clock()
     board = _board(2, 1, clock=clock)
@@ -95,7 +103,7 @@ def test_board_plain_mode_prints_lines_for_steps_and_waits():
         board.listener(STEPS[0], "running", 0.0)
         board.listener(STEPS[0], "created", 2.5)
     lines = out.getvalue().splitlines()
-    assert lines[:3] == [f"… waiting: {WAIT}", f"  wait timed out: {WAIT} (2.5 s)",
+    assert lines[:3] == [f"… waiting: {WAIT}", f"  wait timed out after 2.5 s: {WAIT}",
                          f"✓ {STEPS[0].title}: created (2.5 s)"]
     assert lines[3].startswith("done in ")
     assert runner.wait_display is None  # given back
