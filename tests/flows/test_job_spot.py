@@ -149,3 +149,18 @@ def test_job_spot_gated_model_without_hf_token_dry_run_shows_the_plan_and_warns(
     done = fake.invoke("--dry", "job.submit", "gemma3-gsm8k")
     assert done.code == 0 and "warning: HF_TOKEN is empty; a real submit stops here" in done.stderr
     assert done.stdout.startswith("$ kubectl ")
+
+
+def test_job_spot_stand_in_training_info_has_nemo_rls_keys_and_rules(cloud):
+    """training_info.json as v0.5.0 writes it: the metric only on steps that ran validation."""
+    done = cloud.invoke("job.submit", "qwen2.5-1.5b-gsm8k", "--id=info", "--set", "grpo.max_num_steps=6",
+                        "--set", "checkpointing.save_period=2", "--set", "grpo.val_period=3")
+    assert done.code == 0, done.output
+    wait_for(lambda: finished(cloud, "info"), "the run to end", timeout=60)
+    ckpts = run_dir(cloud, "info") / "checkpoints"
+    infos = {int(d.name[5:]): json.loads((d / "training_info.json").read_text()) for d in ckpts.glob("step_*")}
+    assert sorted(infos) == [2, 4, 6]
+    base = {"consumed_samples", "current_step", "current_epoch", "total_steps", "total_valid_tokens"}
+    assert set(infos[2]) == base and set(infos[4]) == base  # no validation at 2 or 4
+    assert set(infos[6]) == base | {"val_reward", "val:accuracy"}
+    assert (infos[6]["total_steps"], infos[6]["current_step"], infos[6]["consumed_samples"]) == (6, 6, 48)
