@@ -2,7 +2,8 @@
 
 The pod root ($FAKECLOUD_STATE/podfs/<context>/) stands for the pod's `/` and is shared by the cluster's
 pods like the Lustre volume at /data: it is seeded from tests/fakecloud/pod/root (a stand-in NeMo RL
-checkout at opt/nemo-rl, a GSM8K-shaped sample at opt/gsm8k-sample). The script sees what a Ray head
+checkout at opt/nemo-rl with NeMo RL v0.5.0's real example configs, a GSM8K-shaped sample at
+opt/gsm8k-sample). The script sees what a Ray head
 container would: NRG_POD_ROOT (the only difference from a real pod; empty there), PATH with the stand-in
 `uv` first, PYTHONPATH with the stand-in `datasets`, the container's `env`, the Secret named by `envFrom`
 (or, for pods made by the fake helm, our chart's Secret) as variables, and Kubernetes service links. Test
@@ -44,6 +45,10 @@ def pod_root(ctx: Ctx) -> Path:
     if not (root / "opt").exists():
         root.mkdir(parents=True, exist_ok=True)
         shutil.copytree(POD / "root", root, dirs_exist_ok=True)
+        # NeMo RL v0.5.0's own config files, byte for byte, are kept as NAME.upstream (the repo's yamllint
+        # would reformat them otherwise); in the pod they carry their real names.
+        for upstream in root.rglob("*.upstream"):
+            upstream.rename(upstream.with_suffix(""))
         (root / "data").mkdir(exist_ok=True)
         (root / "root").mkdir(exist_ok=True)
     return root
