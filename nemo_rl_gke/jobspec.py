@@ -589,7 +589,7 @@ def key_problems(recipe: str, overrides: list[str] | tuple[str, ...]) -> list[st
                 hint = (f" Did you mean {', '.join('.'.join([*parts[:depth], c]) for c in close)}?" if close
                         else f" {where} has: {', '.join(sorted(map(str, node)))[:200]}.")
                 p.append(f"{text}: NeMo RL v0.5.0's {recipe} (with its parents) has no key {o.bare_key}, so "
-                         f"Hydra would stop the run at start ('Key {part!r} is not in struct').{hint} To add a "
+                         f"Hydra would stop the run at start (\"Could not override '{o.bare_key}'\").{hint} To add a "
                          f"key the code reads, write +{o.bare_key}=...")
                 break
             node = node[part]
@@ -603,7 +603,7 @@ def key_problems(recipe: str, overrides: list[str] | tuple[str, ...]) -> list[st
                     for leaf, _ in _flatten(o.bare_key, parsed):
                         if recipe_default(recipe, leaf) is None and not _has_key(config, leaf):
                             p.append(f"{text}: {recipe} has no key {leaf}; Hydra would refuse the merge "
-                                     f"('Key {leaf.rsplit('.', 1)[-1]!r} is not in struct').")
+                                     f"(\"Could not override '{o.bare_key}'\").")
             if o.prefix == "+":
                 p.append(f"{text}: {o.bare_key} already exists in {recipe}; Hydra refuses '+' on it "
                          f"('Could not append to config'). Use {o.bare_key}=... (or ++{o.bare_key}=...).")

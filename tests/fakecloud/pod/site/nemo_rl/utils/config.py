@@ -1,9 +1,10 @@
 """Stand-in for NeMo RL v0.5.0's nemo_rl/utils/config.py (hydra-core and omegaconf are not in the fake pod).
 
 load_config: a recipe and its `defaults:` parents merged, later over earlier, as the real one does.
-parse_hydra_overrides: Hydra's rules in struct mode with Hydra's messages, wrapped in OverridesError as the real
-one wraps them: `key=value` only changes a key that exists, `+key=value` only adds a new one, `++key=value`
-does either; a dict value `{a: 1}` merges into the existing mapping. Values stay text (enough for the fake).
+parse_hydra_overrides: Hydra's rules in struct mode with Hydra 1.3.2's messages (checked against the real
+loader with hydra-core 1.3.2 and omegaconf 2.3.0), wrapped in OverridesError as the real one wraps them:
+`key=value` only changes a key that exists, `+key=value` only adds a new one, `++key=value` does either; a dict
+value `{a: 1}` merges into the existing mapping. Values stay text (enough for the fake).
 """
 
 from __future__ import annotations
@@ -61,28 +62,25 @@ def _apply(cfg: dict, line: str) -> None:
     key = key.split("@", 1)[0]
     parts = key.split(".")
     node = cfg
-    for depth, part in enumerate(parts[:-1]):
+    for part in parts[:-1]:
         if part not in node or not isinstance(node[part], dict):
             if prefix and (part not in node or node[part] is None):
                 node[part] = {}
             else:
-                raise ValueError(f"Could not override '{key}'.\nTo append to your config use +{line}\n"
-                                 f"Key '{part}' is not in struct\n    full_key: {'.'.join(parts[:depth + 1])}\n"
-                                 f"    object_type=dict")
+                raise ValueError(f"Could not override '{key}'.\nTo append to your config use +{line}")
         node = node[part]
     leaf = parts[-1]
     exists = leaf in node
     if prefix == "" and not exists:
-        raise ValueError(f"Could not override '{key}'.\nTo append to your config use +{line}\n"
-                         f"Key '{leaf}' is not in struct\n    full_key: {key}\n    object_type=dict")
+        raise ValueError(f"Could not override '{key}'.\nTo append to your config use +{line}")
     if prefix == "+" and exists:
-        raise ValueError(f"Could not append to config. An item is already at '{key}'.")
+        raise ValueError(f"Could not append to config. An item is already at '{key}'.\nEither remove + prefix: "
+                         f"'{line[1:]}'\nOr add a second + to add or override '{key}': '+{line}'")
     parsed = _value(value)
     if isinstance(parsed, dict) and isinstance(node.get(leaf), dict):
         for name in parsed:
             if name not in node[leaf] and prefix == "":
-                raise ValueError(f"Error merging override {line}\nKey '{name}' is not in struct\n"
-                                 f"    full_key: {key}.{name}\n    object_type=dict")
+                raise ValueError(f"Could not override '{key}'.\nTo append to your config use +{line}")
         node[leaf] = _merge(node[leaf], parsed)
     else:
         node[leaf] = parsed
