@@ -25,10 +25,25 @@ def make_cloud(stack: ExitStack, root: Path) -> FakeCloud:
 
 
 def copy_state(source: FakeCloud, target: FakeCloud) -> None:
-    """The fake cloud's resources (not the bucket: that lives in the source's emulator), calls log emptied."""
+    """The fake cloud's resources and the buckets with their objects (each cloud has its own emulator), calls
+    log emptied: a copy of `up` holds what a real one does, the bucket next to the Lustre instance included."""
     shutil.rmtree(target.state_dir, ignore_errors=True)
     shutil.copytree(source.state_dir, target.state_dir)
     (target.state_dir / "calls.jsonl").write_text("")
+    source_client, target_client = _client(source), _client(target)
+    for bucket in source_client.list_buckets():
+        if target_client.lookup_bucket(bucket.name) is None:
+            target_client.create_bucket(bucket.name)
+        for blob in source_client.list_blobs(bucket.name):
+            target_client.bucket(bucket.name).blob(blob.name).upload_from_string(blob.download_as_bytes())
+
+
+def _client(fake: FakeCloud):
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    return storage.Client(project=read_env_example()["PROJECT_ID"], credentials=AnonymousCredentials(),
+                          client_options={"api_endpoint": fake.env["STORAGE_EMULATOR_HOST"]})
 
 
 def run(fake: FakeCloud, *args: str, **env: str) -> Done:
