@@ -189,3 +189,47 @@ def test_drift_cluster_mode_differs():
     from nemo_rl_gke.tasks.lifecycle import drift
 
     assert "autopilot" in drift(settings(CLUSTER_MODE="standard"), "cluster.cluster", {"autopilot": {"enabled": True}})
+
+
+def test_leftovers_ignore_another_deployments_cluster_and_firewall_rule():
+    s = settings()
+    items = [{"name": "other", "resourceLabels": {"managed-by": "nemo-rl-gke", "deployment": "other"}},
+             {"name": "nemo-rl", "resourceLabels": {"managed-by": "nemo-rl-gke", "deployment": "nemo-rl"}}]
+    rules = [{"name": "nemo-gvnic-other-internal", "description": "managed-by=nemo-rl-gke deployment=other"}]
+    assert ([f.name for f in leftovers.ours("cluster", items, s)], leftovers.ours("firewall rule", rules, s)) == (
+        ["nemo-rl"], [])
+
+
+def test_other_deployments_are_our_labelled_clusters_but_this_one():
+    from nemo_rl_gke.resources import cluster_steps
+    from nemo_rl_gke.runner import Result
+
+    class Asked:
+        dry = False
+
+        def query(self, argv, ok_codes=(0, 1)):
+            body = [{"name": "nemo-rl", "resourceLabels": {"managed-by": "nemo-rl-gke"}},
+                    {"name": "other", "resourceLabels": {"managed-by": "nemo-rl-gke", "deployment": "other"}},
+                    {"name": "someone-elses", "resourceLabels": {}}]
+            return Result(list(argv), 0, json.dumps(body))
+
+    assert cluster_steps.other_deployments(Asked(), settings()) == ["other"]
+
+
+def test_kept_steps_keep_shared_names_with_what_they_need():
+    steps = all_steps(settings())
+    kept = graph.kept_steps(steps, graph.Consent(delete_data=True, delete_bucket=True), ["storage.lustre"])
+    assert {"storage.lustre", "storage.peering", "storage.range", "net.network"} <= kept
+    assert "cluster.cluster" not in kept
+
+
+def test_kept_message_names_each_flag_that_deletes_what_was_kept():
+    steps = {st.name: st for st in all_steps(settings())}
+    text = lifecycle_kept([steps["storage.bucket"], steps["storage.lustre"], steps["net.network"]])
+    assert "--delete-data" in text and "--delete-bucket" in text and "main VPC" in text
+
+
+def lifecycle_kept(kept):
+    from nemo_rl_gke.tasks.lifecycle import kept_message
+
+    return kept_message(kept)
