@@ -1,11 +1,20 @@
-"""The per project+cluster lock that keeps two changing runs (`up`, `down`, `clean`) from interleaving.
+"""The per project+cluster lock that keeps two changing runs from interleaving, on one machine and across
+machines.
 
-A lock file (~/.cache/nemo-rl-gke/<project>-<cluster>.lock); a second run refuses at once and says who holds
-it (the lock frees itself when that process ends, even if it crashed).
+- On this machine: a lock file (~/.cache/nemo-rl-gke/<project>-<cluster>.lock); it frees itself when the
+  process ends, even if it crashed.
+- Across machines (two laptops, a laptop and CI): a lease object in the deployment's bucket,
+  gs://BUCKET/nemo-rl-gke/lock-<cluster>.json, with the holder's host, pid, command, start and expiry. It is
+  created only if absent (`ifGenerationMatch=0`) and replaced or released only at the generation read, so two
+  machines can never both hold it; an expired lease (a crashed holder) is taken over; `--force-unlock` takes
+  over a live one and says whose. Without a bucket yet (the first `up`), only the local lock applies until
+  the bucket exists.
+A second run refuses at once (exit 1) and says who holds the lock.
 """
 
 from __future__ import annotations
 
+import sys
 from contextlib import contextmanager
 from typing import Any
 
@@ -18,6 +27,120 @@ def lock_path(s: Any) -> Any:
 
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nemo-rl-gke"
     return base / f"{s.PROJECT_ID}-{s.CLUSTER_NAME}.lock"
+
+
+LEASE_SECONDS = 3 * 3600  # longer than any one task (Lustre and a cluster: under an hour each)
+
+
+def lease_name(s: Any) -> str:
+    return f"nemo-rl-gke/lock-{s.CLUSTER_NAME}.json"
+
+
+def lease_body(what: str, now: float, *, host: str, pid: int) -> dict[str, Any]:
+    import time
+
+    return {"host": host, "pid": pid, "command": f"invoke {what}",
+            "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)), "expires": now + LEASE_SECONDS}
+
+
+def holder_text(body: dict[str, Any]) -> str:
+    import time
+
+    expires = body.get("expires")
+    until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(expires))) if expires else "?"
+    return (f"`{body.get('command', '?')}` on {body.get('host', '?')} (pid {body.get('pid', '?')}, since "
+            f"{body.get('since', '?')}, lease until {until})")
+
+
+def take_lease(blob_of: Any, body: dict[str, Any], now: float, *, force: bool) -> tuple[int | None, str]:
+    """Create the lease object, or replace an expired one (or any, with force), at the generation read.
+
+    blob_of(): a fresh google-cloud-storage Blob for the lease. Returns (our generation or None if someone else
+    holds it, a note: whose lease was overridden, or who holds it). Pure over the Blob API."""
+    import json
+
+    from google.api_core import exceptions
+
+    held = blob_of()
+    try:
+        held.reload()
+    except exceptions.NotFound:
+        blob = blob_of()
+        try:  # the precondition makes the create atomic: of two machines, one gets 412
+            blob.upload_from_string(json.dumps(body), content_type="application/json", if_generation_match=0)
+            return int(blob.generation or 0), ""
+        except exceptions.PreconditionFailed:
+            held = blob_of()
+            held.reload()
+    try:
+        current = json.loads(held.download_as_bytes(if_generation_match=held.generation) or b"{}")
+    except exceptions.NotFound:  # released meanwhile: start again
+        return take_lease(blob_of, body, now, force=force)
+    except (exceptions.PreconditionFailed, ValueError):
+        current = {}
+    expired = float(current.get("expires") or 0) <= now
+    if not (expired or force):
+        return None, holder_text(current)
+    replacing = blob_of()
+    try:
+        replacing.upload_from_string(json.dumps(body), content_type="application/json",
+                                     if_generation_match=held.generation)
+    except exceptions.PreconditionFailed:  # another machine took it between our read and write
+        return None, "another run took the lock at this moment"
+    note = f"{'expired' if expired else 'live'} lock of {holder_text(current)}"
+    return int(replacing.generation or 0), note
+
+
+def release_lease(blob: Any, generation: int) -> None:
+    from google.api_core import exceptions
+
+    try:
+        blob.delete(if_generation_match=generation)
+    except (exceptions.NotFound, exceptions.PreconditionFailed):
+        pass  # taken over with --force-unlock, or gone: not ours to delete any more
+
+
+@contextmanager
+def bucket_lease(s: Any, what: str, *, force: bool = False):
+    """Hold the deployment's lease in its bucket (nothing if the bucket does not exist yet)."""
+    import os
+    import socket
+    import time
+
+    from . import gcs
+
+    bucket = gcs.get_bucket(gcs.client(s), s)
+    if bucket is None:
+        yield None
+        return
+
+    def blob_of() -> Any:
+        return bucket.blob(lease_name(s))
+
+    now = time.time()
+    with gcs.calling("taking the lock"):
+        generation, note = take_lease(blob_of, lease_body(what, now, host=socket.gethostname(), pid=os.getpid()),
+                                      now, force=force)
+    if generation is None:
+        raise Exit(f"error: another run holds the lock of {s.PROJECT_ID}/{s.CLUSTER_NAME} "
+                   f"(gs://{s.bucket}/{lease_name(s)}): {note}. Two runs must not interleave; wait for it to "
+                   f"finish. If that run is gone (its machine crashed), run again with --force-unlock, or wait "
+                   f"for the lease to expire.", code=1)
+    if note:
+        print(f"--force-unlock: took over the {note}." if force else f"note: took over the {note}.",
+              file=sys.stderr)
+    try:
+        yield generation
+    finally:
+        with gcs.calling("releasing the lock"):
+            release_lease(blob_of(), generation)
+
+
+@contextmanager
+def deployment_lock(s: Any, what: str, *, force: bool = False):
+    """Both locks: this machine's, then the bucket's lease (every machine sees it)."""
+    with state_lock(s, what), bucket_lease(s, what, force=force):
+        yield
 
 
 @contextmanager

@@ -38,49 +38,49 @@ def layer_teardown_steps(steps: list[Any], layer: str, delete_data: bool, delete
 
 
 def _clean_layer(c: Any, layer: str, delete_data: bool, yes: bool, delete_unexported: bool = False,
-                 delete_bucket: bool = False) -> None:
+                 delete_bucket: bool = False, force_unlock: bool = False) -> None:
     from ..resources import all_steps
     from .lifecycle import tear_down
 
     s = context.settings(c)
     steps = layer_teardown_steps(all_steps(s), layer, delete_data, delete_bucket)
     tear_down(c, s, steps, delete_data=delete_data, yes=yes, what=f"clean.{layer}", layers=(layer,),
-              delete_unexported=delete_unexported, delete_bucket=delete_bucket)
+              delete_unexported=delete_unexported, delete_bucket=delete_bucket, force_unlock=force_unlock)
 
 
 @context.task(name="all", default=True, help=HELP)
-def all_(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes=False):
+def all_(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes=False, force_unlock=False):
     """Delete everything (same as `down`), then scan for leftovers; Lustre and bucket kept by default."""
     from ..resources import all_steps
     from .lifecycle import tear_down
 
     s = context.settings(c)
     tear_down(c, s, all_steps(s), delete_data=delete_data, yes=yes, what="clean",
-              delete_unexported=delete_unexported, delete_bucket=delete_bucket)
+              delete_unexported=delete_unexported, delete_bucket=delete_bucket, force_unlock=force_unlock)
 
 
 @context.task(help=HELP)
-def ray(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes=False):
+def ray(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes=False, force_unlock=False):
     """Delete the Ray cluster (Helm release) only."""
-    _clean_layer(c, "ray", delete_data, yes, delete_unexported, delete_bucket)
+    _clean_layer(c, "ray", delete_data, yes, delete_unexported, delete_bucket, force_unlock)
 
 
 @context.task(help=HELP)
-def cluster(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes=False):
+def cluster(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes=False, force_unlock=False):
     """Delete the GKE cluster with its GPU pool and everything inside it."""
-    _clean_layer(c, "cluster", delete_data, yes, delete_unexported, delete_bucket)
+    _clean_layer(c, "cluster", delete_data, yes, delete_unexported, delete_bucket, force_unlock)
 
 
 @context.task(help=HELP)
-def storage(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes=False):
+def storage(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes=False, force_unlock=False):
     """Delete the storage layer: PV/PVC, KSA, Secret, binding; Lustre and bucket only with their own flags."""
-    _clean_layer(c, "storage", delete_data, yes, delete_unexported, delete_bucket)
+    _clean_layer(c, "storage", delete_data, yes, delete_unexported, delete_bucket, force_unlock)
 
 
 @context.task(help=HELP)
-def net(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes=False):
+def net(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes=False, force_unlock=False):
     """Delete our subnets, firewall rule and VPCs (the main VPC stays while kept Lustre needs it)."""
-    _clean_layer(c, "net", delete_data, yes, delete_unexported, delete_bucket)
+    _clean_layer(c, "net", delete_data, yes, delete_unexported, delete_bucket, force_unlock)
 
 
 ns = Collection("clean", all_, ray, cluster, storage, net)

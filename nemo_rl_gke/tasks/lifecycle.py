@@ -20,7 +20,7 @@ from typing import Any
 
 from invoke import Exit
 
-from ..lock import state_lock
+from ..lock import deployment_lock
 from . import context
 from .checkup import doctor
 from .cluster import FLAG_HELP, cluster_settings
@@ -30,8 +30,10 @@ DATA_HELP = ("Also delete the Lustre instance, once every run on it is verified 
              "storage.export`). The bucket stays.")
 UNEXPORTED_HELP = "With --delete-data: delete Lustre even with runs not in the bucket (lists them, asks)."
 BUCKET_HELP = "Also delete the bucket, the durable home of exported checkpoints (asks, naming its size)."
+UNLOCK_HELP = ("Take over the deployment's lock even if another run (on any machine) holds it; says whose. Only "
+               "when that run is gone.")
 TEARDOWN_HELP = {"delete_data": DATA_HELP, "delete_unexported": UNEXPORTED_HELP, "delete_bucket": BUCKET_HELP,
-                 "yes": YES_HELP}
+                 "yes": YES_HELP, "force_unlock": UNLOCK_HELP}
 
 
 # ---- helpers shared with clean.py ----------------------------------------------------------------
@@ -74,7 +76,7 @@ def _say_cost(r: Any, est: Any, *, prefix: str) -> None:
         r.say(f"{prefix}  {line}", err=not r.dry)
 
 
-def bring_up(c: Any, s: Any, *, yes: bool) -> None:
+def bring_up(c: Any, s: Any, *, yes: bool, force_unlock: bool = False) -> None:
     from .. import cost, graph
     from ..board import Board
     from ..resources import all_steps
@@ -89,11 +91,11 @@ def bring_up(c: Any, s: Any, *, yes: bool) -> None:
         _say_cost(r, est, prefix="# ")
         graph.apply(r, steps)
         return
-    with state_lock(s, "up"):
-        from ..resources import storage_steps
+    from ..resources import storage_steps
 
-        if any(step.name == storage_steps.BUCKET for step in steps):
-            storage_steps.check_bucket_owner(r, s)
+    if any(step.name == storage_steps.BUCKET for step in steps):
+        storage_steps.check_bucket_owner(r, s)
+    with deployment_lock(s, "up", force=force_unlock):
         present = present_map(r, steps)
         missing = [step for step in steps if not step.always and not present[step.name]]
         r.say(f"up: {describe(s)}", err=True)
@@ -167,7 +169,8 @@ def _bucket_line(s: Any) -> str:
 
 
 def tear_down(c: Any, s: Any, steps: list[Any], *, delete_data: bool, yes: bool, what: str,
-              layers: tuple[str, ...] = (), delete_unexported: bool = False, delete_bucket: bool = False) -> None:
+              layers: tuple[str, ...] = (), delete_unexported: bool = False, delete_bucket: bool = False,
+              force_unlock: bool = False) -> None:
     """`down` and `clean.*`: list what will go, confirm, destroy in parallel with the board, scan for leftovers."""
     from .. import graph
     from ..board import Board
@@ -190,7 +193,7 @@ def tear_down(c: Any, s: Any, steps: list[Any], *, delete_data: bool, yes: bool,
     if not yes and not sys.stdin.isatty():
         context.confirm(c, question, yes=False)  # no terminal and no --yes: exit 2 before any external call
     failure = None
-    with state_lock(s, what):
+    with deployment_lock(s, what, force=force_unlock):
         from ..resources import cluster_steps
 
         others = cluster_steps.other_deployments(r, s)
@@ -242,21 +245,21 @@ def tear_down(c: Any, s: Any, steps: list[Any], *, delete_data: bool, yes: bool,
 
 
 # ---- tasks -------------------------------------------------------------------------------------
-@context.task(help={**FLAG_HELP, "yes": YES_HELP})
-def up(c, gpu=None, mode=None, nodes=None, spot=False, reservation=None, yes=False):
+@context.task(help={**FLAG_HELP, "yes": YES_HELP, "force_unlock": UNLOCK_HELP})
+def up(c, gpu=None, mode=None, nodes=None, spot=False, reservation=None, yes=False, force_unlock=False):
     """Create everything (networks, cluster, GPU nodes, storage, Ray) in parallel; skips what exists."""
     s = cluster_settings(c, gpu, mode, nodes, spot, reservation)
-    bring_up(c, s, yes=yes)
+    bring_up(c, s, yes=yes, force_unlock=force_unlock)
 
 
 @context.task(help=TEARDOWN_HELP)
-def down(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes=False):
+def down(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes=False, force_unlock=False):
     """Delete everything `up` made, in parallel, then scan for leftovers (Lustre and bucket kept by default)."""
     from ..resources import all_steps
 
     s = context.settings(c)
     tear_down(c, s, all_steps(s), delete_data=delete_data, yes=yes, what="down",
-              delete_unexported=delete_unexported, delete_bucket=delete_bucket)
+              delete_unexported=delete_unexported, delete_bucket=delete_bucket, force_unlock=force_unlock)
 
 
 @context.task(help=FLAG_HELP)

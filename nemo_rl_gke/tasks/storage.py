@@ -19,7 +19,7 @@ import re
 from invoke import Collection
 
 from . import context
-from .lifecycle import TEARDOWN_HELP
+from .lifecycle import TEARDOWN_HELP, UNLOCK_HELP
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -32,14 +32,20 @@ def _steps(s):
     return [st for st in cluster.steps(s) if st.name == cluster.CREDENTIALS] + storage.steps(s)
 
 
-@context.task
-def create(c):
+@context.task(help={"force_unlock": UNLOCK_HELP})
+def create(c, force_unlock=False):
     """Create the bucket, KSA and its binding, the Secret, and Lustre with its PV/PVC (skips what exists)."""
+    from ..lock import deployment_lock
     from ..resources import storage_steps
 
     s = context.settings(c)
-    storage_steps.check_bucket_owner(context.runner(c, s), s)
-    context.apply_steps(c, s, _steps(s))
+    r = context.runner(c, s)
+    storage_steps.check_bucket_owner(r, s)
+    if r.dry:
+        context.apply_steps(c, s, _steps(s))
+        return
+    with deployment_lock(s, "storage.create", force=force_unlock):
+        context.apply_steps(c, s, _steps(s))
 
 
 @context.task
@@ -56,7 +62,7 @@ def status(c):
 
 
 @context.task(help=TEARDOWN_HELP)
-def delete(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes=False):
+def delete(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes=False, force_unlock=False):
     """Delete PV/PVC, KSA, Secret, binding; Lustre with --delete-data (export checked), bucket with --delete-bucket."""
     from ..resources import all_steps
     from .clean import layer_teardown_steps
@@ -66,20 +72,26 @@ def delete(c, delete_data=False, delete_unexported=False, delete_bucket=False, y
     # The same teardown as clean.storage: the list of what goes first, the lock, the leftover scan.
     steps = layer_teardown_steps(all_steps(s), "storage", delete_data, delete_bucket)
     tear_down(c, s, steps, delete_data=delete_data, yes=yes, what="storage.delete", layers=("storage",),
-              delete_unexported=delete_unexported, delete_bucket=delete_bucket)
+              delete_unexported=delete_unexported, delete_bucket=delete_bucket, force_unlock=force_unlock)
 
 
-@context.task(help={"run": "Export only this run (/data/runs/ID); default: every run."})
-def export(c, run=None):
+@context.task(help={"run": "Export only this run (/data/runs/ID); default: every run.", "force_unlock": UNLOCK_HELP})
+def export(c, run=None, force_unlock=False):
     """Copy checkpoints from Lustre to gs://GS_BUCKET/runs/ and list what the bucket holds there."""
     from ..resources import storage_steps
     from ..settings import ConfigError
 
     if run is not None and not _RUN_ID.match(run):
         raise ConfigError("--run", run, "a run id is letters, digits, '.', '_' or '-' (as in job.list).")
+    from ..lock import deployment_lock
+
     s = context.settings(c)
     r = context.runner(c, s)
-    storage_steps.export(r, s, run)
+    if r.dry:
+        storage_steps.export(r, s, run)
+        return
+    with deployment_lock(s, "storage.export", force=force_unlock):
+        storage_steps.export(r, s, run)
 
 
 ns = Collection("storage", create, status, delete, export)

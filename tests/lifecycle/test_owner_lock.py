@@ -1,0 +1,137 @@
+"""The deployment's lock across machines: a lease object in the bucket, created only if absent and replaced only
+at the generation read. The race itself needs Cloud Storage's preconditions (gcp-storage-emulator ignores
+ifGenerationMatch), so it is tested on a blob that enforces them; the flows go through the real `invoke`."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from google.api_core import exceptions
+
+from nemo_rl_gke import lock
+from support.fake import FakeCloud, read_env_example
+
+PROJECT = read_env_example()["PROJECT_ID"]
+BUCKET = f"nemo-rl-{PROJECT}"
+
+
+class Store:
+    """One object with a generation, enforcing ifGenerationMatch as Cloud Storage does (412 otherwise)."""
+
+    def __init__(self):
+        self.data: bytes | None = None
+        self.generation = 0
+
+    def blob(self):
+        return Blob(self)
+
+
+class Blob:
+    def __init__(self, store: Store):
+        self.store, self.generation = store, None
+
+    def reload(self):
+        if self.store.data is None:
+            raise exceptions.NotFound("no lease")
+        self.generation = self.store.generation
+
+    def download_as_bytes(self, if_generation_match=None):
+        if if_generation_match is not None and if_generation_match != self.store.generation:
+            raise exceptions.PreconditionFailed("generation")
+        return self.store.data
+
+    def upload_from_string(self, text, content_type=None, if_generation_match=None):
+        current = self.store.generation if self.store.data is not None else 0
+        if if_generation_match is not None and if_generation_match != current:
+            raise exceptions.PreconditionFailed("generation")
+        self.store.data, self.store.generation = text.encode(), self.store.generation + 1
+        self.generation = self.store.generation
+
+    def delete(self, if_generation_match=None):
+        if if_generation_match is not None and if_generation_match != self.store.generation:
+            raise exceptions.PreconditionFailed("generation")
+        self.store.data = None
+
+
+def body(host, now, *, expires_in=3600):
+    return {**lock.lease_body("up", now, host=host, pid=1), "expires": now + expires_in}
+
+
+def test_owner_lock_second_machine_is_refused_and_named():
+    store, now = Store(), time.time()
+    first, _ = lock.take_lease(store.blob, body("laptop-1", now), now, force=False)
+    second, note = lock.take_lease(store.blob, body("laptop-2", now), now, force=False)
+    assert (first is not None, second, "laptop-1" in note, "invoke up" in note) == (True, None, True, True)
+
+
+def test_owner_lock_expired_lease_is_taken_over():
+    store, now = Store(), time.time()
+    lock.take_lease(store.blob, body("crashed", now - 7200, expires_in=60), now - 7200, force=False)
+    taken, note = lock.take_lease(store.blob, body("laptop-2", now), now, force=False)
+    assert taken is not None and note.startswith("expired lock of") and "crashed" in note
+
+
+def test_owner_lock_force_takes_over_a_live_lease_and_says_whose():
+    store, now = Store(), time.time()
+    lock.take_lease(store.blob, body("laptop-1", now), now, force=False)
+    taken, note = lock.take_lease(store.blob, body("laptop-2", now), now, force=True)
+    assert taken is not None and note.startswith("live lock of") and "laptop-1" in note
+
+
+def test_owner_lock_release_after_a_take_over_leaves_the_new_holders_lease():
+    store, now = Store(), time.time()
+    mine, _ = lock.take_lease(store.blob, body("laptop-1", now), now, force=False)
+    lock.take_lease(store.blob, body("laptop-2", now), now, force=True)
+    lock.release_lease(store.blob(), mine)
+    assert json.loads(store.data)["host"] == "laptop-2"
+
+
+def test_owner_lock_create_race_loser_reads_the_winner():
+    store, now = Store(), time.time()
+
+    class Racing(Blob):
+        def upload_from_string(self, text, content_type=None, if_generation_match=None):
+            if store.data is None:  # the other machine wins between our existence check and our create
+                Blob(store).upload_from_string(json.dumps(body("winner", now)), if_generation_match=0)
+            super().upload_from_string(text, content_type, if_generation_match)
+
+    taken, note = lock.take_lease(lambda: Racing(store), body("loser", now), now, force=False)
+    assert (taken, "winner" in note) == (None, True)
+
+
+def _client(cloud: FakeCloud):
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    return storage.Client(project=PROJECT, credentials=AnonymousCredentials(),
+                          client_options={"api_endpoint": cloud.env["STORAGE_EMULATOR_HOST"]})
+
+
+def _plant_lease(cloud: FakeCloud, *, expires_in: float) -> None:
+    now = time.time()
+    lease = {**lock.lease_body("up", now, host="ci-runner-7", pid=4242), "expires": now + expires_in}
+    _client(cloud).bucket(BUCKET).blob("nemo-rl-gke/lock-nemo-rl.json").upload_from_string(json.dumps(lease))
+
+
+def test_owner_lock_held_on_another_machine_refuses_down(cloud, tmp_path):
+    assert cloud.invoke("up", "--yes").code == 0
+    _plant_lease(cloud, expires_in=3600)
+    before = len(cloud.calls())
+    done = cloud.invoke("down", "--yes", XDG_CACHE_HOME=str(tmp_path / "another-home"))
+    assert (done.code, "ci-runner-7" in done.stderr, "--force-unlock" in done.stderr) == (1, True, True)
+    assert cloud.mutating_calls(before) == []
+
+
+def test_owner_lock_force_unlock_says_what_it_overrides(cloud):
+    assert cloud.invoke("up", "--yes").code == 0
+    _plant_lease(cloud, expires_in=3600)
+    done = cloud.invoke("down", "--yes", "--force-unlock")
+    assert done.code == 0, done.output[-3000:]
+    assert "--force-unlock: took over the live lock of `invoke up` on ci-runner-7" in done.stderr
+
+
+def test_owner_lock_is_released_after_the_run(cloud):
+    assert cloud.invoke("up", "--yes").code == 0
+    assert cloud.invoke("up", "--yes").code == 0  # the second up took and released the lease
+    assert _client(cloud).bucket(BUCKET).get_blob("nemo-rl-gke/lock-nemo-rl.json") is None
