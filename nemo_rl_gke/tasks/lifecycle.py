@@ -20,7 +20,7 @@ from typing import Any
 
 from invoke import Exit
 
-from ..lock import deployment_lock
+from ..lock import bucket_lease, deployment_lock, state_lock
 from . import context
 from .checkup import doctor
 from .cluster import FLAG_HELP, cluster_settings
@@ -95,7 +95,7 @@ def bring_up(c: Any, s: Any, *, yes: bool, force_unlock: bool = False) -> None:
 
     if any(step.name == storage_steps.BUCKET for step in steps):
         storage_steps.check_bucket_owner(r, s)
-    with deployment_lock(s, "up", force=force_unlock):
+    with state_lock(s, "up"):
         present = present_map(r, steps)
         missing = [step for step in steps if not step.always and not present[step.name]]
         r.say(f"up: {describe(s)}", err=True)
@@ -109,7 +109,12 @@ def bring_up(c: Any, s: Any, *, yes: bool, force_unlock: bool = False) -> None:
         if any(step.mutating for step in missing):
             context.confirm(c, f"Create {len(missing)} resources in {s.PROJECT_ID}, about "
                                f"{cost.money(est.total)}/hour while up?", yes=yes)
-        with Board(steps, title=f"up {s.CLUSTER_NAME}") as board:
+        bucket = next((step for step in steps if step.name == storage_steps.BUCKET), None)
+        if bucket is not None and not present[bucket.name]:
+            # The bucket first (seconds): it holds the lease every machine sees, so even a first `up` is locked.
+            bucket.create(r)
+            present[bucket.name] = True
+        with bucket_lease(s, "up", force=force_unlock), Board(steps, title=f"up {s.CLUSTER_NAME}") as board:
             try:
                 graph.apply(r, steps, listener=board.listener, known=present)
             except graph.GraphError:
