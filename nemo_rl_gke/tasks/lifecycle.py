@@ -346,7 +346,8 @@ def status(c):
     s = context.settings(c)
     steps = all_steps(s)
     r = context.runner(c, s)
-    present = present_map(r, steps)
+    # Any state: a Lustre instance still CREATING already bills (plan asks "ready?": what up would do).
+    present = present_map(r, steps, any_state=True)
     est = cost.estimate(s)
     hourly = cost.hourly_by_step(est, steps)
     ages = _ages(r, s, steps, present)

@@ -77,3 +77,12 @@ def test_data_unreachable_storage_endpoint_fails_in_seconds_naming_it(cloud, tas
     assert (done.code, "Traceback" in done.output) == (1, False), done.output[-3000:]
     assert f"Cloud Storage at {endpoint} did not answer" in done.stderr and seconds < 30
     assert [c for c in cloud.mutating_calls(before) if "delete" in " ".join(c["argv"])] == []
+
+
+def test_data_status_shows_a_creating_lustre_instance_as_present(cloud):
+    _up(cloud)
+    _lustre_creating(cloud)
+    done = cloud.invoke("status")
+    assert done.code == 0, done.output[-3000:]
+    (row,) = [line for line in done.stdout.splitlines() if "Lustre instance nemo-lustre" in line]
+    assert "present" in row and "absent" not in row
