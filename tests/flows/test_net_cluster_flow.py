@@ -110,3 +110,22 @@ def test_real_run_secrets_never_reach_argv_or_output(fake):
     logged = " ".join(" ".join(c["argv"]) for c in fake.calls())
     for secret in (TEST_HF_TOKEN, TEST_WANDB_KEY):
         assert secret not in done.output and secret not in logged
+
+
+def test_fake_cluster_delete_whose_client_is_gone_removes_cluster_and_pool_together(fake):
+    import os
+    import subprocess
+
+    from support.fake import FAKE_BIN
+
+    assert bring_up(fake).code == 0
+    read, write = os.pipe()
+    os.close(read)  # the client is gone: the fake's stderr is a broken pipe, as after a SIGKILL of invoke
+    try:
+        subprocess.run([str(FAKE_BIN / "gcloud"), "container", "clusters", "delete", "nemo-rl",
+                        "--project=my-nemo-project", "--location=us-central1", "--quiet"],
+                       env=fake.process_env(), stdout=subprocess.DEVNULL, stderr=write, check=False, timeout=120)
+    finally:
+        os.close(write)
+    state = fake.resources()
+    assert ("cluster" in state, "nodepool" in state) == (False, False)

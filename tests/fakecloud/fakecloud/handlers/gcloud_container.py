@@ -14,6 +14,7 @@ from ..core import (
     describe_resource,
     gcloud_error,
     public,
+    require,
 )
 
 
@@ -76,15 +77,22 @@ def cluster_list(ctx: Ctx) -> None:
 def cluster_delete(ctx: Ctx) -> None:
     name = ctx.positionals[0]
     key = _cluster_key(ctx, name)
-    delete_resource(ctx, "cluster", key, _cluster_path(ctx, name))
+    what = _cluster_path(ctx, name)
+    require(ctx, "cluster", key, what)
+    ctx.work()
     context = context_name(ctx.project, _location(ctx), name)
+    # One state change, as the API's one operation: a client killed at any moment (its stderr gone, so the
+    # message below may kill this process) leaves the cluster whole or gone with its pools, never half.
     with ctx.state.locked():
+        if not ctx.state.delete("cluster", key):
+            raise Fail(1, gcloud_error(ctx, f"NOT_FOUND: The resource '{what}' was not found"))
         for pool_key in [k for k in ctx.state.items("nodepool") if k.startswith(key + "/")]:
             ctx.state.delete("nodepool", pool_key)
         ctx.state.delete("kubecontext", context)
         for kind in ctx.state.kinds():
             if kind.endswith(f":{context}"):
                 ctx.state.drop_kind(kind)
+    ctx.err(f"Deleted [{what}].")
 
 
 @command("gcloud", "container", "clusters", "get-credentials", latency=2)
