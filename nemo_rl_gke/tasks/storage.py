@@ -64,11 +64,16 @@ def status(c):
 @context.task(help=TEARDOWN_HELP)
 def delete(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes=False, force_unlock=False):
     """Delete PV/PVC, KSA, Secret, binding; Lustre with --delete-data (export checked), bucket with --delete-bucket."""
-    from ..resources import all_steps
+    import sys
+
+    from ..resources import all_steps, storage_steps
     from .clean import layer_teardown_steps
     from .lifecycle import tear_down
 
     s = context.settings(c)
+    r = context.runner(c, s)
+    if not r.dry and (yes or sys.stdin.isatty()):
+        storage_steps.credentials_if_cluster(r, s)  # kubectl's deletes need them (a fresh machine has none)
     # The same teardown as clean.storage: the list of what goes first, the lock, the leftover scan.
     steps = layer_teardown_steps(all_steps(s), "storage", delete_data, delete_bucket)
     tear_down(c, s, steps, delete_data=delete_data, yes=yes, what="storage.delete", layers=("storage",),
