@@ -35,10 +35,10 @@ sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "benchmarks")]
 import tutorial  # noqa: E402
 
 from reliability.state import comparable  # noqa: E402
-from support.fake import FakeCloud, read_env_example  # noqa: E402
+from support.fake import TEST_RUNNER_OPTIONS, FakeCloud, read_env_example  # noqa: E402
 
 DEFAULT_SCALE = 0.005
-POLL_SECONDS = 10.0  # the Runner's default NRG_POLL_SECONDS
+POLL_SECONDS = 10.0  # the Runner's default poll_seconds
 GOALS = {  # name: (comparison, bound)
     "up_vs_critical_path": ("<=", 1.05),
     "up_vs_sequential": ("<=", 0.60),
@@ -117,13 +117,13 @@ def cloud(stack: ExitStack, root: Path, scale: float) -> FakeCloud:
     from fakecloud.handlers.gcloud_projects import project_number
     from support.gcs_emulator import running_emulator
 
-    fake = FakeCloud(root)
+    # Real processes, as a user's run has them. Polls wait the runner's real interval (10 s) at the same scale:
+    # polling without a pause would spend the 2 cores on `describe` processes and slow everything else down.
+    fake = FakeCloud(root, processes=True, runner_options={"poll_seconds": POLL_SECONDS * scale})
     fake.write_env()
     emulator = stack.enter_context(running_emulator(project_number(read_env_example()["PROJECT_ID"])))
-    # Polls wait the runner's real interval (10 s) at the same scale: polling without a pause would
-    # spend the 2 cores on `describe` processes and slow everything else down.
     fake.env.update(STORAGE_EMULATOR_HOST=emulator.host, XDG_CACHE_HOME=str(root / "cache"),
-                    FAKECLOUD_TIME_SCALE=str(scale), NRG_POLL_SECONDS=str(POLL_SECONDS * scale))
+                    FAKECLOUD_TIME_SCALE=str(scale))
     return fake
 
 
@@ -147,7 +147,8 @@ def sequential(fake: FakeCloud, order, action: str) -> float:
     os.environ.update(fake.process_env())
     try:
         s = load(allow_example=False, cwd=fake.workdir, environ={})
-        runner = Runner(secrets=s.secrets, out=open(os.devnull, "w"), err=open(os.devnull, "w"))
+        runner = Runner(secrets=s.secrets, out=open(os.devnull, "w"), err=open(os.devnull, "w"),
+                        **Runner.options({**TEST_RUNNER_OPTIONS, **fake.runner_options}))
         started = time.monotonic()
         tutorial.run(runner, all_steps(s), order, action)
         return time.monotonic() - started

@@ -135,9 +135,10 @@ class Processes:
             return 130
 
 
-# What a long wait shows instead of the runner's own spinner (a live board, say): called with the label,
-# the seconds waited and whether the wait is over, at the start, about every WAIT_SLICE_SECONDS, and at the end.
-WaitDisplay = Callable[[str, float, bool], None]
+# What a long wait shows instead of the runner's own spinner (a live board, say): called with the label, the
+# seconds waited and `done`: False at the start and about every WAIT_SLICE_SECONDS, then at the end True (got
+# what it waited for) or why not ("timed out after 60 s", "interrupted", "failed").
+WaitDisplay = Callable[[str, float, "bool | str"], None]
 RUNNER_OPTIONS = ("tools", "poll_seconds", "backoff_seconds", "attempts", "wait_display")
 
 
@@ -179,8 +180,8 @@ class Runner:
     err: IO[str] = field(default_factory=lambda: sys.stderr)
     verbose: bool = False
     attempts: int = 5
-    backoff_seconds: float = field(default_factory=lambda: float(os.environ.get("NRG_RETRY_BASE_SECONDS", "2")))
-    poll_seconds: float = field(default_factory=lambda: float(os.environ.get("NRG_POLL_SECONDS", "10")))
+    backoff_seconds: float = 2.0  # first retry after 2 s, then 4, 8, 16
+    poll_seconds: float = 10.0
     # Waits (retry backoff, poll intervals). None: wait on the Ctrl-C event, so an interrupt ends the wait at once.
     sleep: Callable[[float], None] | None = None
     tools: Tools = field(default_factory=Processes)
@@ -379,20 +380,26 @@ class Runner:
         return [f.result() for f in futures]
 
     @contextmanager
-    def waiting(self, label: str) -> Iterator[Callable[[], None]]:
+    def waiting(self, label: str) -> Iterator[Waiting]:
         """Show a long wait: through wait_display when set (the live board), else a rich spinner with elapsed time
-        on a terminal, else start/end lines. Yields tick(): call it while waiting to refresh the display."""
+        on a terminal, else start/end lines. Yields a Waiting: tick() while waiting; set outcome (say, "timed
+        out after 60 s") when the wait ends without what it waited for, so it ends with ✗ and that, not ✓."""
+        wait = Waiting(label, time.monotonic(), self.wait_display)
         if self.dry:
-            yield lambda: None
+            yield wait
             return
-        started = time.monotonic()
         if self.wait_display is not None:
-            show = self.wait_display
-            show(label, 0.0, False)
+            self.wait_display(label, 0.0, False)
             try:
-                yield lambda: show(label, time.monotonic() - started, False)
+                yield wait
+            except KeyboardInterrupt:
+                wait.outcome = wait.outcome or "interrupted"
+                raise
+            except Exception:
+                wait.outcome = wait.outcome or "failed"
+                raise
             finally:
-                show(label, time.monotonic() - started, True)
+                self.wait_display(label, wait.elapsed(), wait.outcome or True)
             return
         if _isatty(self.err):
             from rich.console import Console
@@ -403,45 +410,66 @@ class Runner:
 
                 def tick() -> None:
                     while not stop.wait(1.0):
-                        status.update(f"{label}… {time.monotonic() - started:.0f} s")
+                        status.update(f"{label}… {wait.elapsed():.0f} s")
 
                 ticker = threading.Thread(target=tick, daemon=True)
                 ticker.start()
                 try:
-                    yield lambda: None
+                    yield wait
                 finally:
                     stop.set()
         else:
             self.say(f"… {label}", err=True)
-            yield lambda: None
-        self.say(f"✓ {label} ({time.monotonic() - started:.1f} s)", err=True)
+            yield wait
+        if wait.outcome:
+            self.say(f"✗ {label}: {wait.outcome}", err=True)
+        else:
+            self.say(f"✓ {label} ({wait.elapsed():.1f} s)", err=True)
 
     def poll(self, label: str, check: Callable[[], bool], *, timeout: float, interval: float | None = None) -> bool:
         """Call check() until it returns True or timeout seconds pass. In a dry run: True at once.
 
         Waits in slices of at most WAIT_SLICE_SECONDS, so the display ticks and interrupt() (Ctrl-C) ends the
-        wait at once with Interrupted."""
+        wait at once with Interrupted. A timeout ends the wait with ✗ "timed out after N s", never ✓."""
         if self.dry:
             return True
         deadline = time.monotonic() + timeout
-        with self.waiting(label) as tick:
+        with self.waiting(label) as wait:
             while True:
                 self._check_interrupted()
                 if check():
                     return True
                 if time.monotonic() >= deadline:
+                    wait.outcome = f"timed out after {timeout:.0f} s"
                     return False
                 pause = self.poll_seconds if interval is None else interval
                 if self.sleep is not None:
                     self.wait_for(pause)
-                    tick()
+                    wait.tick()
                     continue
                 until = min(time.monotonic() + pause, deadline)
                 while True:
                     self.wait_for(max(0.0, min(WAIT_SLICE_SECONDS, until - time.monotonic())))
-                    tick()
+                    wait.tick()
                     if time.monotonic() >= until:
                         break
+
+
+@dataclass
+class Waiting:
+    """One wait being shown (Runner.waiting)."""
+
+    label: str
+    started: float
+    display: WaitDisplay | None = None
+    outcome: str | None = None  # None: ended with what it waited for
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def tick(self) -> None:
+        if self.display is not None:
+            self.display(self.label, self.elapsed(), False)
 
 
 def _isatty(stream: IO[str]) -> bool:

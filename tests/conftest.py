@@ -19,7 +19,6 @@ def pytest_sessionfinish(session):
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:  # an xdist worker: hand the counts to the controller
         workeroutput["reliability_counts"] = dict(counts.COUNTS)
-        workeroutput["reliability_skipped"] = sorted(counts.SKIPPED_TASKS)
         workeroutput["reliability_not_on_fake"] = sorted(counts.NOT_ON_FAKE)
 
 
@@ -27,7 +26,6 @@ def pytest_sessionfinish(session):
 def pytest_testnodedown(node, error):
     out = getattr(node, "workeroutput", {}) or {}
     counts.COUNTS.update(out.get("reliability_counts", {}))
-    counts.SKIPPED_TASKS.update(out.get("reliability_skipped", []))
     counts.NOT_ON_FAKE.update(out.get("reliability_not_on_fake", []))
 
 
@@ -37,8 +35,6 @@ def pytest_terminal_summary(terminalreporter):
         return
     line = (f"reliability: {c['cases']} cases, {c['faults']} faults injected, {c['files']} files scanned"
             + (f", {c['runs']} task runs" if c["runs"] else ""))
-    if counts.SKIPPED_TASKS:
-        line += f"; tasks not there yet (skipped): {', '.join(sorted(counts.SKIPPED_TASKS))}"
     if counts.NOT_ON_FAKE:
         line += f"; dry-run only: {', '.join(sorted(counts.NOT_ON_FAKE))}"
     terminalreporter.write_line(line)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections import Counter
 
 COUNTS: Counter[str] = Counter()
-SKIPPED_TASKS: set[str] = set()  # tasks a test wanted that do not exist (yet)
 NOT_ON_FAKE: set[str] = set()  # tasks only dry-run, with the reason
 
 

@@ -1,6 +1,10 @@
 """The planted HF_TOKEN / WANDB_API_KEY values appear nowhere: not in any task's output (dry run and on the
 fake cloud), not in the argv log, not in any file the runs leave behind (fake state, pod roots and job run
-directories, rendered values, kubeconfig, caches). The .env that holds them is the only exception."""
+directories, rendered values, kubeconfig, caches). The .env that holds them is the only exception.
+
+The scan of every task runs `invoke` in-process (the fake cloud's handlers called without a process; the job
+script still runs in a real shell); the secret-bearing path (up: the Secret; job.submit/logs; down) runs once
+more with every fake tool a real process, so the argv each process really received is what the log shows."""
 
 from __future__ import annotations
 
@@ -51,6 +55,20 @@ def leaks(text: str) -> int:
     return sum(text.count(secret) for secret in SECRETS)
 
 
+def scan_files(root, fake, found: dict[str, int]) -> None:
+    files = [p for p in root.rglob("*") if p.is_file() and p != fake.workdir / ".env"]
+    counts.add("files", len(files))
+    for path in files:
+        found[str(path.relative_to(root))] = leaks(path.read_bytes().decode("utf-8", errors="replace"))
+
+
+def test_secrets_scan_lists_only_tasks_that_exist():
+    """A task renamed or removed must not drop out of the scan silently: the lists here follow the task list."""
+    names = set(task_names())
+    listed = {argv[0] for argv in FAKE_RUNS} | set(ARGS) | set(NOT_ON_FAKE) | set(MUST_SUCCEED)
+    assert sorted(listed - names) == []
+
+
 def test_secrets_appear_in_no_output_log_or_file_of_any_task(tmp_path):
     names = task_names()
     found: dict[str, int] = {}
@@ -63,16 +81,33 @@ def test_secrets_appear_in_no_output_log_or_file_of_any_task(tmp_path):
         ran = {argv[0] for argv in FAKE_RUNS}
         counts.NOT_ON_FAKE.update(f"{n} ({NOT_ON_FAKE[n]})" for n in names if n not in ran and n in NOT_ON_FAKE)
         missing = sorted(n for n in names if n not in ran and n not in NOT_ON_FAKE)
+        vanished = sorted({argv[0] for argv in FAKE_RUNS if argv[0] not in names})
         for argv in FAKE_RUNS:
-            if argv[0] not in names:
-                counts.SKIPPED_TASKS.add(argv[0])
-                continue
             done = run(fake, *argv)
             found[" ".join(argv)] = leaks(done.output)
             if argv[0] in MUST_SUCCEED:
                 codes[argv[0]] = done.code
-        files = [p for p in tmp_path.rglob("*") if p.is_file() and p != fake.workdir / ".env"]
-        counts.add("files", len(files))
-        for path in files:
-            found[str(path.relative_to(tmp_path))] = leaks(path.read_bytes().decode("utf-8", errors="replace"))
-    assert ({k: v for k, v in found.items() if v}, missing, {k: c for k, c in codes.items() if c}) == ({}, [], {})
+        scan_files(tmp_path, fake, found)
+    assert ({k: v for k, v in found.items() if v}, missing, vanished, {k: c for k, c in codes.items() if c}) == (
+        {}, [], [], {})
+
+
+PROCESS_RUNS = [["up", "--yes"], ["job.submit", "gemma3-gsm8k", "--id=leak-check"],
+                ["job.logs", "--id=leak-check"], ["job.stop", "--id=leak-check"], ["storage.export"],
+                ["down", "--yes", "--delete-data"]]
+
+
+def test_secrets_appear_nowhere_when_every_tool_is_a_real_process(tmp_path):
+    found: dict[str, int] = {}
+    with ExitStack() as stack:
+        fake = make_cloud(stack, tmp_path)
+        fake.processes = True
+        codes, failed = {}, []
+        for argv in PROCESS_RUNS:
+            done = run(fake, *argv)
+            found[" ".join(argv)], codes[argv[0]] = leaks(done.output), done.code
+            failed += [f"{' '.join(argv)}: {done.output[-1500:]}"] if done.code else []
+        argv_logged = [" ".join(c["argv"]) for c in fake.calls()]
+        scan_files(tmp_path, fake, found)
+    assert ({k: v for k, v in found.items() if v}, codes, len(argv_logged) > 20) == (
+        {}, {argv[0]: 0 for argv in PROCESS_RUNS}, True), "\n".join(failed)

@@ -44,6 +44,11 @@ class Done:
         return self.stdout + self.stderr
 
 
+# The Runner's settings for tests: no pause between polls, no backoff between retries. They reach the Runner
+# through Invoke's config (its `runner` section), never through an environment variable the Runner reads.
+TEST_RUNNER_OPTIONS: dict[str, Any] = {"poll_seconds": 0, "backoff_seconds": 0}
+
+
 @dataclass
 class FakeCloud:
     """A working directory with a .env, and a fake cloud state directory."""
@@ -51,6 +56,8 @@ class FakeCloud:
     root: Path
     env: dict[str, str] = field(default_factory=dict)
     processes: bool = False  # True: every invoke is a real `python -m invoke` subprocess
+    # Over TEST_RUNNER_OPTIONS, for every run of this cloud (e.g. {"poll_seconds": 0.2}); invoke(runner=...) per run.
+    runner_options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def state_dir(self) -> Path:
@@ -65,15 +72,30 @@ class FakeCloud:
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / ".env").write_text("".join(f"{k}={v}\n" for k, v in merged.items()))
 
+    def runner_config(self, runner: dict[str, Any] | None = None) -> Path:
+        """An Invoke runtime config file with the runner section (for `invoke` subprocesses)."""
+        import hashlib
+
+        import yaml
+
+        options = {**TEST_RUNNER_OPTIONS, **self.runner_options, **(runner or {})}
+        text = yaml.safe_dump({"runner": options})
+        self.root.mkdir(parents=True, exist_ok=True)
+        path = self.root / f"invoke-runner-{hashlib.sha1(text.encode()).hexdigest()[:8]}.yaml"
+        path.write_text(text)
+        return path
+
     def process_env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("FAKECLOUD_", "ENV_FILE"))}
+        """The environment of an `invoke` run on this cloud (also for tests that start `invoke` themselves):
+        fake tools first on PATH, the state directory, a private HOME, and Invoke's runtime config file
+        (INVOKE_RUNTIME_CONFIG, Invoke's own variable) with the runner section."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("FAKECLOUD_", "ENV_FILE", "INVOKE_"))}
         for key in read_env_example():
             env.pop(key, None)
         env.update({
             "PATH": f"{FAKE_BIN}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
             "FAKECLOUD_STATE": str(self.state_dir),
-            "NRG_RETRY_BASE_SECONDS": "0",
-            "NRG_POLL_SECONDS": "0",
+            "INVOKE_RUNTIME_CONFIG": str(self.runner_config()),
             "HOME": str(self.root / "home"),
             **self.env,
             **extra,
@@ -81,14 +103,21 @@ class FakeCloud:
         return env
 
     def invoke(self, *args: str, input: str | None = None, timeout: float = 300, process: bool | None = None,
-               **extra_env: str) -> Done:
-        """`invoke ARGS` in the working directory: in-process unless process=True (or FakeCloud.processes)."""
+               runner: dict[str, Any] | None = None, **extra_env: str) -> Done:
+        """`invoke ARGS` in the working directory: in-process unless process=True (or FakeCloud.processes).
+
+        runner: Runner options for this run over the cloud's (e.g. {"poll_seconds": 0.2})."""
         from support import inprocess
 
         env = self.process_env(**extra_env)
-        if not (self.processes if process is None else process) and inprocess.seam_reaches_runner():
-            code, out, err, _ = inprocess.invoke(list(args), cwd=self.workdir, env=env, input=input, timeout=timeout)
+        options = {**TEST_RUNNER_OPTIONS, **self.runner_options, **(runner or {})}
+        if not (self.processes if process is None else process):
+            env.pop("INVOKE_RUNTIME_CONFIG", None)
+            code, out, err, _ = inprocess.invoke(list(args), cwd=self.workdir, env=env, input=input, timeout=timeout,
+                                                 runner=options)
             return Done(code, out, err)
+        if runner:
+            env["INVOKE_RUNTIME_CONFIG"] = str(self.runner_config(runner))
         argv = [sys.executable, "-m", "invoke", "--search-root", str(REPO), *args]
         proc = subprocess.run(argv, cwd=self.workdir, env=env, capture_output=True, text=True, input=input,
                               timeout=timeout)

@@ -144,40 +144,42 @@ def _ours(module: str) -> bool:
     return any(module == m or module.startswith(m + ".") for m in PROJECT_MODULES)
 
 
-def _program(runner_section: dict[str, Any]) -> Any:
-    """`python -m invoke`'s Program (invoke.main.program), its config given the runner section."""
-    import invoke
-    from invoke import Config, Program
+@contextmanager
+def _the_invoke_program(runner_section: dict[str, Any]) -> Iterator[Any]:
+    """invoke.main.program, the very object `python -m invoke` and the `invoke` command run (tasks.py adjusts
+    it: usage errors exit 2), its Config given the runner section for this run and given back afterwards."""
+    from invoke import Config
+    from invoke.main import program
 
-    class FakeCloudConfig(Config):
+    class FakeCloudConfig(program.config_class):  # type: ignore[name-defined,misc]
         @staticmethod
         def global_defaults() -> dict[str, Any]:
             defaults = Config.global_defaults()
             defaults["runner"] = dict(runner_section)
             return defaults
 
-    return Program(name="Invoke", binary="inv[oke]", binary_names=["invoke", "inv"], version=invoke.__version__,
-                   config_class=FakeCloudConfig)
+    saved = program.config_class
+    program.config_class = FakeCloudConfig
+    try:
+        yield program
+    finally:
+        program.config_class = saved
 
 
-def seam_reaches_runner() -> bool:
-    """True once tasks/context.runner hands Invoke's `runner` config section to the Runner (Runner.options)."""
-    import nemo_rl_gke.tasks.context as context
+def invoke(args: list[str], *, cwd: Path, env: Mapping[str, str], input: str | None = None, timeout: float = 300,
+           runner: Mapping[str, Any] | None = None) -> tuple[int, str, str, FakeTools]:
+    """`python -m invoke --search-root REPO *args` in this process: (exit code, stdout, stderr, the seam).
 
-    return "options" in context.runner.__code__.co_names
-
-
-def invoke(args: list[str], *, cwd: Path, env: Mapping[str, str], input: str | None = None,
-           timeout: float = 300) -> tuple[int, str, str, FakeTools]:
-    """`python -m invoke --search-root REPO *args` in this process: (exit code, stdout, stderr, the seam)."""
+    runner: the Invoke config's runner section (poll_seconds, backoff_seconds, ...); `tools` is the seam."""
     tools = FakeTools(deadline=time.monotonic() + timeout)
-    section = {"tools": tools, "poll_seconds": 0, "backoff_seconds": 0}
+    section = {**(runner or {}), "tools": tools}
     with _ONE_AT_A_TIME, _like_a_fresh_process(cwd, env, input or "") as (out, err):
         from fakecloud.main import load_handlers
 
         load_handlers()
         try:
-            _program(section).run(["invoke", "--search-root", str(REPO), *args])
+            with _the_invoke_program(section) as program:
+                program.run(["invoke", "--search-root", str(REPO), *args])
             code = 0
         except SystemExit as stop:
             code = _exit_code(stop, err)

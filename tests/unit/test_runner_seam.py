@@ -206,3 +206,19 @@ def test_runner_poll_without_display_prints_start_and_end_lines():
     r, _, err = quiet(poll_seconds=0)
     assert r.poll("ready", lambda: True, timeout=1)
     assert err.getvalue().startswith("… ready\n✓ ready (")
+
+
+def test_runner_poll_timeout_ends_with_a_cross_and_the_reason_never_a_tick():
+    r, _, err = quiet(poll_seconds=0)
+    assert r.poll("Lustre ACTIVE", lambda: False, timeout=0.05) is False
+    assert (err.getvalue().splitlines()[-1], "✓" in err.getvalue()) == ("✗ Lustre ACTIVE: timed out after 0 s", False)
+
+
+def test_runner_poll_tells_the_wait_display_why_a_wait_ended():
+    ends: list[object] = []
+    r, _, _ = quiet(poll_seconds=0, wait_display=lambda label, seconds, done: done is not False and ends.append(done))
+    r.poll("a", lambda: False, timeout=0.05)
+    r.interrupt()
+    with pytest.raises(Interrupted):
+        r.poll("b", lambda: False, timeout=30)
+    assert ends == ["timed out after 0 s", "interrupted"]
