@@ -40,15 +40,3 @@ def cloud(tmp_path):
         fake.emulator = emulator  # type: ignore[attr-defined]
         yield fake
 
-
-def buckets(fake: FakeCloud) -> list[str]:
-    """Bucket names in the fake project's emulator."""
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import storage
-
-    os.environ["STORAGE_EMULATOR_HOST"] = fake.env["STORAGE_EMULATOR_HOST"]
-    try:
-        client = storage.Client(project=read_env_example()["PROJECT_ID"], credentials=AnonymousCredentials())
-        return [b.name for b in client.list_buckets()]
-    finally:
-        os.environ.pop("STORAGE_EMULATOR_HOST", None)

@@ -11,7 +11,7 @@ import os
 import shlex
 
 import pytest
-from conftest import buckets
+from lifecycle_buckets import buckets
 
 from support.fake import FakeCloud, read_env_example
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import fcntl
 import json
 
-from conftest import buckets
+from lifecycle_buckets import buckets
 
 from support.fake import FakeCloud
 
