@@ -58,10 +58,11 @@ def _pytest_impl(session: nox.Session, *paths: str, env: dict[str, str] | None =
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff on the Python, yamllint on the manifests and jobs."""
-    session.install("--quiet", "ruff>=0.6", "yamllint>=1.35")
+    """ruff on the Python, yamllint on the manifests and jobs, mypy --strict on the runner and the step graph."""
+    session.install("--quiet", "ruff>=0.6", "yamllint>=1.35", "mypy>=1.10", "types-PyYAML")
     session.run("ruff", "check", ".")
     session.run("yamllint", "--strict", "-c", ".yamllint.yaml", ".")
+    session.run("mypy")  # which files, how strictly: [tool.mypy] in pyproject.toml
 
 
 @nox.session
