@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -38,12 +39,15 @@ def _helm_version(helm: str) -> tuple[int, int] | None:
 
 
 def _helm_env(session: nox.Session) -> dict[str, str]:
-    """A helm >= 3.14: the one on PATH, else the pinned static one fetched into .tools/bin."""
+    """A helm >= 3.14: the one on PATH, else the pinned static one in .tools/bin (fetched there if missing)."""
     found = shutil.which("helm")
     if found and (_helm_version(found) or (0, 0)) >= MIN_HELM:
         return {}
-    session.run("python", "scripts/fetch_helm.py", silent=True)
-    return {"PATH": f"{ROOT / '.tools' / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    tools = ROOT / ".tools" / "bin"
+    if (_helm_version(str(tools / "helm")) or (0, 0)) < MIN_HELM:
+        # With the Python that runs nox: it has pip (a uv-made session venv has none), which fetch_helm uses.
+        session.run(sys.executable, "scripts/fetch_helm.py", silent=True, external=True)
+    return {"PATH": f"{tools}{os.pathsep}{os.environ['PATH']}"}
 
 
 def _install(session: nox.Session, extras: str) -> None:
