@@ -31,6 +31,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE_BIN = REPO / "tests" / "fakecloud" / "bin"
+if str(FAKE_BIN.parent) not in sys.path:  # the fakecloud package, as bin/gcloud finds it
+    sys.path.insert(0, str(FAKE_BIN.parent))
 FAKE_TOOLS = ("gcloud", "kubectl", "helm")
 # Modules a fresh `python -m invoke` would import anew: the project's and the Invoke collection.
 PROJECT_MODULES = ("nemo_rl_gke", "tasks")
