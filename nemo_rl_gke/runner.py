@@ -126,7 +126,7 @@ class Processes:
                        _bg_exc=False, _return_cmd=True, _env=dict(os.environ))
         try:
             proc.wait()
-            return proc.exit_code
+            return int(proc.exit_code)
         except KeyboardInterrupt:
             try:
                 proc.terminate()
