@@ -249,7 +249,10 @@ class Runner:
         """Print a line (redacted, atomic across threads)."""
         stream = self.err if err else self.out
         with self._lock:
-            print(self.redact(text), file=stream, flush=True)
+            # One write per line: print() writes the text and the newline separately, and another thread writing
+            # to the same stream (the board's listener) could land between them.
+            stream.write(self.redact(text) + "\n")
+            stream.flush()
 
     def show_command(self, argv: Sequence[str], *, stdin: str | None = None, stdin_label: str | None = None,
                      show_stdin: bool = False) -> None:
