@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 
 from .runner import NOT_FOUND, Runner, ToolError
@@ -200,7 +200,7 @@ def _run_graph(runner: Runner, steps: Sequence[Step], ready_after: Callable[[Ste
                 break
     else:
         running: dict[Future[None], Step] = {}
-        with ThreadPoolExecutor(max_workers=max_workers) as pool:
+        with runner.pool(max_workers) as pool:  # Ctrl-C ends the workers' waits at once
             while pending or running:
                 if not failed:
                     for step in [s for s in pending if waits[s.name] <= finished]:

@@ -17,13 +17,6 @@ from fakecloud.core import State
 from reliability.cloud import make_cloud, run
 from support.fake import REPO
 
-# The step graph must own its workers through Runner.pool (requested of graph.py's owner: /tmp/readme/
-# helper-E-to-A.md); until it does, a Ctrl-C waits for the poll, which this test shows (strict: fixed = XPASS fails).
-GRAPH_USES_RUNNER_POOL = "runner.pool(" in (REPO / "nemo_rl_gke" / "graph.py").read_text()
-
-
-@pytest.mark.xfail(not GRAPH_USES_RUNNER_POOL, strict=True, raises=subprocess.TimeoutExpired,
-                   reason="graph._run_graph keeps its own ThreadPoolExecutor: Ctrl-C waits for the Lustre poll")
 def test_inprocess_ctrl_c_while_up_waits_for_lustre_stops_within_2_s(tmp_path):
     with ExitStack() as stack:
         fake = make_cloud(stack, tmp_path)

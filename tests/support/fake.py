@@ -88,7 +88,7 @@ class FakeCloud:
     def process_env(self, **extra: str) -> dict[str, str]:
         """The environment of an `invoke` run on this cloud (also for tests that start `invoke` themselves):
         fake tools first on PATH, the state directory, a private HOME, and Invoke's runtime config file
-        (INVOKE_RUNTIME_CONFIG, Invoke's own variable) with the runner section."""
+        (INVOKE_RUNTIME_CONFIG, Invoke's own variable) with the runner section, and doctor's fake web probes."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(("FAKECLOUD_", "ENV_FILE", "INVOKE_"))}
         for key in read_env_example():
             env.pop(key, None)
@@ -97,6 +97,10 @@ class FakeCloud:
             "FAKECLOUD_STATE": str(self.state_dir),
             "INVOKE_RUNTIME_CONFIG": str(self.runner_config()),
             "HOME": str(self.root / "home"),
+            # The fake cloud has no internet either: doctor's web and credential probes answer from its state.
+            "NRG_DOCTOR_PROBES": "fakecloud.doctor_probes:probes",
+            "PYTHONPATH": os.pathsep.join(p for p in (str(REPO / "tests" / "fakecloud"), env.get("PYTHONPATH"))
+                                          if p),
             **self.env,
             **extra,
         })
