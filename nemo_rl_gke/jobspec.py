@@ -6,8 +6,8 @@ The job file's structured fields (topology, batch, steps, dataset) become Hydra 
 place). Validation reads the effective values back from that final list, so `--set cluster.num_nodes=3` is
 checked exactly like a job file asking for 3 nodes, and so is `--set 'cluster={num_nodes:3}'` (Hydra's mapping
 form). It also checks every override's key against NeMo RL v0.5.0's recipe chain when the recipe is one we
-know (data/nemo_rl_v0.5.0_configs.json, generated from the upstream tag: key=value needs the key, +key=value
-must not have it), and that `steps` fits in `epochs` (an epoch is floor(train rows / prompts per step) steps,
+know (data/nemo_rl_v0.5.0_keys.yaml, the recipes' key paths: key=value needs the key, +key=value must not
+have it), and that `steps` fits in `epochs` (an epoch is floor(train rows / prompts per step) steps,
 and a run ends at the end of its epochs).
 """
 
@@ -35,8 +35,8 @@ DATASETS = {
 # Rows of each prepared train split (GSM8K config main, train: 7473). NeMo RL's dataloader drops the last
 # partial batch, so an epoch is floor(rows / prompts per step) steps (FACTS §7).
 TRAIN_ROWS = {"gsm8k": 7473}
-# NeMo RL v0.5.0's recipes, each chain merged as its load_config does (generated from the upstream tag).
-CONFIGS_FILE = Path(__file__).resolve().parent / "data" / "nemo_rl_v0.5.0_configs.json"
+# NeMo RL v0.5.0's GRPO recipes we know: their key paths and the few defaults our rules read (FACTS §7).
+KEYS_FILE = Path(__file__).resolve().parent / "data" / "nemo_rl_v0.5.0_keys.yaml"
 CADENCE_LIMIT_SECONDS = 30 * 60
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
@@ -551,15 +551,37 @@ def _epoch_problems(spec: JobSpec, values: dict[str, str], steps: int | None, ep
 
 
 # ---- the recipe chain's keys (offline) --------------------------------------------------------------------
-def recipe_config(recipe: str) -> dict | None:
-    """The merged v0.5.0 config of a recipe we know (None for any other recipe: the pod checks it)."""
-    import json
+def _known_recipes() -> dict:
+    import yaml
 
     try:
-        recipes = json.loads(CONFIGS_FILE.read_text())["recipes"]
-    except (OSError, ValueError, KeyError):
+        facts = yaml.safe_load(KEYS_FILE.read_text())
+        return {"recipes": list(facts["recipes"]), "values": dict(facts["values"]), "paths": list(facts["paths"])}
+    except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError):
+        return {"recipes": [], "values": {}, "paths": []}
+
+
+def recipe_config(recipe: str) -> dict | None:
+    """The key tree of a recipe we know (leaves None, or the default our rules read; None for any other
+    recipe: the pod checks it)."""
+    known = _known_recipes()
+    if recipe not in known["recipes"]:
         return None
-    return recipes.get(recipe)
+    tree: dict = {}
+    for line in known["paths"]:
+        path, _, empty = str(line).partition(" ")
+        *parents, leaf = path.split(".")
+        node = tree
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = {} if empty == "{}" else None
+    for key, value in (known["values"].get(recipe) or {}).items():
+        *parents, leaf = str(key).split(".")
+        node = tree
+        for part in parents:
+            node = node[part]
+        node[leaf] = value
+    return tree
 
 
 def key_problems(recipe: str, overrides: list[str] | tuple[str, ...]) -> list[str]:

@@ -32,6 +32,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .. import pod_configs
 from ..core import Ctx, Fail, pod_command
 from .kubectl_objects import key_of
 
@@ -45,10 +46,7 @@ def pod_root(ctx: Ctx) -> Path:
     if not (root / "opt").exists():
         root.mkdir(parents=True, exist_ok=True)
         shutil.copytree(POD / "root", root, dirs_exist_ok=True)
-        # NeMo RL v0.5.0's own config files, byte for byte, are kept as NAME.upstream (the repo's yamllint
-        # would reformat them otherwise); in the pod they carry their real names.
-        for upstream in root.rglob("*.upstream"):
-            upstream.rename(upstream.with_suffix(""))
+        pod_configs.write(root / "opt" / "nemo-rl" / "examples" / "configs")
         (root / "data").mkdir(exist_ok=True)
         (root / "root").mkdir(exist_ok=True)
     return root
