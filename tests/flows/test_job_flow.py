@@ -159,9 +159,12 @@ def test_job_flow_job_outlives_its_client_then_stops(cloud, tmp_path):
     ckpts = cloud.invoke("job.checkpoints", "--id=long")
     assert ckpts.code == 0, ckpts.output
     kept = sorted(int(d.name[5:]) for d in (run_dir(cloud, "long") / "checkpoints").glob("step_*"))
-    assert 0 < len(kept) <= 3  # the recipe's keep_top_k: 3, ranked by val:accuracy, the latest always kept
-    # val:accuracy from training_info.json (the stand-in's accuracy is 0.2 + 0.03 x step)
-    assert f"step_{kept[-1]}" in ckpts.stdout and f"{0.2 + 0.03 * kept[-1]:.4f}" in ckpts.stdout
+    # the recipe's keep_top_k: 3, ranked by val:accuracy, the latest always kept; a stop that lands between a
+    # save and its pruning leaves one more (as it would with NeMo RL)
+    assert 0 < len(kept) <= 4, kept
+    # val:accuracy from training_info.json (the stand-in's accuracy is 0.2 + 0.03 x step, at most 0.95: a slow
+    # machine reaches step 25 before the stop)
+    assert f"step_{kept[-1]}" in ckpts.stdout and f"{min(0.95, 0.2 + 0.03 * kept[-1]):.4f}" in ckpts.stdout, (kept, ckpts.stdout)
     png = tmp_path / "long.png"
     metrics = cloud.invoke("job.metrics", "--id=long", f"--plot={png}")
     assert metrics.code == 0, metrics.output
