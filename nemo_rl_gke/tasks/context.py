@@ -8,155 +8,20 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import re
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from invoke import Exit, ParseError, Task
+from invoke import Exit
 from invoke import task as invoke_task
-from invoke.parser import Argument
 
 from ..settings import ConfigError, Settings
+from .cli import CheckedArgument, CliTask, install_usage_exit_codes  # noqa: F401 - re-exported for tasks.py
 
 
 def is_dry(c: Any) -> bool:
     # Invoke's own --dry; c.run would honour it, but we run through sh, so we read it ourselves.
     return bool(c.config.run.dry)
-
-
-# ---- the command line: through Invoke's public API (task(klass=), Argument, Program methods) ----------
-# A whole number on the command line: ASCII digits (Python's int() would also take other scripts' digits),
-# at most 9 of them (no int-string-limit traceback, no absurd sizes), optionally negative.
-_WHOLE_NUMBER = re.compile(r"-?[0-9]{1,9}")
-_HELP_TOKENS = ("-h", "--help")
-
-
-class CheckedArgument(Argument):
-    """An int flag (`--port=INT` in the help) whose bad value is a usage error: exit 2, one line, no traceback.
-
-    Invoke casts with int() inside the parser and lets the ValueError escape as a traceback; `Exit` is the
-    exception Invoke's Program turns into a message and an exit code."""
-
-    def set_value(self, value: Any, cast: bool = True) -> None:
-        if cast and self.kind is int and not isinstance(value, int):
-            text = str(value).strip()
-            if not _WHOLE_NUMBER.fullmatch(text):
-                flag = max(self.names, key=len)  # names: ("head-cpu", "e"); self.name is "head_cpu"
-                raise Exit(f"error: --{flag}={_shorten(str(value))} is not valid: give a whole number "
-                           "(digits 0-9).", code=2)
-            value = text
-        super().set_value(value, cast=cast)
-
-
-def _shorten(text: str, limit: int = 40) -> str:
-    return repr(text if len(text) <= limit else text[:limit] + "…")
-
-
-def _declares_int(annotation: Any) -> bool:
-    """`nodes: int | None = None` (or `: int`) in a task's signature makes --nodes an INT flag."""
-    import types
-    import typing
-
-    if annotation is int:
-        return True
-    if isinstance(annotation, str):
-        return annotation.replace(" ", "") in ("int", "int|None", "None|int", "Optional[int]")
-    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
-        return set(typing.get_args(annotation)) <= {int, type(None)} and int in typing.get_args(annotation)
-    return False
-
-
-class CliTask(Task):
-    """invoke.Task with three fixes, through Invoke's public `task(klass=...)`:
-
-    - equality is the body's identity: every task here is a distinct `guarded` closure over one code object,
-      which Invoke's Task.__eq__ (same bare name + same __code__) took for the same task, so
-      `invoke net.create storage.create` dropped storage.create. A task named twice still runs once.
-    - `-h` is never an automatic short flag (it is Invoke's per-task help: `invoke ray.render -h`).
-    - int flags (an int default, or an `int` / `int | None` annotation) are CheckedArguments: `INT` in the
-      help, a bad value exits 2."""
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Task) and self.body is other.body
-
-    def __hash__(self) -> int:
-        return hash(self.body)
-
-    def arg_opts(self, name: str, default: Any, taken_names: set[str]) -> dict[str, Any]:
-        return super().arg_opts(name, default, set(taken_names) | {"h"})
-
-    def get_arguments(self, ignore_unknown_help: bool | None = None) -> list[Argument]:
-        import inspect
-
-        params = inspect.signature(self.body).parameters
-        out = []
-        for arg in super().get_arguments(ignore_unknown_help):
-            param = params.get(arg.attr_name or arg.name)
-            if arg.kind is int or (param is not None and _declares_int(param.annotation)):
-                arg = CheckedArgument(names=arg.names, kind=int, default=arg.default, help=arg.help,
-                                      positional=arg.positional, optional=arg.optional,
-                                      incrementable=arg.incrementable, attr_name=arg.attr_name)
-            out.append(arg)
-        return out
-
-
-_NEEDS_VALUE = re.compile(r"Flag <\w+: (\w+)[^>]*> needed value and was not given one!")
-
-
-def _usage_message(exc: ParseError) -> str:
-    """Invoke's parse error in the user's words: `Flag <CheckedArgument: nodes (n) [int]> needed value…` is
-    `--nodes needs a value (--nodes=INT)`; the others (No idea what '--nope' is!) are already plain."""
-    text = str(exc)
-    match = _NEEDS_VALUE.search(text)
-    if match:
-        flag = "--" + match.group(1).replace("_", "-").strip("-")
-        kind = "INT" if "[int]" in text else "VALUE"
-        return f"{flag} needs a value ({flag}={kind})."
-    return text
-
-
-def install_usage_exit_codes(program: Any = None) -> None:
-    """Usage errors exit 2 (DESIGN: 2 = bad configuration or usage) under the stock `invoke` command, and
-    `-h`/`--help` print the task's usage even where a positional argument is still waiting for a value.
-
-    Invoke's Program prints a ParseError and hard-codes exit 1; tasks.py is imported inside program.run(),
-    before the task arguments are parsed, so it wraps that running instance's public parse_tasks and
-    parse_cleanup (no private class is patched). Errors before tasks.py loads (`invoke --nope`, a missing
-    collection) keep Invoke's own exit 1. Called once from tasks.py."""
-    if program is None:
-        program = getattr(sys.modules.get("invoke.main"), "program", None)
-    if program is None or getattr(program, "_nrg_usage_exit_codes", False):
-        return
-
-    def as_usage_error(method: Callable[[], None]) -> Callable[[], None]:
-        @functools.wraps(method)
-        def wrapped() -> None:
-            try:
-                method()
-            except ParseError as exc:
-                raise Exit(f"error: {_usage_message(exc)}", code=2) from None
-
-        return wrapped
-
-    parse_tasks = as_usage_error(program.parse_tasks)
-
-    def parse_tasks_with_help() -> None:
-        parse_tasks()
-        for ctx in program.tasks:
-            for arg in ctx.positional_args:
-                value = arg.value
-                if value in _HELP_TOKENS:
-                    # Invoke reads a positional before it looks for -h/--help; give them back their meaning.
-                    program.args.help.value = ctx.name
-                    return
-                if isinstance(value, str) and value.startswith("-"):
-                    raise Exit(f"error: {ctx.name} needs {arg.name.upper()} before any flag, got {_shorten(value)} "
-                               f"(`invoke {ctx.name} --help` shows the usage).", code=2)
-
-    program.parse_tasks = parse_tasks_with_help
-    program.parse_cleanup = as_usage_error(program.parse_cleanup)
-    program._nrg_usage_exit_codes = True
 
 
 def task(*args: Any, **kwargs: Any) -> Callable[..., Any]:

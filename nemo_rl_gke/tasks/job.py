@@ -7,6 +7,7 @@ Examples:
     invoke job.submit qwen2.5-1.5b-gsm8k --follow         # smoke run; Ctrl-C stops the log, not the job
     invoke job.submit gemma3-gsm8k --set grpo.max_num_steps=400 --id gemma3-gsm8k-20260101-120000
     invoke job.status && invoke job.metrics --plot=reward.png
+    invoke job.logs gemma3-gsm8k-20260101-120000 --follow    # a run id, bare or as --id=ID
     invoke job.stop
 """
 
@@ -18,7 +19,7 @@ from invoke import Collection
 
 from . import context
 
-ID_HELP = "Run id (default: the latest submitted run)."
+ID_HELP = "Run id, also given bare (`invoke job.status ID`); default: the latest submitted run."
 
 
 def _kubectl_exec(s: Any, pod: str) -> list[str]:

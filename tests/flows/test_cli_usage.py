@@ -68,7 +68,7 @@ def test_usage_help_shows_a_value_placeholder_for_int_flags(cloud):
     ("ray.render", "--head-cpu"),  # a value is needed
     ("job.submit",),  # NAME is missing
     ("job.submit", "--nope"),  # a flag where NAME goes
-    ("job.status", "run-1"),  # the run id is --id
+    ("job.status", "run-1", "run-2"),  # one run id, bare or --id
 ])
 def test_usage_errors_exit_2_without_running_anything(cloud, argv):
     done = cloud.invoke("--dry", *argv)
