@@ -17,8 +17,17 @@ import io
 import sys
 import threading
 import time
-from collections.abc import Sequence
-from typing import IO, Any
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import IO, TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.live import Live
+    from rich.table import Table
+
+    from .graph import Step
+    from .runner import Runner
 
 MARKS = {"running": "…", "created": "✓", "ran": "✓", "deleted": "✓", "exists": "·", "absent": "·",
          "kept": "·", "with-parent": "·", "failed": "✗", "skipped": "-", "waiting": " "}
@@ -72,8 +81,9 @@ class AboveLive(io.TextIOBase):
 
 
 class Board:
-    def __init__(self, steps: Sequence[Any], *, out: IO[str] | None = None, live: bool | None = None,
-                 title: str = "", clock=time.monotonic, runner: Any = None, console: Any = None):
+    def __init__(self, steps: Sequence[Step], *, out: IO[str] | None = None, live: bool | None = None,
+                 title: str = "", clock: Callable[[], float] = time.monotonic, runner: Runner | None = None,
+                 console: Console | None = None):
         self.steps = list(steps)
         self.out = out or sys.stderr
         self.live = _isatty(self.out) if live is None else live
@@ -84,15 +94,15 @@ class Board:
         self.seconds: dict[str, float] = {}
         self.waits: dict[str, float] = {}  # label -> when the wait started (board clock), while it lasts
         self._lock = threading.RLock()
-        self._live: Any = None
+        self._live: Live | None = None
         self._console = console  # tests hand a rich Console of a given size
         self._began = clock()
         self._runner = runner
-        self._saved: dict[str, Any] = {}
+        self._saved: dict[str, object] = {}  # the runner's attributes the board replaced
         self.stream = AboveLive(self)
 
     # ---- the graph's listener ----------------------------------------------------------------
-    def listener(self, step: Any, state: str, seconds: float) -> None:
+    def listener(self, step: Step, state: str, seconds: float) -> None:
         with self._lock:
             self.state[step.name] = state
             if state == "running":
@@ -201,7 +211,7 @@ class Board:
         at = running[-1] + 1 if running else len(rows)
         return rows[:at] + waits + rows[at:]
 
-    def render(self, height: int | None = None) -> Any:
+    def render(self, height: int | None = None) -> Table:
         from rich import box
         from rich.table import Table
 
@@ -226,7 +236,7 @@ class Board:
         return f"done in {took:.1f} s: " + ", ".join(f"{n} {k}" for k, n in counts.items())
 
     # ---- the runner, while the board lives --------------------------------------------------------
-    def attach(self, runner: Any) -> None:
+    def attach(self, runner: Runner) -> None:
         """Route the runner's output lines and long waits through the board until it closes."""
         self._runner = runner
         if self._live is not None:
@@ -240,9 +250,10 @@ class Board:
         if hasattr(r, "wait_display"):
             self._saved["wait_display"] = r.wait_display
             r.wait_display = self.wait_display
-        r.err = self.stream
+        # AboveLive is a text stream (io.TextIOBase), which typeshed does not count as an IO[str].
+        r.err = cast("IO[str]", self.stream)
         if _isatty(r.out):  # stdout on the same screen: above the region too; a pipe keeps its data
-            r.out = self.stream
+            r.out = cast("IO[str]", self.stream)
 
     def _unhook(self) -> None:
         r = self._runner
@@ -272,11 +283,12 @@ class Board:
             self._runner.wait_display = self.wait_display
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
         self.stream.flush()
         if self._live is not None:
             self._live.refresh()
-            self._live.__exit__(*exc)
+            self._live.__exit__(kind, exc, traceback)
             self._live = None
         self._unhook()
         print(self.tally(), file=self.out, flush=True)

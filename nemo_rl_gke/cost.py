@@ -7,17 +7,35 @@ date in the file; the totals say so.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from .settings import Settings
 
+if TYPE_CHECKING:
+    from .graph import Step
+
 PRICES_FILE = Path(__file__).with_name("data") / "prices.yaml"
 CPU_POOL_MACHINE = "n2-highmem-16"
-HOURS_PER_MONTH = 730
+
+
+class MachinePrice(TypedDict):
+    on_demand: float
+    spot: float
+
+
+class Prices(TypedDict):
+    """data/prices.yaml, the keys the estimate reads."""
+
+    as_of: str
+    region: str
+    machines: dict[str, MachinePrice]
+    lustre_per_gib_hour: dict[int, float]  # by throughput tier (MB/s per TiB)
+    gke_management_fee_per_hour: float
+    bucket_per_gib_month: float
 
 
 @dataclass(frozen=True)
@@ -44,10 +62,11 @@ class Estimate:
 
 
 @lru_cache(maxsize=4)
-def load_prices(path: Path = PRICES_FILE) -> dict[str, Any]:
+def load_prices(path: Path = PRICES_FILE) -> Prices:
     import yaml
 
-    return yaml.safe_load(path.read_text())
+    prices: Prices = yaml.safe_load(path.read_text())
+    return prices
 
 
 def money(amount: float) -> str:
@@ -62,14 +81,14 @@ def _capacity(s: Settings) -> str:
     return "spot" if s.SPOT else "on_demand"
 
 
-def estimate(s: Settings, prices: dict[str, Any] | None = None) -> Estimate:
+def estimate(s: Settings, prices: Prices | None = None) -> Estimate:
     """Hourly cost of everything `up` creates, per resource."""
     prices = prices or load_prices()
     machines = prices["machines"]
     capacity = _capacity(s)
     gpu_machine = s.gpu.machine_type
-    rate_key = "spot" if capacity == "spot" else "on_demand"
-    gpu_rate = float(machines[gpu_machine][rate_key])
+    gpu_prices = machines[gpu_machine]
+    gpu_rate = float(gpu_prices["spot"] if capacity == "spot" else gpu_prices["on_demand"])
     how = {"spot": "Spot", "on_demand": "on-demand", "reservation": f"reservation {s.RESERVATION}, at the "
                                                                     "on-demand rate"}[capacity]
     lines = [
@@ -93,17 +112,17 @@ def estimate(s: Settings, prices: dict[str, Any] | None = None) -> Estimate:
     return Estimate(tuple(lines), str(prices["as_of"]), str(prices["region"]))
 
 
-def bucket_monthly(size_bytes: int, prices: dict[str, Any] | None = None) -> float:
+def bucket_monthly(size_bytes: int, prices: Prices | None = None) -> float:
     """What a bucket holding size_bytes costs per month (Standard class, approximate list price)."""
     prices = prices or load_prices()
     return size_bytes / 2**30 * float(prices["bucket_per_gib_month"])
 
 
-def attach_step(attach: str, steps: Sequence[Any]) -> str | None:
+def attach_step(attach: str, steps: Sequence[Step]) -> str | None:
     """The step a cost line belongs to, found by what the steps are (so new layers need no edit here)."""
     names = [step.name for step in steps]
 
-    def first(predicate) -> str | None:
+    def first(predicate: Callable[[Step], bool]) -> str | None:
         return next((step.name for step in steps if predicate(step)), None)
 
     if attach == "cluster":
@@ -120,7 +139,7 @@ def attach_step(attach: str, steps: Sequence[Any]) -> str | None:
     return None
 
 
-def hourly_by_step(est: Estimate, steps: Sequence[Any]) -> dict[str, float]:
+def hourly_by_step(est: Estimate, steps: Sequence[Step]) -> dict[str, float]:
     out: dict[str, float] = {}
     for line in est.lines:
         name = attach_step(line.attach, steps)

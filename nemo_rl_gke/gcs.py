@@ -13,14 +13,23 @@ anonymous credentials: the tests and the fake-cloud flows use gcp-storage-emulat
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, ParamSpec, TypedDict, TypeVar
 
 from . import names
 from .commands import lustre
 from .runner import Runner, ToolError
 from .settings import ConfigError, Settings
+
+if TYPE_CHECKING:
+    # google-cloud-storage has no type information: these are Any to mypy, named for the reader.
+    from google.api_core.iam import Policy
+    from google.api_core.retry import Retry
+    from google.cloud.storage import Bucket, Client
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 EQUIVALENT_NOTE = "# google-cloud-storage client call; the equivalent gcloud command:"
 PUBLIC_ENDPOINT = "https://storage.googleapis.com"
@@ -67,14 +76,15 @@ def _probe(url: str) -> None:
     _reachable.add(url)
 
 
-def retry() -> Any:
+def retry() -> Retry:
     from google.cloud.storage.retry import DEFAULT_RETRY
 
-    return DEFAULT_RETRY.with_timeout(DEADLINE_SECONDS)
+    bounded_retry: Retry = DEFAULT_RETRY.with_timeout(DEADLINE_SECONDS)
+    return bounded_retry
 
 
 @contextmanager
-def calling(what: str):
+def calling(what: str) -> Iterator[None]:
     """Turn a call that ran out of retries, or never connected, into one StorageError naming the endpoint."""
     import requests
     from google.api_core import exceptions
@@ -90,26 +100,27 @@ def calling(what: str):
         raise unreachable_endpoint(f"{what}: {type(exc).__name__}") from None
 
 
-def bounded(function: Any) -> Any:
+def bounded(function: Callable[P, R]) -> Callable[P, R]:
     """Decorate a public function of this module: see `calling`."""
     import functools
 
     @functools.wraps(function)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         with calling(function.__name__.replace("_", " ")):
             return function(*args, **kwargs)
 
     return wrapper
 
 
-def client(s: Settings) -> Any:
+def client(s: Settings) -> Client:
     from google.cloud import storage
 
     _probe(endpoint())
     if os.environ.get("STORAGE_EMULATOR_HOST"):
         from google.auth.credentials import AnonymousCredentials
 
-        return storage.Client(project=s.PROJECT_ID, credentials=AnonymousCredentials())
+        anonymous = AnonymousCredentials()  # type: ignore[no-untyped-call]  # google-auth leaves its __init__ untyped
+        return storage.Client(project=s.PROJECT_ID, credentials=anonymous)
     try:
         return storage.Client(project=s.PROJECT_ID)
     except Exception as exc:  # google.auth.exceptions.DefaultCredentialsError, imported lazily
@@ -135,7 +146,7 @@ def unreachable(s: Settings, detail: str) -> ConfigError:
 
 
 # ---- the bucket --------------------------------------------------------------------------------------------
-def new_bucket(gcs: Any, s: Settings) -> Any:
+def new_bucket(gcs: Client, s: Settings) -> Bucket:
     """The Bucket we create: uniform bucket-level access and hierarchical namespace (which needs uniform
     access); the create passes the location (the region)."""
     bucket = gcs.bucket(s.bucket)
@@ -146,7 +157,7 @@ def new_bucket(gcs: Any, s: Settings) -> Any:
 
 
 @bounded
-def get_bucket(gcs: Any, s: Settings, project_number: str | None = None) -> Any | None:
+def get_bucket(gcs: Client, s: Settings, project_number: str | None = None) -> Bucket | None:
     """Our bucket, or None if there is none. Raises ConfigError if it exists and is another project's."""
     from google.api_core import exceptions
 
@@ -205,7 +216,7 @@ def create_bucket(r: Runner, s: Settings, project_number: str | None = None) -> 
 MARKER_OBJECT = "nemo-rl-gke/managed-by.json"
 
 
-def is_ours(bucket: Any) -> bool:
+def is_ours(bucket: Bucket) -> bool:
     """We created the bucket: our managed-by label, or our marker object; a user's own bucket has neither."""
     if (bucket.labels or {}).get("managed-by") == names.MANAGED_BY:
         return True
@@ -239,8 +250,19 @@ def delete_bucket(r: Runner, s: Settings) -> str | None:
     return None
 
 
+class BucketSummary(TypedDict):
+    location: str
+    objects: int
+    bytes: int
+
+
+class BucketListing(TypedDict):
+    name: str
+    labels: dict[str, str]
+
+
 @bounded
-def summary(s: Settings) -> dict[str, Any] | None:
+def summary(s: Settings) -> BucketSummary | None:
     """location, object count and bytes held, or None without a bucket (for status)."""
     gcs = client(s)
     bucket = get_bucket(gcs, s)
@@ -268,22 +290,23 @@ def list_prefix(s: Settings, prefix: str) -> list[tuple[str, int]]:
 
 
 @bounded
-def list_buckets(s: Settings) -> list[dict[str, Any]]:
+def list_buckets(s: Settings) -> list[BucketListing]:
     """Every bucket of the project: name and labels (for the leftover scan)."""
     return [{"name": b.name, "labels": dict(b.labels or {})}
             for b in client(s).list_buckets(timeout=CALL_TIMEOUT, retry=retry())]
 
 
 # ---- the Workload Identity binding -------------------------------------------------------------------------
-def _policy(bucket: Any) -> Any:
-    return bucket.get_iam_policy(requested_policy_version=3, timeout=CALL_TIMEOUT, retry=retry())
+def _policy(bucket: Bucket) -> Policy:
+    policy: Policy = bucket.get_iam_policy(requested_policy_version=3, timeout=CALL_TIMEOUT, retry=retry())
+    return policy
 
 
-def has_binding(bucket: Any, member: str, role: str = lustre.OBJECT_USER_ROLE) -> bool:
+def has_binding(bucket: Bucket, member: str, role: str = lustre.OBJECT_USER_ROLE) -> bool:
     return any(b.get("role") == role and member in b.get("members", ()) for b in _policy(bucket).bindings)
 
 
-def add_binding(bucket: Any, member: str, role: str = lustre.OBJECT_USER_ROLE) -> bool:
+def add_binding(bucket: Bucket, member: str, role: str = lustre.OBJECT_USER_ROLE) -> bool:
     """Add member to role (read-modify-write; the policy's etag guards a concurrent change). True if added."""
     policy = _policy(bucket)
     for binding in policy.bindings:
@@ -298,7 +321,7 @@ def add_binding(bucket: Any, member: str, role: str = lustre.OBJECT_USER_ROLE) -
     return True
 
 
-def remove_binding(bucket: Any, member: str, role: str = lustre.OBJECT_USER_ROLE) -> bool:
+def remove_binding(bucket: Bucket, member: str, role: str = lustre.OBJECT_USER_ROLE) -> bool:
     """Remove member from role, leaving every other member and role alone. True if removed."""
     policy = _policy(bucket)
     changed = False
@@ -382,8 +405,8 @@ def read_export_record(s: Settings, name: str = lustre.EXPORT_MARKER) -> str | N
     from google.api_core import exceptions
 
     try:
-        return client(s).bucket(s.bucket).blob(name).download_as_text(timeout=CALL_TIMEOUT,
-                                                                                         retry=retry())
+        text: str = client(s).bucket(s.bucket).blob(name).download_as_text(timeout=CALL_TIMEOUT, retry=retry())
+        return text
     except exceptions.NotFound:
         return None
     except UnicodeDecodeError:

@@ -26,6 +26,7 @@ import json
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 from . import jobspec
 
@@ -48,6 +49,22 @@ BACKOFF_SECONDS, BACKOFF_MAX_SECONDS, GPU_WAIT_SECONDS, POLL_SECONDS = 30, 300, 
 WATCH_SECONDS = 60
 
 
+class SupervisorConfig(TypedDict):
+    """supervisor.json in the run directory: what scripts/supervisor.py reads."""
+
+    max_restarts: int
+    gpus_needed: int
+    checkpoint_dir: str
+    backoff_seconds: int
+    backoff_max_seconds: int
+    gpu_wait_seconds: int
+    poll_seconds: int
+    watch_seconds: int
+    keep_env: str  # a regex over variable names
+    service_link: str  # a regex over variable names
+    gpu_query: str  # Python run in the head pod: Ray's GPUs, as JSON
+
+
 @dataclass(frozen=True)
 class Submission:
     run_id: str
@@ -64,7 +81,7 @@ class Submission:
         values = jobspec.effective(list(self.overrides))
         return int(values.get(jobspec.NUM_NODES, "1")) * int(values.get(jobspec.GPUS_PER_NODE, "8"))
 
-    def supervisor_config(self) -> dict:
+    def supervisor_config(self) -> SupervisorConfig:
         from .resources.ray_steps import GPU_QUERY
 
         return {"max_restarts": self.max_restarts, "gpus_needed": self.gpus_needed,

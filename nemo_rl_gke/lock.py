@@ -15,15 +15,31 @@ A second run refuses at once (exit 1) and says who holds the lock.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, TypedDict
 
-from invoke import Exit
+from invoke.exceptions import Exit
+
+from .settings import Settings
+
+if TYPE_CHECKING:
+    from google.cloud.storage import Blob  # untyped library: Any to mypy, named for the reader
 
 
-def lock_path(s: Any) -> Any:
+class LeaseBody(TypedDict, total=False):
+    """The lease object's JSON (another machine's write may lack any key)."""
+
+    host: str
+    pid: int
+    command: str
+    since: str  # UTC, ISO 8601
+    expires: float  # epoch seconds
+
+
+def lock_path(s: Settings) -> Path:
     import os
-    from pathlib import Path
 
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nemo-rl-gke"
     return base / f"{s.PROJECT_ID}-{s.CLUSTER_NAME}.lock"
@@ -32,18 +48,18 @@ def lock_path(s: Any) -> Any:
 LEASE_SECONDS = 3 * 3600  # longer than any one task (Lustre and a cluster: under an hour each)
 
 
-def lease_name(s: Any) -> str:
+def lease_name(s: Settings) -> str:
     return f"nemo-rl-gke/lock-{s.CLUSTER_NAME}.json"
 
 
-def lease_body(what: str, now: float, *, host: str, pid: int) -> dict[str, Any]:
+def lease_body(what: str, now: float, *, host: str, pid: int) -> LeaseBody:
     import time
 
     return {"host": host, "pid": pid, "command": f"invoke {what}",
             "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)), "expires": now + LEASE_SECONDS}
 
 
-def holder_text(body: dict[str, Any]) -> str:
+def holder_text(body: LeaseBody) -> str:
     import time
 
     expires = body.get("expires")
@@ -52,7 +68,8 @@ def holder_text(body: dict[str, Any]) -> str:
             f"{body.get('since', '?')}, lease until {until})")
 
 
-def take_lease(blob_of: Any, body: dict[str, Any], now: float, *, force: bool) -> tuple[int | None, str]:
+def take_lease(blob_of: Callable[[], Blob], body: LeaseBody, now: float, *,
+               force: bool) -> tuple[int | None, str]:
     """Create the lease object, or replace an expired one (or any, with force), at the generation read.
 
     blob_of(): a fresh google-cloud-storage Blob for the lease. Returns (our generation or None if someone else
@@ -73,7 +90,7 @@ def take_lease(blob_of: Any, body: dict[str, Any], now: float, *, force: bool) -
             held = blob_of()
             held.reload()
     try:
-        current = json.loads(held.download_as_bytes(if_generation_match=held.generation) or b"{}")
+        current: LeaseBody = json.loads(held.download_as_bytes(if_generation_match=held.generation) or b"{}")
     except exceptions.NotFound:  # released meanwhile: start again
         return take_lease(blob_of, body, now, force=force)
     except (exceptions.PreconditionFailed, ValueError):
@@ -91,7 +108,7 @@ def take_lease(blob_of: Any, body: dict[str, Any], now: float, *, force: bool) -
     return int(replacing.generation or 0), note
 
 
-def release_lease(blob: Any, generation: int) -> None:
+def release_lease(blob: Blob, generation: int) -> None:
     from google.api_core import exceptions
 
     try:
@@ -101,7 +118,7 @@ def release_lease(blob: Any, generation: int) -> None:
 
 
 @contextmanager
-def bucket_lease(s: Any, what: str, *, force: bool = False):
+def bucket_lease(s: Settings, what: str, *, force: bool = False) -> Iterator[int | None]:
     """Hold the deployment's lease in its bucket (nothing if the bucket does not exist yet)."""
     import os
     import socket
@@ -114,7 +131,7 @@ def bucket_lease(s: Any, what: str, *, force: bool = False):
         yield None
         return
 
-    def blob_of() -> Any:
+    def blob_of() -> Blob:
         return bucket.blob(lease_name(s))
 
     now = time.time()
@@ -137,14 +154,14 @@ def bucket_lease(s: Any, what: str, *, force: bool = False):
 
 
 @contextmanager
-def deployment_lock(s: Any, what: str, *, force: bool = False):
+def deployment_lock(s: Settings, what: str, *, force: bool = False) -> Iterator[None]:
     """Both locks: this machine's, then the bucket's lease (every machine sees it)."""
     with state_lock(s, what), bucket_lease(s, what, force=force):
         yield
 
 
 @contextmanager
-def state_lock(s: Any, what: str):
+def state_lock(s: Settings, what: str) -> Iterator[Path]:
     """Hold the per project+cluster lock; refuse (exit 1) if another run holds it."""
     import fcntl
     import json

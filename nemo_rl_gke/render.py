@@ -34,12 +34,9 @@ def render_text(template: str, values: dict[str, object], *, source: str = "temp
     return text
 
 
-class _ScriptTemplate(Template):
-    # @{NAME} only: bash's own $VAR, ${VAR} and "$@" pass through untouched.
-    delimiter = "@"
-    pattern = r"@(?:(?P<escaped>(?!))|(?P<named>(?!))|\{(?P<braced>[A-Z][A-Z0-9_]*)\}|(?P<invalid>(?!)))"
-
-
+# @{NAME} only: bash's own $VAR, ${VAR} and "$@" pass through untouched. (IGNORECASE: as string.Template,
+# whose flags these are, would match it.)
+_SCRIPT_PLACEHOLDER = re.compile(r"@\{([A-Z][A-Z0-9_]*)\}", re.IGNORECASE)
 _SCRIPT_LEFTOVER = re.compile(r"@\{[A-Za-z_][A-Za-z0-9_]*\}")
 
 
@@ -52,7 +49,7 @@ def render_script(template: str, values: dict[str, str], *, source: str = "scrip
     unused = sorted(k for k in values if f"@{{{k}}}" not in template)
     if unused:
         raise RenderError(f"{source}: {unused[0]} is not in the template")
-    text = _ScriptTemplate(template).substitute(values)
+    text = _SCRIPT_PLACEHOLDER.sub(lambda match: values[match.group(1)], template)
     leftover = _SCRIPT_LEFTOVER.search(text)
     if leftover and not any(leftover.group(0) in v for v in values.values()):
         raise RenderError(f"{source}: unsubstituted {leftover.group(0)}")

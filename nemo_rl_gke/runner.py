@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any, Protocol, TypeVar
 
 # Errors worth another try: per-minute quotas and rate limits, 429/5xx, and "another operation is running on
 # this resource" (GCE's resourceNotReady, GKE's "Operation ... is currently upgrading cluster X. Please wait and
@@ -52,6 +52,7 @@ INSTALL_HINTS = {
 PROJECT_TOOLS = Path(__file__).resolve().parents[1] / ".tools" / "bin"
 # The longest the runner sleeps in one go while waiting, so Ctrl-C and progress stay prompt.
 WAIT_SLICE_SECONDS = 0.5
+T = TypeVar("T")
 
 
 class ToolError(Exception):
@@ -363,7 +364,7 @@ class Runner:
         return ToolError(self.redact(message), result.exit_code)
 
     # ---- concurrency and progress ----------------------------------------------------------------
-    def parallel(self, thunks: Sequence[Callable[[], Any]], max_workers: int = 16) -> list[Any]:
+    def parallel(self, thunks: Sequence[Callable[[], T]], max_workers: int = 16) -> list[T]:
         """Run independent calls at once (sequentially in a dry run, so the plan prints in a stable order).
 
         Every thunk runs to completion; the first exception is raised after all have finished.

@@ -12,9 +12,10 @@ import io
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHOWN_MAX = 60  # characters of a bad value an error message echoes
@@ -209,7 +210,7 @@ class Settings:
     def with_overrides(self, **overrides: object) -> Settings:
         """Flags override the file and the environment; None means 'flag not given'."""
         given = {k: v for k, v in overrides.items() if v is not None}
-        return validate(replace(self, **coerce(given)))
+        return validate(replace(self, **as_fields(coerce(given))))
 
 
 KEYS = tuple(f.name for f in fields(Settings) if f.name != "source")
@@ -238,9 +239,13 @@ def _int(key: str, raw: object) -> int:
     return int(text)
 
 
-def coerce(values: dict[str, object]) -> dict[str, object]:
+# A setting's value once coerced: the type its field declares (str, int or bool).
+Value = str | int | bool
+
+
+def coerce(values: Mapping[str, object]) -> dict[str, Value]:
     """Raw strings (from .env or flags) -> typed values. Unknown keys are ignored by the caller."""
-    out: dict[str, object] = {}
+    out: dict[str, Value] = {}
     for key, raw in values.items():
         kind = Settings.__dataclass_fields__[key].type
         if kind == "bool":
@@ -254,6 +259,12 @@ def coerce(values: dict[str, object]) -> dict[str, object]:
     if "CLUSTER_MODE" in out:
         out["CLUSTER_MODE"] = str(out["CLUSTER_MODE"]).lower()
     return out
+
+
+def as_fields(values: Mapping[str, Value]) -> dict[str, Any]:
+    """Coerced values as Settings keyword arguments. coerce() gave each value its field's declared type;
+    mypy cannot follow a key held in a variable to its field, so the seam is typed loosely here, once."""
+    return dict(values)
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:
@@ -271,6 +282,13 @@ def _gce_name(key: str, value: str, suffix_len: int = 0, example: str = "nemo-ne
 
 def validate(s: Settings) -> Settings:
     """Check every value; return the settings unchanged or raise ConfigError for the first bad key."""
+    for check in (_check_locations, _check_cluster, _check_bucket_and_secrets, _check_networks,
+                  _check_capacity, _check_image_and_refs):
+        check(s)
+    return s
+
+
+def _check_locations(s: Settings) -> None:
     for key in REQUIRED:
         if not getattr(s, key):
             raise ConfigError(key, "", f"set {key} in .env (see .env.example).")
@@ -290,6 +308,9 @@ def validate(s: Settings) -> Settings:
         if match.group(1) != s.CONTROL_PLANE_LOCATION:
             raise ConfigError(key, value, f"the zone must be inside CONTROL_PLANE_LOCATION={s.CONTROL_PLANE_LOCATION}"
                                           f" (e.g. {s.CONTROL_PLANE_LOCATION}-b).")
+
+
+def _check_cluster(s: Settings) -> None:
     if not _CLUSTER.fullmatch(s.CLUSTER_NAME):
         raise ConfigError("CLUSTER_NAME", s.CLUSTER_NAME, "use 1-40 lowercase letters, digits or hyphens, starting "
                                                           "with a letter (e.g. nemo-rl).")
@@ -308,6 +329,9 @@ def validate(s: Settings) -> Settings:
         if not _DNS_LABEL.fullmatch(getattr(s, key)):
             raise ConfigError(key, getattr(s, key), "use a Kubernetes name: lowercase letters, digits and hyphens, "
                                                     "at most 63 characters.")
+
+
+def _check_bucket_and_secrets(s: Settings) -> None:
     problem = bucket_name_problem(s.bucket)
     if problem:
         raise ConfigError("GS_BUCKET", s.bucket, problem)
@@ -320,6 +344,9 @@ def validate(s: Settings) -> Settings:
             # Never echo a secret, not even a wrong one.
             raise ConfigError(key, "***", "the token is too short or has whitespace or non-ASCII characters in it;"
                                           " paste it again.")
+
+
+def _check_networks(s: Settings) -> None:
     _gce_name("GVNIC_NETWORK_PREFIX", s.GVNIC_NETWORK_PREFIX, len("-internal"), "nemo-gvnic")
     _gce_name("RDMA_NETWORK_PREFIX", s.RDMA_NETWORK_PREFIX, len("-sub-7"), "nemo-rdma")
     if s.GVNIC_NETWORK_PREFIX == s.RDMA_NETWORK_PREFIX:
@@ -333,6 +360,9 @@ def validate(s: Settings) -> Settings:
                                                     f"{getattr(s, prefix_key)}; use your main VPC (e.g. default) or "
                                                     f"change {prefix_key}.")
     _gce_name("LUSTRE_NAME", s.LUSTRE_NAME, len("-range"), "nemo-lustre")
+
+
+def _check_capacity(s: Settings) -> None:
     if s.RESERVATION and not _RESERVATION.fullmatch(s.RESERVATION):
         raise ConfigError("RESERVATION", s.RESERVATION, "use a reservation name, or "
                                                         "projects/PROJECT/reservations/NAME for a shared one.")
@@ -348,6 +378,9 @@ def validate(s: Settings) -> Settings:
     if not 18_000 <= s.LUSTRE_CAPACITY_GIB <= 954_000 or s.LUSTRE_CAPACITY_GIB % 9000:
         raise ConfigError("LUSTRE_CAPACITY_GIB", s.LUSTRE_CAPACITY_GIB,
                           "use a multiple of 9000 GiB from 18000 to 954000 (e.g. 18000).")
+
+
+def _check_image_and_refs(s: Settings) -> None:
     if not _IMAGE.fullmatch(s.NEMO_RL_IMAGE):
         raise ConfigError("NEMO_RL_IMAGE", s.NEMO_RL_IMAGE, "use a full image reference with a tag, like "
                                                             "nvcr.io/nvidia/nemo-rl:v0.5.0.")
@@ -366,7 +399,6 @@ def validate(s: Settings) -> Settings:
                           f"use a full commit (40 hex digits) of GoogleCloudPlatform/container-engine-accelerators"
                           f" that has gpudirect-rdma/nccl-rdma-installer*.yaml (default "
                           f"{NCCL_INSTALLER_DEFAULT_REF}).")
-    return s
 
 
 def bucket_name_problem(name: str) -> str:
@@ -431,9 +463,9 @@ def _find_env_file(environ: dict[str, str], cwd: Path) -> tuple[Path | None, boo
     for base in _upward(cwd, root):
         if _is_file(base / ".env"):
             return base / ".env", False
-    for base in (cwd, root, REPO_ROOT):
-        if base is not None and _is_file(base / ".env.example"):
-            return base / ".env.example", True
+    for folder in (cwd, root, REPO_ROOT):
+        if folder is not None and _is_file(folder / ".env.example"):
+            return folder / ".env.example", True
     return None, True
 
 
@@ -509,8 +541,8 @@ def load(*, allow_example: bool, environ: dict[str, str] | None = None, cwd: Pat
         raw.update(read_env_file(path, warn=warn))
     raw.update({k: v for k, v in environ.items() if k in KEYS})
     source = f"{path.name} (placeholder values)" if is_example and path else (str(path) if path else "environment")
-    base = Settings(**{"PROJECT_ID": "", "CONTROL_PLANE_LOCATION": "", "NODE_LOCATION": "", "CLUSTER_NAME": "",
-                       **coerce(raw), "source": source})
+    base = Settings(**as_fields({"PROJECT_ID": "", "CONTROL_PLANE_LOCATION": "", "NODE_LOCATION": "",
+                                 "CLUSTER_NAME": "", **coerce(raw), "source": source}))
     loaded = base.with_overrides(**overrides)
     if environ.get("ENV_FILE") and not allow_example and loaded.PROJECT_ID == PLACEHOLDER_PROJECT_ID:
         raise ConfigError("ENV_FILE", environ["ENV_FILE"],

@@ -18,11 +18,20 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import TypedDict
 
 from ..settings import NCCL_INSTALLER_DEFAULT_REF, Settings
 from . import kubectl
 
 Argv = list[str]
+
+
+class RegionQuota(TypedDict, total=False):
+    """One entry of `gcloud compute regions describe --format=json`'s quotas."""
+
+    metric: str
+    limit: float
+    usage: float
 
 MIN_HELM = (3, 14)
 MIN_GCLOUD = (528, 0)  # `gcloud lustre` is GA there; older releases lack the command group
@@ -338,7 +347,7 @@ def gpus_needed(s: Settings) -> int:
     return s.GPU_NODES * s.gpu.gpus_per_node
 
 
-def _headroom(quotas: list[dict], metric: str) -> tuple[float, float] | None:
+def _headroom(quotas: list[RegionQuota], metric: str) -> tuple[float, float] | None:
     for quota in quotas:
         if quota.get("metric") == metric:
             limit, usage = float(quota.get("limit", 0)), float(quota.get("usage", 0))
@@ -348,7 +357,7 @@ def _headroom(quotas: list[dict], metric: str) -> tuple[float, float] | None:
 
 def check_quota(s: Settings, stdout: str) -> Check:
     """GPU quota in the region against GPU_NODES × 8 (standard metric, or preemptible for Spot)."""
-    quotas = json.loads(stdout or "{}").get("quotas", [])
+    quotas: list[RegionQuota] = json.loads(stdout or "{}").get("quotas", [])
     need = gpus_needed(s)
     metric = QUOTA_METRICS[s.gpu.accelerator]
     name = f"GPU quota ({s.region})"

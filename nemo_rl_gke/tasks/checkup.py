@@ -12,11 +12,17 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
-from invoke import Exit
+from invoke.context import Context
+from invoke.exceptions import Exit
 
+from ..runner import Result, Runner
+from ..settings import Settings
 from . import context
+
+if TYPE_CHECKING:
+    from ..commands.doctor import AdcAnswer, Check, WebAnswer
 
 WEB_TIMEOUT = 5.0  # seconds for one HTTP answer
 ADC_TIMEOUT = 10.0  # seconds to find and refresh Application Default Credentials
@@ -28,11 +34,11 @@ PROBES_ENV = "NRG_DOCTOR_PROBES"
 class Probes:
     """How doctor reaches the web and the credentials: http_get(url, headers) and adc()."""
 
-    http_get: Callable[[str, Mapping[str, str]], Any]
-    adc: Callable[[], Any]
+    http_get: Callable[[str, Mapping[str, str]], WebAnswer]
+    adc: Callable[[], AdcAnswer]
 
 
-def http_get(url: str, headers: Mapping[str, str], timeout: float = WEB_TIMEOUT) -> Any:
+def http_get(url: str, headers: Mapping[str, str], timeout: float = WEB_TIMEOUT) -> WebAnswer:
     """One GET with urllib: its status and the first KiB, or why there was no answer. Headers (a token)
     are sent, never logged or returned."""
     import urllib.error
@@ -50,7 +56,7 @@ def http_get(url: str, headers: Mapping[str, str], timeout: float = WEB_TIMEOUT)
         return WebAnswer(None, "", str(getattr(exc, "reason", exc)))
 
 
-def adc(timeout: float = ADC_TIMEOUT) -> Any:
+def adc(timeout: float = ADC_TIMEOUT) -> AdcAnswer:
     """Find Application Default Credentials and refresh them once (an expired or revoked login fails here,
     not in the middle of `up`), in a thread with a deadline: the metadata-server probe can hang."""
     import functools
@@ -58,7 +64,7 @@ def adc(timeout: float = ADC_TIMEOUT) -> Any:
 
     from ..commands.doctor import AdcAnswer
 
-    found: list[Any] = []
+    found: list[AdcAnswer] = []
 
     def work() -> None:
         try:
@@ -66,7 +72,8 @@ def adc(timeout: float = ADC_TIMEOUT) -> Any:
             from google.auth.transport.requests import Request
 
             credentials, project = google.auth.default(scopes=[STORAGE_SCOPE])
-            credentials.refresh(functools.partial(Request(), timeout=timeout))
+            # google-auth leaves Credentials.refresh untyped.
+            credentials.refresh(functools.partial(Request(), timeout=timeout))  # type: ignore[no-untyped-call]
             who = (getattr(credentials, "service_account_email", None) or getattr(credentials, "account", None)
                    or type(credentials).__name__)
             found.append(AdcAnswer(True, f"{who}" + (f" (quota project {project})" if project else "")))
@@ -93,19 +100,20 @@ def probes() -> Probes:
 
     module, _, attribute = spec.partition(":")
     try:
-        return getattr(importlib.import_module(module), attribute)()
+        factory: Callable[[], Probes] = getattr(importlib.import_module(module), attribute)
+        return factory()
     except (ImportError, AttributeError, TypeError, ValueError) as exc:
         raise ConfigError(PROBES_ENV, spec, f"name a module:function that returns Probes ({exc}).") from None
 
 
 @context.task(help={"fix": "Enable the APIs that are missing (asks first; --yes answers).",
                     "yes": "Answer yes to the confirmation (needed without a terminal)."})
-def doctor(c, fix=False, yes=False):
+def doctor(c: Context, fix: bool = False, yes: bool = False) -> None:
     """Check tools, account, project, APIs, quota, NCCL installer, credentials, HF token; --fix enables APIs."""
     from ..commands import doctor as checks
 
     s = context.settings(c)
-    r = context.runner(c, s)
+    r: Runner = context.runner(c, s)
     if r.dry:
         r.say("# doctor asks (read-only):")
         for argv in checks.queries(s):
@@ -131,7 +139,7 @@ def doctor(c, fix=False, yes=False):
     print(f"doctor: all {len(results)} checks passed.")
 
 
-def fix_apis(c: Any, r: Any, s: Any, results: list[Any], *, yes: bool) -> list[Any]:
+def fix_apis(c: Context, r: Runner, s: Settings, results: list[Check], *, yes: bool) -> list[Check]:
     """Enable the missing APIs after a confirmation, then ask again: the APIs line shows the new state."""
     from ..commands import doctor as checks
 
@@ -148,7 +156,7 @@ def fix_apis(c: Any, r: Any, s: Any, results: list[Any], *, yes: bool) -> list[A
     return [fixed if check.name == "APIs" else check for check in results]
 
 
-def run_checks(r: Any, s: Any, chosen: Probes | None = None) -> list[Any]:
+def run_checks(r: Runner, s: Settings, chosen: Probes | None = None) -> list[Check]:
     """Run doctor's read-only queries in parallel and turn each answer into a Check."""
     from ..commands import doctor as checks
     from ..commands import kubectl
@@ -156,29 +164,30 @@ def run_checks(r: Any, s: Any, chosen: Probes | None = None) -> list[Any]:
 
     chosen = chosen or probes()
 
-    def tool(name: str, argv: list[str], parse: Any) -> Any:
+    def tool(name: str, argv: list[str], parse: Callable[[str], Check]) -> Check:
         try:
             result = r.query(argv)
         except MissingTool:
             return checks.missing_tool(name, INSTALL_HINTS.get(name, f"install {name}"))
+        assert result is not None  # a dry run never runs the checks
         if not result.ok:
             return checks.Check(name, False, (result.stderr.strip().splitlines() or ["failed"])[-1],
                                 INSTALL_HINTS.get(name, ""))
         return parse(result.stdout)
 
-    def answer(argv: list[str]) -> Any:
+    def answer(argv: list[str]) -> Result | None:
         try:
             return r.query(argv, ok_codes=range(256))
         except MissingTool:
             return None
 
-    def cloud(name: str, argv: list[str], parse: Any) -> Any:
+    def cloud(name: str, argv: list[str], parse: Callable[[Result], Check]) -> Check:
         result = answer(argv)
         if result is None:
             return checks.Check(name, False, "gcloud is missing", INSTALL_HINTS["gcloud"])
         return parse(result)
 
-    thunks = [
+    thunks: list[Callable[[], Check]] = [
         lambda: tool("gcloud", checks.gcloud_version(), checks.check_gcloud),
         lambda: tool("kubectl", checks.kubectl_version(), checks.check_kubectl),
         lambda: tool("helm", checks.helm_version(), checks.check_helm),
@@ -197,7 +206,7 @@ def run_checks(r: Any, s: Any, chosen: Probes | None = None) -> list[Any]:
                                     lambda res: checks.check_reservation(s, res.exit_code, res.stdout,
                                                                          res.stderr)))
     else:
-        def quota(res: Any) -> Any:
+        def quota(res: Result) -> Check:
             if res.ok:
                 return checks.check_quota(s, res.stdout)
             return checks.Check(f"GPU quota ({s.region})", False,
@@ -206,16 +215,16 @@ def run_checks(r: Any, s: Any, chosen: Probes | None = None) -> list[Any]:
 
         thunks.append(lambda: cloud(f"GPU quota ({s.region})", checks.region_quotas(s), quota))
 
-    def nccl() -> Any:
+    def nccl() -> Check:
         return checks.check_nccl_installer(s, {url: chosen.http_get(url, {})
                                                for url in kubectl.nccl_installer_urls(s)})
 
-    def storage_credentials() -> Any:
+    def storage_credentials() -> Check:
         # The storage client's own switch (gcs.client): with an emulator, no Google credentials are used.
         emulator = os.environ.get("STORAGE_EMULATOR_HOST", "")
         return checks.check_storage_credentials(emulator, None if emulator else chosen.adc())
 
-    def hf_token() -> Any:
+    def hf_token() -> Check:
         if not s.HF_TOKEN:
             return checks.check_hf_token(s, None)
         return checks.check_hf_token(s, chosen.http_get(checks.HF_WHOAMI, {"Authorization": f"Bearer {s.HF_TOKEN}"}))
