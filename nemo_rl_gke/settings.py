@@ -128,6 +128,12 @@ _WHOLE = re.compile(r"^[0-9]{1,9}$", re.ASCII)
 # The NCCL RDMA installer (FACTS §7): a master commit holding both nccl-rdma-installer.yaml and
 # nccl-rdma-installer-autopilot.yaml (the latest change to the former; `doctor` checks both URLs answer).
 NCCL_INSTALLER_DEFAULT_REF = "2da1c92ff7bd772a2c833710bb6c21dcfe6dfaae"
+# PREFETCH_MODELS unset: the model of the tutorial's job, jobs/gemma3-gsm8k.yaml (the first job the README runs;
+# tests/unit/test_prefetch.py keeps the two equal). Hugging Face repo ids: owner/name, each part 1-96 of [A-Za-z0-9_.-]
+# starting and ending with a letter, digit or underscore (huggingface_hub's rule; "--" and ".." are refused too).
+DEFAULT_PREFETCH_MODELS = "google/gemma-3-27b-it"
+_HF_PART = r"[A-Za-z0-9_]([A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?"
+_HF_REPO = re.compile(rf"^{_HF_PART}/{_HF_PART}$", re.ASCII)
 # .env.example's PROJECT_ID: a real run never uses it (tests/unit/test_settings.py keeps the two equal).
 PLACEHOLDER_PROJECT_ID = "my-nemo-project"
 _TRUE = {"1", "true", "yes", "on"}
@@ -163,6 +169,7 @@ class Settings:
     PROJECT_NUMBER: str = ""
     RAY_VERSION: str = ""
     NCCL_INSTALLER_REF: str = NCCL_INSTALLER_DEFAULT_REF
+    PREFETCH_MODELS: str = DEFAULT_PREFETCH_MODELS  # comma-separated; "" = no prefetch Job
     # Where the values came from, for messages ("using .env.example").
     source: str = field(default="", compare=False)
 
@@ -283,7 +290,7 @@ def _gce_name(key: str, value: str, suffix_len: int = 0, example: str = "nemo-ne
 def validate(s: Settings) -> Settings:
     """Check every value; return the settings unchanged or raise ConfigError for the first bad key."""
     for check in (_check_locations, _check_cluster, _check_bucket_and_secrets, _check_networks,
-                  _check_capacity, _check_image_and_refs):
+                  _check_capacity, _check_image_and_refs, _check_prefetch):
         check(s)
     return s
 
@@ -399,6 +406,15 @@ def _check_image_and_refs(s: Settings) -> None:
                           f"use a full commit (40 hex digits) of GoogleCloudPlatform/container-engine-accelerators"
                           f" that has gpudirect-rdma/nccl-rdma-installer*.yaml (default "
                           f"{NCCL_INSTALLER_DEFAULT_REF}).")
+
+
+def _check_prefetch(s: Settings) -> None:
+    for repo in s.PREFETCH_MODELS.split(",") if s.PREFETCH_MODELS else ():
+        if not _HF_REPO.fullmatch(repo.strip()) or "--" in repo or ".." in repo:
+            raise ConfigError("PREFETCH_MODELS", s.PREFETCH_MODELS,
+                              f"{shown_value(repo.strip())} is not a Hugging Face model id: list owner/name ids "
+                              f"separated by commas (e.g. {DEFAULT_PREFETCH_MODELS},Qwen/Qwen2.5-1.5B), or leave "
+                              f"it empty for no prefetch.")
 
 
 def bucket_name_problem(name: str) -> str:
