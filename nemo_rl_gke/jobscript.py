@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
 
-from . import jobspec
+from . import jobspec, overrides, podpaths
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 NEMO_RL_DIR = "/opt/nemo-rl"
@@ -78,8 +78,8 @@ class Submission:
 
     @property
     def gpus_needed(self) -> int:
-        values = jobspec.effective(list(self.overrides))
-        return int(values.get(jobspec.NUM_NODES, "1")) * int(values.get(jobspec.GPUS_PER_NODE, "8"))
+        values = overrides.effective(list(self.overrides))
+        return int(values.get(overrides.NUM_NODES, "1")) * int(values.get(overrides.GPUS_PER_NODE, "8"))
 
     def supervisor_config(self) -> SupervisorConfig:
         from .resources.ray_steps import GPU_QUERY
@@ -92,13 +92,13 @@ class Submission:
 
     @property
     def checkpoint_dir(self) -> str:
-        return jobspec.effective(list(self.overrides)).get(jobspec.CHECKPOINT_DIR,
-                                                            f"{jobspec.run_dir(self.run_id)}/checkpoints")
+        return overrides.effective(list(self.overrides)).get(overrides.CHECKPOINT_DIR,
+                                                            f"{podpaths.run_dir(self.run_id)}/checkpoints")
 
     @property
     def wandb_chosen(self) -> bool:
         """Did the job or --set decide logger.wandb_enabled? Otherwise the pod decides (WANDB_API_KEY set)."""
-        return jobspec.WANDB_ENABLED in jobspec.effective(list(self.overrides))
+        return overrides.WANDB_ENABLED in overrides.effective(list(self.overrides))
 
     def command(self) -> list[str]:
         """The driver's command line (logger.wandb_enabled is appended in the pod when not chosen here)."""
@@ -134,7 +134,7 @@ def submit_script(sub: Submission) -> str:
     """The whole submission, as one bash script: scripts/submit.sh.tmpl with this run's values (quoted)."""
     from .render import render_script
 
-    directory, train, val, _, _ = jobspec.DATASETS[sub.dataset]
+    directory, train, val, _, _ = podpaths.DATASETS[sub.dataset]
     wandb = "" if sub.wandb_chosen else """\
 # W&B logging follows whether the pod has a W&B key (from the Secret); its value is never read here.
 if [[ -n "${WANDB_API_KEY:-}" ]]; then
@@ -147,8 +147,8 @@ fi"""
         + heredoc('"$RUN/check_access.py"', _script_source("check_access.py"), "NRG_CHECK_ACCESS_EOF")
         + f'uv run python "$RUN/check_access.py" {_q(sub.gated_model)} < /dev/null')
     values = {
-        "RUN_ID": _q(sub.run_id), "JOB": _q(sub.job), "RUN_DIR": _q(jobspec.run_dir(sub.run_id)),
-        "DATASET_DIR": _q(directory), "HF_HOME": _q(jobspec.HF_HOME), "NEMO_RL_DIR": _q(NEMO_RL_DIR),
+        "RUN_ID": _q(sub.run_id), "JOB": _q(sub.job), "RUN_DIR": _q(podpaths.run_dir(sub.run_id)),
+        "DATASET_DIR": _q(directory), "HF_HOME": _q(podpaths.HF_HOME), "NEMO_RL_DIR": _q(NEMO_RL_DIR),
         "ENTRY_POINT": _q(sub.entry_point), "RECIPE": _q(sub.recipe), "TRAIN_FILE": _q(train),
         "VAL_FILE": _q(val), "CHECKPOINT_DIR": _q(sub.checkpoint_dir),
         "WRITE_PREPARE": heredoc('"$DATASET/prepare_gsm8k.py"', _script_source("prepare_gsm8k.py"),

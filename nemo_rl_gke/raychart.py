@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from . import jobspec, names
+from . import names, podpaths
 from .render import NETWORK_MAPPING_NAMES
 from .settings import REPO_ROOT, ConfigError, Settings
 
@@ -33,7 +33,7 @@ HEAD_MEMORY_GI = 96
 AUTOPILOT_MEMORY_PER_CPU_GI = 6.5
 AUTOPILOT_MAX_CPU = 28
 
-HF_HOME = jobspec.HF_HOME  # one Hugging Face cache on /data, for the pods and the jobs' drivers alike
+HF_HOME = podpaths.HF_HOME  # one Hugging Face cache on /data, for the pods and the jobs' drivers alike
 LOG_DIR = "/data/logs"
 RAY_LOG_DIR = "/data/ray-logs"  # Ray's session logs of every pod, copied under the pod's name
 RAY_TMP_DIR = "/tmp/ray"

@@ -127,7 +127,7 @@ def _utc_stamp() -> str:
 })
 def submit(c, name, set_=None, id_=None, follow=False, max_restarts=-1):
     """Validate a job and start it detached in the Ray head pod, under a supervisor; prints the run id."""
-    from .. import jobscript, jobspec
+    from .. import jobrules, jobscript, jobspec
     from ..settings import ConfigError
 
     s = context.settings(c)
@@ -149,7 +149,7 @@ def submit(c, name, set_=None, id_=None, follow=False, max_restarts=-1):
         if not r.dry:
             raise ConfigError("HF_TOKEN", "", fix)
         r.say(f"warning: HF_TOKEN is empty; a real submit stops here: {fix}", err=True)
-    warning = jobspec.cadence_warning(spec, values)
+    warning = jobrules.cadence_warning(spec, values)
     if warning:
         r.say(warning, err=True)
     head, ray_gpus = _head(r, s)

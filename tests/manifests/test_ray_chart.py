@@ -437,6 +437,6 @@ def test_ray_chart_head_and_workers_ship_their_ray_logs_to_data():
 
 
 def test_ray_chart_one_hugging_face_cache_for_pods_and_jobs():
-    from nemo_rl_gke import jobspec
+    from nemo_rl_gke import podpaths
 
-    assert raychart.values(settings())["data"]["hfHome"] == jobspec.HF_HOME == "/data/huggingface"
+    assert raychart.values(settings())["data"]["hfHome"] == podpaths.HF_HOME == "/data/huggingface"

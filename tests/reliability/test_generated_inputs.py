@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nemo_rl_gke import jobspec
+from nemo_rl_gke import jobspec, overrides
 from nemo_rl_gke.settings import KEYS, ConfigError
 from reliability import counts, generated
 
@@ -62,8 +62,8 @@ def test_override_valid_form_reaches_the_driver_verbatim(text):
     assert text in final
 
 
-NUMERIC_RULE_KEYS = (jobspec.MAX_STEPS, jobspec.PROMPTS, jobspec.GENERATIONS, jobspec.GLOBAL_BATCH,
-                     jobspec.VLLM_TP, jobspec.POLICY_TP)
+NUMERIC_RULE_KEYS = (overrides.MAX_STEPS, overrides.PROMPTS, overrides.GENERATIONS, overrides.GLOBAL_BATCH,
+                     overrides.VLLM_TP, overrides.POLICY_TP)
 
 
 @settings(max_examples=100, deadline=None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from nemo_rl_gke import jobspec
+from nemo_rl_gke import jobrules, jobspec, overrides
 from nemo_rl_gke.settings import ConfigError
 
 B200 = {"gpu_nodes": 2, "gpus_per_node": 8, "gpu_name": "nvidia-b200"}
@@ -27,7 +27,7 @@ def test_jobspec_shipped_jobs_pass(name):
 
 
 def test_jobspec_tutorial_job_has_the_tutorial_topology():
-    values = jobspec.effective(jobspec.final_overrides(jobspec.load("gemma3-gsm8k"), "r"))
+    values = overrides.effective(jobspec.final_overrides(jobspec.load("gemma3-gsm8k"), "r"))
     wanted = {
         "cluster.num_nodes": "2",
         "cluster.gpus_per_node": "8",
@@ -114,13 +114,13 @@ def test_jobspec_error_lists_every_broken_rule_and_exits_2_as_config_error():
 # ---- overrides -------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("text", ["a.b=1", "+a.b=x y", "++a.b=", "a.b='q \"x\" $(id); `id`'", "a/b@pkg=v"])
 def test_jobspec_override_forms_accepted(text):
-    assert jobspec.parse_override(text).text == text
+    assert overrides.parse_override(text).text == text
 
 
 @pytest.mark.parametrize("text", ["a.b", "+++a=1", "~a.b", "=1", "a b=1", "a.b=1\nc=2", "-a=1"])
 def test_jobspec_override_bad_form_is_config_error(text):
     with pytest.raises(ConfigError, match="--set"):
-        jobspec.parse_override(text)
+        overrides.parse_override(text)
 
 
 def test_jobspec_set_replaces_the_same_key_in_place_verbatim():
@@ -193,7 +193,7 @@ def test_jobspec_plus_plus_and_new_plus_keys_pass():
 def test_jobspec_gemma_job_fits_tp8_and_its_tokenizer_follows_the_model():
     spec = jobspec.load("gemma3-gsm8k")
     assert "8n8g-fsdp2tp8" in spec.recipe and spec.gated
-    assert jobspec.recipe_default(spec.recipe, "policy.make_sequence_length_divisible_by") == "8"
+    assert jobrules.recipe_default(spec.recipe, "policy.make_sequence_length_divisible_by") == "8"
     overrides = jobspec.final_overrides(spec, "r")
     assert f"policy.tokenizer.name={spec.model_name}" in overrides
     assert "policy.make_sequence_length_divisible_by=${policy.dtensor_cfg.tensor_parallel_size}" in overrides
@@ -237,7 +237,7 @@ def test_jobspec_max_restarts_set_is_taken_out_of_the_overrides():
 
 def test_jobspec_cadence_warning_when_a_preemption_would_lose_over_30_minutes():
     spec = jobspec.load("gemma3-gsm8k")
-    values = jobspec.effective(jobspec.final_overrides(spec, "r", ["checkpointing.save_period=30"]))
-    warning = jobspec.cadence_warning(spec, values)
+    values = overrides.effective(jobspec.final_overrides(spec, "r", ["checkpointing.save_period=30"]))
+    warning = jobrules.cadence_warning(spec, values)
     assert warning and "30 steps" in warning and "--set checkpointing.save_period=18" in warning
-    assert jobspec.cadence_warning(spec, jobspec.effective(jobspec.final_overrides(spec, "r"))) is None
+    assert jobrules.cadence_warning(spec, overrides.effective(jobspec.final_overrides(spec, "r"))) is None
