@@ -157,63 +157,86 @@ def fix_apis(c: Context, r: Runner, s: Settings, results: list[Check], *, yes: b
 
 
 def run_checks(r: Runner, s: Settings, chosen: Probes | None = None) -> list[Check]:
-    """Run doctor's read-only queries in parallel and turn each answer into a Check."""
+    """Run doctor's read-only queries in parallel and turn each answer into a Check (tools, then the cloud,
+    then the web and the credentials: the order doctor prints them in)."""
+    chosen = chosen or probes()
+    return r.parallel([*_tool_checks(r), *_cloud_checks(r, s), *_web_checks(s, chosen)])
+
+
+def _tool(r: Runner, name: str, argv: list[str], parse: Callable[[str], Check]) -> Check:
+    """A local tool's version: a missing or failing tool is a failed check, with how to install it."""
     from ..commands import doctor as checks
-    from ..commands import kubectl
     from ..runner import INSTALL_HINTS, MissingTool
 
-    chosen = chosen or probes()
+    try:
+        result = r.query(argv)
+    except MissingTool:
+        return checks.missing_tool(name, INSTALL_HINTS.get(name, f"install {name}"))
+    assert result is not None  # a dry run never runs the checks
+    if not result.ok:
+        return checks.Check(name, False, (result.stderr.strip().splitlines() or ["failed"])[-1],
+                            INSTALL_HINTS.get(name, ""))
+    return parse(result.stdout)
 
-    def tool(name: str, argv: list[str], parse: Callable[[str], Check]) -> Check:
-        try:
-            result = r.query(argv)
-        except MissingTool:
-            return checks.missing_tool(name, INSTALL_HINTS.get(name, f"install {name}"))
-        assert result is not None  # a dry run never runs the checks
-        if not result.ok:
-            return checks.Check(name, False, (result.stderr.strip().splitlines() or ["failed"])[-1],
-                                INSTALL_HINTS.get(name, ""))
-        return parse(result.stdout)
 
-    def answer(argv: list[str]) -> Result | None:
-        try:
-            return r.query(argv, ok_codes=range(256))
-        except MissingTool:
-            return None
+def _cloud(r: Runner, name: str, argv: list[str], parse: Callable[[Result], Check]) -> Check:
+    """A gcloud question whose every exit code is an answer; without gcloud, a failed check."""
+    from ..commands import doctor as checks
+    from ..runner import INSTALL_HINTS, MissingTool
 
-    def cloud(name: str, argv: list[str], parse: Callable[[Result], Check]) -> Check:
-        result = answer(argv)
-        if result is None:
-            return checks.Check(name, False, "gcloud is missing", INSTALL_HINTS["gcloud"])
-        return parse(result)
+    try:
+        result = r.query(argv, ok_codes=range(256))
+    except MissingTool:
+        result = None
+    if result is None:
+        return checks.Check(name, False, "gcloud is missing", INSTALL_HINTS["gcloud"])
+    return parse(result)
+
+
+def _tool_checks(r: Runner) -> list[Callable[[], Check]]:
+    from ..commands import doctor as checks
+
+    return [
+        lambda: _tool(r, "gcloud", checks.gcloud_version(), checks.check_gcloud),
+        lambda: _tool(r, "kubectl", checks.kubectl_version(), checks.check_kubectl),
+        lambda: _tool(r, "helm", checks.helm_version(), checks.check_helm),
+        lambda: _tool(r, "gke-gcloud-auth-plugin", checks.auth_plugin_version(), checks.check_auth_plugin),
+    ]
+
+
+def _cloud_checks(r: Runner, s: Settings) -> list[Callable[[], Check]]:
+    from ..commands import doctor as checks
 
     thunks: list[Callable[[], Check]] = [
-        lambda: tool("gcloud", checks.gcloud_version(), checks.check_gcloud),
-        lambda: tool("kubectl", checks.kubectl_version(), checks.check_kubectl),
-        lambda: tool("helm", checks.helm_version(), checks.check_helm),
-        lambda: tool("gke-gcloud-auth-plugin", checks.auth_plugin_version(), checks.check_auth_plugin),
-        lambda: cloud("account", checks.active_account(), lambda res: checks.check_account(res.stdout)),
-        lambda: cloud("project", checks.project_describe(s),
-                      lambda res: checks.check_project(s, res.exit_code, res.stdout, res.stderr)),
-        lambda: cloud("APIs", checks.enabled_services(s), lambda res: checks.check_apis(s, res.stdout)),
-        lambda: cloud(f"{s.gpu.machine_type} in {s.zone}", checks.machine_type_describe(s),
-                      lambda res: checks.check_machine_type(s, res.exit_code, res.stderr)),
-        lambda: cloud("RDMA network profile", checks.network_profile_describe(s),
-                      lambda res: checks.check_network_profile(s, res.exit_code, res.stderr)),
+        lambda: _cloud(r, "account", checks.active_account(), lambda res: checks.check_account(res.stdout)),
+        lambda: _cloud(r, "project", checks.project_describe(s),
+                       lambda res: checks.check_project(s, res.exit_code, res.stdout, res.stderr)),
+        lambda: _cloud(r, "APIs", checks.enabled_services(s), lambda res: checks.check_apis(s, res.stdout)),
+        lambda: _cloud(r, f"{s.gpu.machine_type} in {s.zone}", checks.machine_type_describe(s),
+                       lambda res: checks.check_machine_type(s, res.exit_code, res.stderr)),
+        lambda: _cloud(r, "RDMA network profile", checks.network_profile_describe(s),
+                       lambda res: checks.check_network_profile(s, res.exit_code, res.stderr)),
     ]
     if s.RESERVATION:
-        thunks.append(lambda: cloud(f"reservation {s.RESERVATION}", checks.reservation_describe(s),
-                                    lambda res: checks.check_reservation(s, res.exit_code, res.stdout,
-                                                                         res.stderr)))
-    else:
-        def quota(res: Result) -> Check:
-            if res.ok:
-                return checks.check_quota(s, res.stdout)
-            return checks.Check(f"GPU quota ({s.region})", False,
-                                (res.stderr.strip().splitlines() or ["cannot read quotas"])[-1],
-                                "check the project and region, and that compute.googleapis.com is enabled")
+        thunks.append(lambda: _cloud(r, f"reservation {s.RESERVATION}", checks.reservation_describe(s),
+                                     lambda res: checks.check_reservation(s, res.exit_code, res.stdout,
+                                                                          res.stderr)))
+        return thunks
 
-        thunks.append(lambda: cloud(f"GPU quota ({s.region})", checks.region_quotas(s), quota))
+    def quota(res: Result) -> Check:
+        if res.ok:
+            return checks.check_quota(s, res.stdout)
+        return checks.Check(f"GPU quota ({s.region})", False,
+                            (res.stderr.strip().splitlines() or ["cannot read quotas"])[-1],
+                            "check the project and region, and that compute.googleapis.com is enabled")
+
+    thunks.append(lambda: _cloud(r, f"GPU quota ({s.region})", checks.region_quotas(s), quota))
+    return thunks
+
+
+def _web_checks(s: Settings, chosen: Probes) -> list[Callable[[], Check]]:
+    from ..commands import doctor as checks
+    from ..commands import kubectl
 
     def nccl() -> Check:
         return checks.check_nccl_installer(s, {url: chosen.http_get(url, {})
@@ -229,5 +252,4 @@ def run_checks(r: Runner, s: Settings, chosen: Probes | None = None) -> list[Che
             return checks.check_hf_token(s, None)
         return checks.check_hf_token(s, chosen.http_get(checks.HF_WHOAMI, {"Authorization": f"Bearer {s.HF_TOKEN}"}))
 
-    thunks += [nccl, storage_credentials, hf_token]
-    return r.parallel(thunks)
+    return [nccl, storage_credentials, hf_token]
