@@ -51,7 +51,6 @@ class GpuProfile:
     min_gke: str
     tuner_config: str
     gpus_per_node: int
-    memory_gb: int
     # What a pod may ask of one node of this machine type (allocatable, not raw).
     worker_cpu: int
     worker_memory_gi: int
@@ -70,7 +69,6 @@ GPU_PROFILES: dict[str, GpuProfile] = {
         min_gke="1.32.2-gke.1422000",
         tuner_config="/usr/local/gib/configs/tuner_config_a4.txtpb",
         gpus_per_node=8,
-        memory_gb=180,
         worker_cpu=206,
         worker_memory_gi=2400,
         shm_gi=240,
@@ -82,7 +80,6 @@ GPU_PROFILES: dict[str, GpuProfile] = {
         min_gke="1.31.4-gke.1183000",
         tuner_config="/usr/local/gib/configs/tuner_config_a3u.txtpb",
         gpus_per_node=8,
-        memory_gb=141,
         worker_cpu=206,
         worker_memory_gi=2400,
         shm_gi=240,

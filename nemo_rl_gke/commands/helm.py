@@ -9,14 +9,12 @@ chart's schema rejects it (ours does).
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 from .. import names
 from ..settings import Settings
 
 Argv = list[str]
-MIN_VERSION = (3, 14)
 # How long helm may take for the install itself. The RayCluster is one custom object; the pods' readiness
 # is awaited by ray.deploy, because helm's --wait does not understand a RayCluster (it returns at once).
 INSTALL_TIMEOUT = "10m"
@@ -58,11 +56,6 @@ def template(s: Settings, chart: str, *, values_file: str = "-", release: str = 
     return ["helm", "template", release, chart, f"--namespace={s.NAMESPACE}", *_values(values_file)]
 
 
-def lint(chart: str, *, values_file: str | None = None) -> Argv:
-    argv = ["helm", "lint", "--strict", chart]
-    return argv + (_values(values_file) if values_file else [])
-
-
 def uninstall(s: Settings, *, wait: bool = True, release: str = names.RAY_RELEASE) -> Argv:
     # --wait: the pods are gone (GPUs free) when the command returns; a missing release is not an error.
     argv = ["helm", "uninstall", release, *_cluster(s), "--ignore-not-found"]
@@ -71,17 +64,3 @@ def uninstall(s: Settings, *, wait: bool = True, release: str = names.RAY_RELEAS
 
 def status(s: Settings, *, release: str = names.RAY_RELEASE) -> Argv:
     return ["helm", "status", release, *_cluster(s), "--output=json"]
-
-
-def list_releases(s: Settings) -> Argv:
-    return ["helm", "list", *_cluster(s), "--output=json"]
-
-
-def version() -> Argv:
-    return ["helm", "version", "--short"]
-
-
-def parse_version(text: str) -> tuple[int, int] | None:
-    """`v3.17.3+ge4da497` -> (3, 17)."""
-    match = re.search(r"v(\d+)\.(\d+)", text or "")
-    return (int(match.group(1)), int(match.group(2))) if match else None

@@ -67,8 +67,3 @@ def test_helm_chart_path_is_absolute_elsewhere(tmp_path):
     chart.mkdir(parents=True)
     (tmp_path / "b").mkdir()
     assert helm.chart_path(chart, tmp_path / "b") == str(chart)
-
-
-def test_helm_parse_version_reads_major_minor():
-    assert helm.parse_version("v3.17.3+ge4da497") == (3, 17)
-    assert helm.parse_version("garbage") is None
