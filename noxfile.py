@@ -60,13 +60,33 @@ def _pytest_impl(session: nox.Session, *paths: str, env: dict[str, str] | None =
     session.run("pytest", "-q", "-p", "no:cacheprovider", *args, env={**_crd_env(session), **(env or {})})
 
 
+# Renders every generated job script into a folder (argv[1]), for shellcheck.
+_WRITE_SAMPLE_SCRIPTS = ("import sys, pathlib\nfrom nemo_rl_gke import jobscript\n"
+                         "for name, text in jobscript.sample_scripts().items():\n"
+                         "    pathlib.Path(sys.argv[1], name + '.sh').write_text(text)\n")
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff on the Python, yamllint on the manifests and jobs, mypy --strict on the runner and the step graph."""
-    session.install("--quiet", "ruff>=0.6", "yamllint>=1.35", "mypy>=1.10", "types-PyYAML")
+    """ruff, yamllint, mypy --strict, vulture (dead code), and shellcheck on the job scripts when it is installed."""
+    # The package itself too: mypy reads its dependencies' types, and the job scripts are rendered by it.
+    _install(session, "lint")
     session.run("ruff", "check", ".")
     session.run("yamllint", "--strict", "-c", ".yamllint.yaml", ".")
     session.run("mypy")  # which files, how strictly: [tool.mypy] in pyproject.toml
+    session.run("vulture")  # what it scans and what it may not see: [tool.vulture] and vulture_whitelist.py
+    _shellcheck_impl(session)
+
+
+def _shellcheck_impl(session: nox.Session) -> None:
+    """The job scripts (scripts/*.sh.tmpl rendered, and the readers) as they reach the head pod."""
+    if not shutil.which("shellcheck"):
+        session.log("shellcheck is not installed: the job scripts are not linted (apt-get install shellcheck)")
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        session.run("python", "-c", _WRITE_SAMPLE_SCRIPTS, folder, silent=True)
+        scripts = sorted(str(path) for path in Path(folder).glob("*.sh"))
+        session.run("shellcheck", "--shell=bash", *scripts, external=True)
 
 
 @nox.session

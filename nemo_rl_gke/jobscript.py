@@ -198,3 +198,16 @@ fi
 """
     body += f'exec tail --lines={lines} "$RUN/driver.log" < /dev/null\n'
     return PREAMBLE + _jobrun_function() + body
+
+
+def sample_scripts() -> dict[str, str]:
+    """Every kind of script this module generates, for a sample run of jobs/gemma3-gsm8k.yaml (its gated model
+    checked, and not): what shellcheck reads in `nox -s lint` and in the tests."""
+    spec = jobspec.load("gemma3-gsm8k")
+    overrides = tuple(jobspec.final_overrides(spec, "r"))
+    plain = Submission("r", spec.name, spec.entry_point, spec.recipe, overrides)
+    gated = Submission("r", spec.name, spec.entry_point, spec.recipe, overrides, gated_model=spec.model_name)
+    scripts = {"submit": submit_script(gated), "submit-ungated": submit_script(plain),
+               "logs": logs_script("r", follow=True), "logs-latest": logs_script()}
+    scripts.update({action: reader_script(action, "r") for action in ("list", "status", "stop", "raylogs")})
+    return scripts

@@ -135,12 +135,8 @@ def test_jobscript_follow_stops_with_the_driver():
 @pytest.mark.skipif(__import__("shutil").which("shellcheck") is None,
                     reason="needs shellcheck (apt-get install shellcheck)")
 def test_jobscript_every_generated_script_is_shellcheck_clean(tmp_path):
-    spec = jobspec.load("gemma3-gsm8k")
-    gated = jobscript.Submission("r", spec.name, spec.entry_point, spec.recipe,
-                                 tuple(jobspec.final_overrides(spec, "r")), gated_model=spec.model_name)
-    scripts = {"submit": jobscript.submit_script(gated), "submit-wandb": jobscript.submit_script(submission()),
-               "logs": jobscript.logs_script("r", follow=True), "logs-latest": jobscript.logs_script()}
-    scripts.update({a: jobscript.reader_script(a, "r") for a in ("list", "status", "stop", "raylogs")})
+    scripts = jobscript.sample_scripts()
+    assert {"submit", "submit-ungated", "logs", "logs-latest", "list", "status", "stop", "raylogs"} <= set(scripts)
     for name, text in scripts.items():
         path = tmp_path / f"{name}.sh"
         path.write_text(text)
