@@ -13,6 +13,7 @@ import string
 from hypothesis import strategies as st
 
 from nemo_rl_gke import settings as S
+from nemo_rl_gke import validation as V
 from support.fake import TEST_HF_TOKEN, TEST_WANDB_KEY, read_env_example
 
 LOWER = string.ascii_lowercase
@@ -174,7 +175,7 @@ INVALID: dict[str, st.SearchStrategy[dict[str, str]]] = {
     "GKE_VERSION": _one("GKE_VERSION", st.one_of(
         st.builds(lambda m, p: f"1.{m}.{p}-gke.1", st.integers(10, 31), st.integers(0, 9)),  # older than B200's
         _not_in([], string.ascii_letters + string.digits + ".-").filter(
-            lambda t: not S._GKE_VERSION.match(t.strip()) and t.strip()))),
+            lambda t: not V._GKE_VERSION.match(t.strip()) and t.strip()))),
     "KSA_NAME": _one("KSA_NAME", st.one_of(st.just(""), spoil(name(63)), too_long(63))),
     "NAMESPACE": _one("NAMESPACE", st.one_of(st.just(""), spoil(name(63)), too_long(63))),
     "GS_BUCKET": _one("GS_BUCKET", st.one_of(spoil(bucket_ok, extra="").filter(lambda v: not set(v) & set("._")),
@@ -204,7 +205,7 @@ INVALID: dict[str, st.SearchStrategy[dict[str, str]]] = {
     "NEMO_RL_IMAGE": _one("NEMO_RL_IMAGE", st.one_of(
         st.just(""), image_ok.map(lambda i: i.rsplit(":", 1)[0]),  # no tag
         image_ok.map(lambda i: i.replace("v0.5.0", "v9.9.9")),  # unknown tag, no RAY_VERSION
-        spoil(image_ok).filter(lambda i: not S._IMAGE.match(i)))),
+        spoil(image_ok).filter(lambda i: not V._IMAGE.match(i)))),
     "PROJECT_NUMBER": _one("PROJECT_NUMBER", st.one_of(st.text(string.digits, min_size=1, max_size=5),
                                                        spoil(st.text(string.digits, min_size=6, max_size=12)))),
     "RAY_VERSION": _one("RAY_VERSION", st.text(string.ascii_letters + string.digits + ".", min_size=1,
