@@ -2,7 +2,7 @@
 
 from invoke import Collection
 
-from nemo_rl_gke.tasks import clean, cluster, context, job, lifecycle, net, ray, storage
+from nemo_rl_gke.tasks import clean, cluster, context, job, lifecycle, net, overview, ray, storage
 
 # Usage errors (unknown flag, bad value, missing NAME) exit 2, and -h/--help print usage on every task.
 context.install_usage_exit_codes()
@@ -10,5 +10,5 @@ context.install_usage_exit_codes()
 ns = Collection()
 for module in (net, cluster, storage, ray, job, clean):
     ns.add_collection(module.ns)
-for top_level_task in lifecycle.TASKS:
+for top_level_task in (*lifecycle.TASKS, *overview.TASKS):
     ns.add_task(top_level_task)

@@ -113,6 +113,18 @@ def node_pool_create(s: Settings) -> Argv:
     return argv + [f"--labels={names.LABELS}"]
 
 
+def node_pool_resize(s: Settings) -> Argv:
+    """The GPU pool to GPU_NODES nodes (per zone: ours has one); `clusters resize` is gcloud's resize of a pool."""
+    return ["gcloud", "container", "clusters", "resize", s.CLUSTER_NAME, _p(s), f"--node-pool={names.GPU_POOL}",
+            f"--num-nodes={s.GPU_NODES}", f"--location={s.region}", "--quiet"]
+
+
+def instance_group_describe(s: Settings, name: str, zone: str) -> Argv:
+    """A node pool's managed instance group: its targetSize is the pool's current size in that zone."""
+    return ["gcloud", "compute", "instance-groups", "managed", "describe", name, _p(s), f"--zone={zone}",
+            "--format=json"]
+
+
 def node_pool_delete(s: Settings) -> Argv:
     return ["gcloud", "container", "node-pools", "delete", names.GPU_POOL, _p(s), f"--cluster={s.CLUSTER_NAME}",
             f"--location={s.region}", "--quiet"]

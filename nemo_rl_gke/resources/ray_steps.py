@@ -208,7 +208,9 @@ def pool_capacity(r: Runner, s: Settings) -> tuple[int, str] | None:
     nodes = len(json.loads(listed.stdout or "{}").get("items", [])) if listed is not None and listed.ok else 0
     if nodes:
         return nodes, "Kubernetes nodes in the pool"
-    return int(pool.get("initialNodeCount") or 0) * locations, "the pool's node count"
+    from .pool_size import current_nodes  # its instance groups' size now, not initialNodeCount
+
+    return current_nodes(r, s, pool) or 0, "the pool's node count"
 
 
 def preflight(r: Runner, s: Settings) -> None:

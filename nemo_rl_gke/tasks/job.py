@@ -7,6 +7,7 @@ Examples:
     invoke job.submit qwen2.5-1.5b-gsm8k --follow         # smoke run; Ctrl-C stops the log, not the job
     invoke job.submit gemma3-gsm8k --set grpo.max_num_steps=400 --id gemma3-gsm8k-20260101-120000
     invoke job.status && invoke job.metrics --plot=reward.png
+    invoke job.list --json | jq -r '.runs[] | select(.state == "running") | .id'
     invoke job.logs gemma3-gsm8k-20260101-120000 --follow    # a run id, bare or as --id=ID
     invoke job.stop
 """
@@ -16,7 +17,9 @@ from __future__ import annotations
 from typing import Any
 
 from invoke import Collection
+from invoke.context import Context
 
+from ..settings import Settings
 from . import context
 
 ID_HELP = "Run id, also given bare (`invoke job.status ID`); default: the latest submitted run."
@@ -216,42 +219,72 @@ def _step_text(run: dict) -> str:
     return f"{run['step']}/{run['max_steps']}" if run.get("max_steps") else str(run["step"])
 
 
-@context.task(name="list")
-def list_(c):
+RUN_FIELDS = ("id", "job", "state", "exit_code", "phase", "step", "max_steps", "latest_checkpoint", "restarts",
+              "max_restarts", "restart_history", "failure", "submitted", "run_dir", "checkpoint_dir")
+RUN_SHAPE = ("{id, job, state: running|succeeded|failed|stopped|lost, exit_code, phase, step, max_steps, "
+             "latest_checkpoint, restarts, max_restarts, restart_history: [{restart, reason, resumed_from_step}], "
+             "failure: {class: job|infrastructure, reason, gave_up} or null, submitted: ISO-8601 UTC, run_dir, "
+             "checkpoint_dir}")
+LIST_JSON_HELP = f"{context.JSON_HELP} Shape: {{version, kind: job.list, dry_run, runs: [run]}}, run = {RUN_SHAPE}."
+STATUS_JSON_HELP = f"{context.JSON_HELP} Shape: {{version, kind: job.status, dry_run, run}}, run = {RUN_SHAPE}."
+
+
+def run_document(run: dict[str, Any]) -> dict[str, Any]:
+    """One run for --json: the documented fields, in a fixed order (missing ones null); `submitted` as ISO-8601."""
+    from datetime import UTC, datetime
+
+    out = {name: run.get(name) for name in RUN_FIELDS}
+    if isinstance(out["submitted"], int | float):
+        out["submitted"] = datetime.fromtimestamp(out["submitted"], UTC).isoformat().replace("+00:00", "Z")
+    out["restart_history"] = out["restart_history"] or []
+    out["restarts"] = out["restarts"] or 0
+    return out
+
+
+@context.task(name="list", help={"json_": LIST_JSON_HELP})
+def list_(c: Context, json_: bool = False) -> None:
     """List the runs on /data/runs with their state, step and latest checkpoint."""
     import json
 
     from .. import jobscript
 
-    s = context.settings(c)
-    r = context.runner(c, s)
-    result = _query(r, s, jobscript.reader_script("list"))
-    if result is None:
-        return
-    runs = json.loads(result.stdout or "[]")
-    if not runs:
-        r.say("no runs yet: start one with `invoke job.submit NAME`")
-        return
-    header = ("id", "job", "state", "step", "checkpoint", "restarts", "submitted (UTC)")
-    context.print_table("runs", header, _runs_rows(runs))
+    with context.json_output(json_) as out:
+        s = context.settings(c)
+        r = context.runner(c, s)
+        result = _query(r, s, jobscript.reader_script("list"))
+        runs = [] if result is None else json.loads(result.stdout or "[]")
+        if out:
+            out.emit({"kind": "job.list", "dry_run": r.dry, "runs": [run_document(run) for run in runs]},
+                     secrets=s.secrets)
+            return
+        if result is None:
+            return
+        if not runs:
+            r.say("no runs yet: start one with `invoke job.submit NAME`")
+            return
+        header = ("id", "job", "state", "step", "checkpoint", "restarts", "submitted (UTC)")
+        context.print_table("runs", header, _runs_rows(runs))
 
 
-@context.task(help={"id_": ID_HELP})
-def status(c, id_=None):
+@context.task(help={"id_": ID_HELP, "json_": STATUS_JSON_HELP})
+def status(c: Context, id_: str | None = None, json_: bool = False) -> None:
     """Show one run's state (running, succeeded, failed, stopped, lost), step, checkpoint and restarts."""
     import json
 
     from .. import jobscript
 
     _check_id(id_)
-    s = context.settings(c)
-    r = context.runner(c, s)
-    result = _query(r, s, jobscript.reader_script("status", id_ or ""))
-    if result is None:
-        return
-    run = json.loads(result.stdout)
-    for line in _status_lines(run):
-        r.say(line)
+    with context.json_output(json_) as out:
+        s = context.settings(c)
+        r = context.runner(c, s)
+        result = _query(r, s, jobscript.reader_script("status", id_ or ""))
+        run = None if result is None else json.loads(result.stdout)
+        if out:
+            out.emit({"kind": "job.status", "dry_run": r.dry, "run": None if run is None else run_document(run)},
+                     secrets=s.secrets)
+            return
+        for line in _status_lines(run) if run is not None else []:
+            r.say(line)
 
 
 @context.task(help={"id_": ID_HELP,
@@ -450,7 +483,24 @@ def _plot_path(plot: Any) -> Any:
 ns = Collection("job", submit, list_, status, logs, stop, checkpoints, metrics)
 
 
-def latest_summary(c: Any, s: Any) -> list[str]:
+def latest_run(c: Context, s: Settings) -> dict[str, Any] | None:
+    """The latest run as `run_document` shapes it; None on a dry run or when there is no run (or no head)."""
+    import json
+
+    from .. import jobscript
+    from ..runner import ToolError
+
+    r = context.runner(c, s)
+    if r.dry:
+        return None
+    try:
+        result = _query(r, s, jobscript.reader_script("status", ""))
+    except ToolError:
+        return None
+    return run_document(json.loads(result.stdout))
+
+
+def latest_summary(c: Context, s: Settings) -> list[str]:
     """One line for the top-level `status`: the latest run's state and step."""
     import json
 

@@ -1,12 +1,16 @@
-"""Top-level lifecycle tasks: `up`, `down`, `plan`, `status` (and `doctor`, from `checkup`).
+"""Top-level lifecycle tasks: `up` and `down` (and `doctor`, from `checkup`; `plan` and `status` are in
+`overview`), and the teardown every `clean.*` and `….delete` shares.
 
 They run the one resource graph (`resources.all_steps`): `up` creates what is missing, independent steps in
-parallel, with a live board; `down` walks it backwards and ends with a leftover scan; `plan` and `status`
-only ask. Two `up`/`down`/`clean` runs against the same project and cluster never interleave (`lock.py`).
+parallel, with a live board; `down` walks it backwards and ends with a leftover scan. Two changing runs against
+the same project and cluster never interleave (`lock.py`). `up` changes nothing that exists: when what exists
+differs from the settings (GPU type, mode, node count, Spot or reservation) it stops with exit 2 before any
+change; `--resize` applies a node count.
 
 Examples:
     invoke --dry up                      # the whole plan, offline, nothing runs
     invoke up --gpu=h200 --nodes=2 --spot --yes
+    invoke up --nodes=4 --resize         # the existing GPU pool to 4 nodes, Ray to 4 workers (asks first)
     invoke plan
     invoke down --yes                    # keeps Lustre and the bucket (checkpoints)
     invoke storage.export && invoke down --yes --delete-data   # everything but the bucket
@@ -18,9 +22,12 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from invoke import Exit
+from invoke.context import Context
+from invoke.exceptions import Exit
 
 from ..lock import bucket_lease, deployment_lock, state_lock
+from ..runner import Runner
+from ..settings import Settings
 from . import context
 from .checkup import doctor
 from .cluster import FLAG_HELP, cluster_settings
@@ -76,7 +83,7 @@ def _say_cost(r: Any, est: Any, *, prefix: str) -> None:
         r.say(f"{prefix}  {line}", err=not r.dry)
 
 
-def bring_up(c: Any, s: Any, *, yes: bool, force_unlock: bool = False) -> None:
+def bring_up(c: Context, s: Settings, *, yes: bool, force_unlock: bool = False, resize: bool = False) -> None:
     from .. import cost, graph
     from ..board import Board
     from ..resources import all_steps
@@ -97,24 +104,33 @@ def bring_up(c: Any, s: Any, *, yes: bool, force_unlock: bool = False) -> None:
         storage_steps.check_bucket_owner(r, s)
     with state_lock(s, "up"):
         present = present_map(r, steps)
+        resizing = _drift_check(r, s, present, resize=resize)  # exit 2 on a difference, before any change
         missing = [step for step in steps if not step.always and not present[step.name]]
         r.say(f"up: {describe(s)}", err=True)
         if missing:
             critical = graph.critical_path_seconds(missing)
             r.say(f"will create {len(missing)} of {len(steps)} (about {_minutes(critical)} end to end): "
                   + ", ".join(step.title for step in missing), err=True)
-        else:
+        elif not resizing:
             r.say("everything exists already; only refreshing credentials and checks.", err=True)
+        if resizing:
+            r.say(f"will resize the GPU node pool from {resizing} to {s.GPU_NODES} nodes (and the Ray cluster to "
+                  f"{s.GPU_NODES} workers)", err=True)
         _say_cost(r, est, prefix="")
-        if any(step.mutating for step in missing):
-            context.confirm(c, f"Create {len(missing)} resources in {s.PROJECT_ID}, about "
+        if resizing or any(step.mutating for step in missing):
+            what = [f"resize the GPU pool to {s.GPU_NODES} nodes"] if resizing else []
+            what += [f"create {len(missing)} resources"] if missing else []
+            question = " and ".join(what)
+            context.confirm(c, f"{question[0].upper()}{question[1:]} in {s.PROJECT_ID}, about "
                                f"{cost.money(est.total)}/hour while up?", yes=yes)
         bucket = next((step for step in steps if step.name == storage_steps.BUCKET), None)
         if bucket is not None and not present[bucket.name]:
             # The bucket first (seconds): it holds the lease every machine sees, so even a first `up` is locked.
             bucket.create(r)
             present[bucket.name] = True
-        with bucket_lease(s, "up", force=force_unlock), Board(steps, title=f"up {s.CLUSTER_NAME}") as board:
+        with bucket_lease(s, "up", force=force_unlock), Board(steps, title=f"up {s.CLUSTER_NAME}", runner=r) as board:
+            if resizing:
+                _resize(r, s, present)
             try:
                 graph.apply(r, steps, listener=board.listener, known=present)
             except graph.GraphError:
@@ -124,6 +140,34 @@ def bring_up(c: Any, s: Any, *, yes: bool, force_unlock: bool = False) -> None:
                 raise
     r.say(f"up: done. Next: `invoke status`, `invoke job.submit NAME`; `invoke down` when finished "
           f"(about {cost.money(est.total)}/hour until then).", err=True)
+
+
+def _drift_check(r: Runner, s: Settings, present: dict[str, bool | None], *, resize: bool) -> int | None:
+    """Refuse (exit 2) when what exists differs from the settings; `up` changes nothing that exists. A node
+    count that differs is applied with --resize: returns the pool's current count then (None: nothing to do)."""
+    from . import drift
+
+    differences = drift.differences(s, drift.existing(r, s, present))
+    blocking = [d for d in differences if not (resize and d.field == "nodes")]
+    if blocking:
+        lines = "\n".join(f"  {d.document()['title']}: {d.text()}" for d in differences)
+        raise Exit(f"error: what exists in {s.PROJECT_ID} differs from the settings (flags, then .env):\n{lines}\n"
+                   f"up changes nothing that exists, so it stops here; nothing was changed. {drift.advice(blocking)}",
+                   code=2)
+    nodes = next((d for d in differences if d.field == "nodes"), None)
+    if resize and nodes is None:
+        r.say("--resize: the GPU pool already has the settings' node count (or there is no pool yet).", err=True)
+    return int(nodes.have) if nodes is not None else None
+
+
+def _resize(r: Runner, s: Settings, present: dict[str, bool | None]) -> None:
+    """Resize the GPU pool to GPU_NODES, and have the graph upgrade the Ray release to as many workers."""
+    from ..commands import gcloud
+    from ..resources import ray_steps
+
+    r.run(gcloud.node_pool_resize(s), timeout=3600)
+    if present.get(ray_steps.RELEASE):
+        present[ray_steps.RELEASE] = False  # its create is `helm upgrade --install`: GPU_NODES workers, waited for
 
 
 def kept_message(kept: list[Any]) -> str:
@@ -218,7 +262,7 @@ def tear_down(c: Any, s: Any, steps: list[Any], *, delete_data: bool, yes: bool,
                   f"there first.", err=True)
         if going:
             context.confirm(c, question, yes=yes)
-        with Board(steps, title=f"{what} {s.CLUSTER_NAME}") as board:
+        with Board(steps, title=f"{what} {s.CLUSTER_NAME}", runner=r) as board:
             try:
                 report = graph.destroy(r, steps, consent=given, listener=board.listener, known=present,
                                        keep=shared)
@@ -250,11 +294,16 @@ def tear_down(c: Any, s: Any, steps: list[Any], *, delete_data: bool, yes: bool,
 
 
 # ---- tasks -------------------------------------------------------------------------------------
-@context.task(help={**FLAG_HELP, "yes": YES_HELP, "force_unlock": UNLOCK_HELP})
-def up(c, gpu=None, mode=None, nodes=None, spot=False, reservation=None, yes=False, force_unlock=False):
+RESIZE_HELP = ("Apply a GPU node count that differs from the existing pool's (gcloud container clusters resize "
+               "--node-pool; asks first), then upgrade the Ray cluster to as many workers.")
+
+
+@context.task(help={**FLAG_HELP, "resize": RESIZE_HELP, "yes": YES_HELP, "force_unlock": UNLOCK_HELP})
+def up(c: Context, gpu: str | None = None, mode: str | None = None, nodes: int | None = None, spot: bool = False,
+       reservation: str | None = None, resize: bool = False, yes: bool = False, force_unlock: bool = False) -> None:
     """Create everything (networks, cluster, GPU nodes, storage, Ray) in parallel; skips what exists."""
     s = cluster_settings(c, gpu, mode, nodes, spot, reservation)
-    bring_up(c, s, yes=yes, force_unlock=force_unlock)
+    bring_up(c, s, yes=yes, force_unlock=force_unlock, resize=resize)
 
 
 @context.task(help=TEARDOWN_HELP)
@@ -267,187 +316,12 @@ def down(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes
               delete_unexported=delete_unexported, delete_bucket=delete_bucket, force_unlock=force_unlock)
 
 
-@context.task(help=FLAG_HELP)
-def plan(c, gpu=None, mode=None, nodes=None, spot=False, reservation=None):
-    """Show what `up` would create and what it would leave as is, with the cost per hour (read-only)."""
-    from .. import cost
-    from ..resources import all_steps
+def drift(s: Settings, step_name: str, body: dict[str, Any]) -> str:
+    """What differs between one existing resource (its describe JSON) and the settings; '' if nothing."""
+    from . import drift as drift_module
 
-    s = cluster_settings(c, gpu, mode, nodes, spot, reservation)
-    steps = all_steps(s)
-    r = context.runner(c, s)
-    present = present_map(r, steps)
-    est = cost.estimate(s)
-    hourly = cost.hourly_by_step(est, steps)
-    differs = _drifts(r, s, present)
-    rows = []
-    for step in steps:
-        action = ("run" if step.always else "leave" if present[step.name] else "create" if present[step.name]
-                  is False else "create?")
-        if step.name in differs:
-            action = f"leave, but it differs: {differs[step.name]}"
-        rows.append((step.title, action, cost.money(hourly[step.name]) + "/h" if step.name in hourly else ""))
-    context.print_table(f"plan: {describe(s)}", ("resource", "up would", "cost"), rows)
-    creating = sum(1 for row in rows if row[1].startswith("create"))
-    now = sum(v for name, v in hourly.items() if present.get(name))
-    leaving = sum(1 for row in rows if row[1].startswith("leave"))
-    print(f"up would create {creating} of {len(steps)} and leave {leaving}. Everything up: about "
-          f"{cost.money(est.total)}/hour; what exists now: about {cost.money(now)}/hour.")
-    if differs:
-        print(f"{len(differs)} existing resource(s) differ from the settings; up does not change them. To "
-              f"rebuild: `invoke clean.cluster --yes` then `invoke up`.")
-    print(f"({est.caveat()})")
+    found = drift_module.read_cluster(body) if step_name == "cluster.cluster" else drift_module.read_pool(body)
+    return drift_module.by_step(drift_module.differences(s, found)).get(step_name, "")
 
 
-def drift(s: Any, step_name: str, body: dict) -> str:
-    """What differs between an existing resource (its describe JSON) and the settings; '' if nothing."""
-    out = []
-    if step_name == "cluster.cluster":
-        autopilot = bool((body.get("autopilot") or {}).get("enabled"))
-        if autopilot != s.autopilot:
-            out.append(f"it is {'autopilot' if autopilot else 'standard'}, the settings say {s.CLUSTER_MODE}")
-    elif step_name == "cluster.gpu-pool":
-        config = body.get("config") or {}
-        nodes = body.get("initialNodeCount")
-        if nodes is not None and int(nodes) != s.GPU_NODES:
-            out.append(f"{nodes} nodes, the settings say {s.GPU_NODES}")
-        machine = config.get("machineType")
-        if machine and machine != s.gpu.machine_type:
-            out.append(f"{machine}, the settings say {s.gpu.machine_type}")
-        spot = bool(config.get("spot"))
-        if spot != (s.SPOT and not s.RESERVATION):
-            out.append(("Spot VMs" if spot else "not Spot VMs") + ", the settings say otherwise")
-    return "; ".join(out)
-
-
-def _drifts(r: Any, s: Any, present: dict[str, bool | None]) -> dict[str, str]:
-    import json
-
-    from ..commands import gcloud
-
-    asks = {"cluster.cluster": gcloud.cluster_describe(s), "cluster.gpu-pool": gcloud.node_pool_describe(s)}
-    wanted = [(name, argv) for name, argv in asks.items() if present.get(name)]
-    answers = r.parallel([lambda argv=argv: r.query(argv) for _, argv in wanted])
-    out = {}
-    for (name, _), result in zip(wanted, answers, strict=True):
-        if result is not None and result.ok:
-            text = drift(s, name, json.loads(result.stdout or "{}"))
-            if text:
-                out[name] = text
-    return out
-
-
-@context.task
-def status(c):
-    """One table of every resource: state, age and cost per hour; then the Ray cluster and the latest job."""
-    from .. import cost
-    from ..resources import all_steps
-
-    s = context.settings(c)
-    steps = all_steps(s)
-    r = context.runner(c, s)
-    # Any state: a Lustre instance still CREATING already bills (plan asks "ready?": what up would do).
-    present = present_map(r, steps, any_state=True)
-    est = cost.estimate(s)
-    hourly = cost.hourly_by_step(est, steps)
-    ages = _ages(r, s, steps, present)
-    rows = []
-    for step in steps:
-        if step.always:
-            continue
-        here = present[step.name]
-        rate = hourly.get(step.name, 0.0) if here else 0.0
-        age = ages.get(step.name)
-        so_far = cost.money(rate * age / 3600) if age is not None and rate else ""
-        state = "present" if here else "absent" if here is False else "unknown"
-        rows.append((step.title, state, cost.money(rate) + "/h" if rate else "",
-                     _age_text(age), so_far))
-    context.print_table(f"status: {describe(s)}", ("resource", "state", "cost", "age", "so far"), rows)
-    total = sum(hourly.get(name, 0.0) for name, here in present.items() if here)
-    print(f"now: about {cost.money(total)}/hour ({est.caveat()})")
-    _extra_status(c, s)
-
-
-def _age_text(age: float | None) -> str:
-    if age is None:
-        return ""
-    if age >= 2 * 86400:
-        return f"{age / 86400:.0f} d"
-    if age >= 2 * 3600:
-        return f"{age / 3600:.0f} h"
-    return f"{age / 60:.0f} min"
-
-
-def _ages(r: Any, s: Any, steps: list[Any], present: dict[str, bool]) -> dict[str, float]:
-    """Seconds since creation, for the resources that bill by the hour and report a creation time."""
-    import json
-
-    from .. import cost
-    from ..commands import gcloud
-
-    asks = {"cluster.cluster": gcloud.cluster_describe(s)}
-    lustre_step = cost.attach_step("lustre", steps)
-    try:
-        from ..commands import lustre
-
-        if lustre_step:
-            asks[lustre_step] = lustre.lustre_describe(s)
-    except ImportError:  # storage layer not there
-        pass
-    wanted = [(name, argv) for name, argv in asks.items() if present.get(name)]
-    answers = r.parallel([lambda argv=argv: r.query(argv) for _, argv in wanted])
-    out = {}
-    for (name, _), result in zip(wanted, answers, strict=True):
-        if result is None or not result.ok:
-            continue
-        body = json.loads(result.stdout or "{}")
-        created = _parse_time(body.get("createTime") or body.get("creationTimestamp"))
-        if created is not None:
-            out[name] = max(0.0, _now() - created)
-    # The GPU pool and the CPU pool are billed from the cluster's age at most.
-    if "cluster.cluster" in out:
-        for name in present:
-            if name.startswith("cluster.") and name not in out and present[name]:
-                out.setdefault(name, out["cluster.cluster"])
-    return out
-
-
-def _now() -> float:
-    import time
-
-    return time.time()
-
-
-def _parse_time(text: Any) -> float | None:
-    from datetime import UTC, datetime
-
-    if not text:
-        return None
-    try:
-        value = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.timestamp()
-
-
-def _extra_status(c: Any, s: Any) -> None:
-    """The Ray cluster and the latest job, through those modules' public status helpers when they exist."""
-    import importlib
-
-    for module_name, function in (("ray", "cluster_summary"), ("job", "latest_summary")):
-        module = importlib.import_module(f"nemo_rl_gke.tasks.{module_name}")
-        helper = getattr(module, function, None)
-        if helper is None:
-            print(f"{module_name}: for details run `invoke {module_name}.status`")
-            continue
-        try:
-            for line in helper(c, s) or []:
-                print(line)
-        except Exception as exc:  # noqa: BLE001 - status must still print the rest
-            print(f"{module_name}: could not read status: {str(exc).splitlines()[0] if str(exc) else exc}",
-                  file=sys.stderr)
-
-
-TASKS = [up, down, plan, status, doctor]
+TASKS = [up, down, doctor]  # with overview.TASKS (plan, status): the top-level tasks

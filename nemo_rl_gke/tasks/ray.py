@@ -189,3 +189,18 @@ def cluster_summary(c, s):
     gpus = ray_steps.query_gpus(r, s, states)
     seen = "no Ready head to ask" if gpus is None else f"Ray sees {gpus:g} of {raychart.expected_gpus(s)} GPUs"
     return [f"Ray cluster {names.RAY_RELEASE}: {ray_steps.progress_line(states, s.GPU_NODES)}; {seen}"]
+
+
+def cluster_state(c, s):
+    """The Ray cluster for `status --json`: {deployed, pods, ready_pods, gpus_seen, gpus_expected}."""
+    from .. import raychart
+    from ..commands import helm
+    from ..resources import ray_steps
+
+    r = context.runner(c, s)
+    expected = raychart.expected_gpus(s)
+    if r.dry or not r.exists(helm.status(s)):
+        return {"deployed": False, "pods": 0, "ready_pods": 0, "gpus_seen": None, "gpus_expected": expected}
+    states = ray_steps.query_pods(r, s)
+    return {"deployed": True, "pods": len(states), "ready_pods": sum(p.ready for p in states),
+            "gpus_seen": ray_steps.query_gpus(r, s, states), "gpus_expected": expected}

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 
 import pytest
 from flows.test_job_flow import FAST, finished, pod_root, seed_cluster, wait_for
 
+from nemo_rl_gke.tasks.job import RUN_FIELDS
 from support.fake import FakeCloud
 
 
@@ -57,6 +59,24 @@ def test_cli_run_id_bare_then_another_task_runs_both(cloud):
     assert done.code == 0, done.output
     assert done.stdout.startswith("run first ")
     assert "second" in done.stdout.split("runs", 1)[1]  # job.list's table after the status
+
+
+def test_cli_run_id_bare_with_json(cloud):
+    done = cloud.invoke("job.status", "first", "--json")
+    assert done.code == 0, done.output
+    document = json.loads(done.stdout)  # the whole of stdout
+    assert (document["version"], document["kind"], document["dry_run"]) == (1, "job.status", False)
+    run = document["run"]
+    assert set(run) == set(RUN_FIELDS) and (run["id"], run["state"], run["step"]) == ("first", "succeeded", 4)
+    assert run["submitted"].endswith("Z") and run["run_dir"] == "/data/runs/first"
+
+
+def test_cli_run_id_job_list_json_has_every_run_in_order(cloud):
+    done = cloud.invoke("job.list", "--json")
+    assert done.code == 0, done.output
+    document = json.loads(done.stdout)
+    assert document["kind"] == "job.list" and [run["id"] for run in document["runs"]] == ["first", "second"]
+    assert all(set(run) == set(RUN_FIELDS) for run in document["runs"])
 
 
 def test_cli_run_id_two_ids_is_a_usage_error(cloud):

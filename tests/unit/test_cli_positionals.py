@@ -1,5 +1,7 @@
-"""The run id of job.status/logs/stop/checkpoints/metrics is `--id` / `-i` (Invoke has no public optional
-positional; DESIGN's `[ID]` is written `--id=ID`). job.submit's NAME stays a required positional."""
+"""Invoke's own Parser sees the run id of job.status/logs/stop/checkpoints/metrics as `--id` / `-i` (it has no
+optional positional); the bare `job.status ID` of DESIGN is the Program's rewrite of its argv before parsing
+(tasks/cli.py, tested in test_cli_bare_run_id and flows/test_cli_run_id). job.submit's NAME stays a required
+positional."""
 
 from __future__ import annotations
 

@@ -135,6 +135,13 @@ def node_pool_create(ctx: Ctx) -> None:
                       "spot": bool(ctx.flag("--spot"))},
            "reservation": ctx.flag("--reservation"), "locations": str(ctx.flag("--node-locations", "")).split(","),
            "additionalNodeNetworks": networks}
+    if ctx.flag("--reservation"):  # the API's shape (the top-level "reservation" is the fake's shorthand)
+        obj["config"]["reservationAffinity"] = {"consumeReservationType": "SPECIFIC_RESERVATION",
+                                                "key": "compute.googleapis.com/reservation-name",
+                                                "values": [ctx.flag("--reservation")]}
+    from .gcloud_resize import group_url  # one managed instance group per zone holds the nodes
+
+    obj["instanceGroupUrls"] = [group_url(ctx.project, z, str(ctx.flag("--cluster")), name) for z in obj["locations"]]
     create_resource(ctx, "nodepool", _pool_key(ctx, name), obj, f"{_cluster_path(ctx, str(ctx.flag('--cluster')))}"
                                                                f"/nodePools/{name}")
 

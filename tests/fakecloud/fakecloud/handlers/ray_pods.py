@@ -51,7 +51,9 @@ def gpu_capacity(ctx: Ctx, context: str) -> int | None:
     if kube.get("autopilot"):
         return None
     pool = ctx.state.get("nodepool", f"{kube.get('cluster')}/gpu-pool")
-    return int(pool["initialNodeCount"]) if pool else 0
+    from .gcloud_resize import pool_size  # the size now, after any resize (not initialNodeCount)
+
+    return pool_size(pool) * max(1, len(pool.get("locations") or [])) if pool else 0
 
 
 def _blocker(ctx: Ctx, skind: str, namespace: str, values: dict[str, Any]) -> dict[str, Any] | None:

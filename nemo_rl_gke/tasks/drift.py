@@ -1,0 +1,163 @@
+"""Drift: what exists but differs from the settings (cluster mode, GPU machine type, GPU node count, Spot or
+reservation). `plan` shows it; `up` refuses on it (exit 2) before any change, except a node-count difference,
+which `up --resize` applies.
+
+The GPU pool's current size is not its describe's `initialNodeCount` (the size at creation): see
+resources/pool_size.py.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ..resources.cluster_steps import CLUSTER, GPU_POOL
+from ..resources.pool_size import group_sizes, pool_nodes
+from ..runner import Runner
+from ..settings import GPU_PROFILES, Settings
+
+
+@dataclass(frozen=True)
+class Found:
+    """What the cloud holds, from the describes (None: not there, or not known)."""
+
+    mode: str | None = None  # standard | autopilot
+    machine_type: str | None = None
+    nodes: int | None = None  # current size of the GPU pool (None: unknown, or the autoscaler decides)
+    spot: bool | None = None
+    reservation: str | None = None  # "" when no specific reservation
+
+
+@dataclass(frozen=True)
+class Difference:
+    step: str
+    field: str  # mode | gpu | nodes | capacity
+    have: str
+    want: str
+
+    def text(self) -> str:
+        if self.field == "mode":
+            return f"it is {self.have}, the settings say {self.want}"
+        if self.field == "nodes":
+            return f"{self.have} nodes, the settings say {self.want}"
+        return f"{self.have}, the settings say {self.want}"
+
+    def document(self) -> dict[str, str]:
+        title = "GKE cluster" if self.step == CLUSTER else "GPU node pool"
+        return {"name": self.step, "title": title, "field": self.field, "have": self.have, "want": self.want}
+
+
+def _capacity_text(spot: bool | None, reservation: str | None) -> str:
+    if reservation:
+        return f"reservation {reservation}"
+    return "Spot VMs" if spot else "on-demand VMs"
+
+
+def _gpu_text(machine_type: str) -> str:
+    short = next((p.short for p in GPU_PROFILES.values() if p.machine_type == machine_type), "")
+    return f"{machine_type} ({short})" if short else machine_type
+
+
+def read_cluster(body: dict[str, Any]) -> Found:
+    return Found(mode="autopilot" if (body.get("autopilot") or {}).get("enabled") else "standard")
+
+
+def read_pool(body: dict[str, Any], group_sizes: list[int] | None = None) -> Found:
+    """The GPU pool from its describe; group_sizes: its instance groups' targetSize, when they were read."""
+    config = body.get("config") or {}
+    affinity = config.get("reservationAffinity") or {}
+    reservation = ""
+    if affinity.get("consumeReservationType") == "SPECIFIC_RESERVATION":
+        reservation = ",".join(affinity.get("values") or []) or "?"
+    return Found(machine_type=config.get("machineType"), nodes=pool_nodes(body, group_sizes),
+                 spot=bool(config.get("spot")),
+                 reservation=reservation)
+
+
+def differences(s: Settings, found: Found) -> list[Difference]:
+    """Each way what exists differs from the settings, in a fixed order (mode, gpu, nodes, capacity)."""
+    out = []
+    if found.mode is not None and found.mode != s.CLUSTER_MODE:
+        out.append(Difference(CLUSTER, "mode", found.mode, s.CLUSTER_MODE))
+    if found.machine_type and found.machine_type != s.gpu.machine_type:
+        out.append(Difference(GPU_POOL, "gpu", _gpu_text(found.machine_type), _gpu_text(s.gpu.machine_type)))
+    if found.nodes is not None and found.nodes != s.GPU_NODES:
+        out.append(Difference(GPU_POOL, "nodes", str(found.nodes), str(s.GPU_NODES)))
+    if found.machine_type:
+        want_reservation = s.RESERVATION or ""
+        have = _capacity_text(found.spot, found.reservation)
+        want = _capacity_text(s.SPOT and not s.RESERVATION, want_reservation)
+        if have != want and found.reservation != "?":
+            out.append(Difference(GPU_POOL, "capacity", have, want))
+    return out
+
+
+def by_step(found: list[Difference]) -> dict[str, str]:
+    """step name -> what differs there, in words."""
+    out: dict[str, list[str]] = {}
+    for difference in found:
+        out.setdefault(difference.step, []).append(difference.text())
+    return {step: "; ".join(texts) for step, texts in out.items()}
+
+
+def advice(found: list[Difference]) -> str:
+    """What to do about the differences: match the settings to what runs, resize, or rebuild that layer."""
+    hints = []
+    if any(d.field == "nodes" for d in found):
+        nodes = next(d for d in found if d.field == "nodes")
+        hints.append(f"`invoke up --resize` resizes the GPU pool to {nodes.want} nodes (or set GPU_NODES="
+                     f"{nodes.have} / --nodes={nodes.have} to keep it)")
+    others = [d for d in found if d.field != "nodes"]
+    if others:
+        flags = {"mode": "CLUSTER_MODE / --mode", "gpu": "GPU_TYPE / --gpu", "capacity": "SPOT, RESERVATION / "
+                 "--spot, --reservation"}
+        keys = ", ".join(dict.fromkeys(flags[d.field] for d in others))
+        hints.append(f"set {keys} to match what runs, or rebuild the cluster: `invoke clean.cluster --yes` (keeps "
+                     f"Lustre and the bucket), then `invoke up`")
+    return "To resolve: " + "; ".join(hints) + "."
+
+
+# ---- reading the cloud (read-only) -----------------------------------------------------------------
+def existing(r: Runner, s: Settings, present: dict[str, bool | None]) -> Found:
+    """Describe the cluster and the GPU pool (those present), and the pool's instance groups, in parallel."""
+    from ..commands import gcloud
+
+    asks = {CLUSTER: gcloud.cluster_describe(s), GPU_POOL: gcloud.node_pool_describe(s)}
+    wanted = [(name, argv) for name, argv in asks.items() if present.get(name)]
+    answers = r.parallel([lambda argv=argv: r.query(argv) for _, argv in wanted])
+    bodies = {name: json.loads(result.stdout or "{}") for (name, _), result in zip(wanted, answers, strict=True)
+              if result is not None and result.ok}
+    mode = read_cluster(bodies[CLUSTER]).mode if CLUSTER in bodies else None
+    pool = bodies.get(GPU_POOL)
+    if pool is None:
+        return Found(mode=mode)
+    read = read_pool(pool, group_sizes(r, s, pool))  # the size now, not initialNodeCount
+    return Found(mode=mode, machine_type=read.machine_type, nodes=read.nodes, spot=read.spot,
+                 reservation=read.reservation)
+
+
+def as_found(s: Settings, found: Found) -> Settings:
+    """The settings of what exists (for pricing it): the settings with the found mode, GPU, nodes, capacity."""
+    from dataclasses import replace
+
+    changes: dict[str, Any] = {}
+    if found.mode:
+        changes["CLUSTER_MODE"] = found.mode
+    short = next((p.short for p in GPU_PROFILES.values() if p.machine_type == found.machine_type), None)
+    if short:
+        changes["GPU_TYPE"] = short
+    if found.nodes is not None:
+        changes["GPU_NODES"] = found.nodes
+    if found.machine_type:
+        changes["SPOT"] = bool(found.spot) and not found.reservation
+        changes["RESERVATION"] = "" if found.reservation in (None, "?") else found.reservation
+    return replace(s, **changes)
+
+
+def cost_now(s: Settings, found: Found, steps: list[Any], present: dict[str, bool | None]) -> float:
+    """The hourly cost of what exists: priced as it is (a B200 pool stays B200 whatever the settings say)."""
+    from .. import cost
+
+    hourly = cost.hourly_by_step(cost.estimate(as_found(s, found)), steps)
+    return sum(hourly.get(name, 0.0) for name, here in present.items() if here)

@@ -1,0 +1,211 @@
+"""Top-level read-only tasks: `plan` (what `up` would do, and what exists but differs) and `status` (what exists,
+its age and cost, the Ray cluster and the latest run). Both print tables, or with --json one JSON document.
+
+Examples:
+    invoke plan --gpu=h200 --nodes=4
+    invoke status
+    invoke status --json | jq '.resources[] | select(.state == "present") | .name'
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from invoke.context import Context
+
+from ..runner import Runner
+from ..settings import Settings
+from . import context, drift
+from .cluster import FLAG_HELP, cluster_settings
+from .lifecycle import describe, present_map
+
+PLAN_JSON_HELP = (context.JSON_HELP + " Shape: {version, kind: plan, dry_run, project, cluster, settings, resources: "
+                  "[{name, title, action: create|leave|run|unknown, differs, cost_per_hour}], create, leave, "
+                  "drift: [{name, title, field, have, want}], cost_per_hour: {all_up, now}, caveat}.")
+STATUS_JSON_HELP = (context.JSON_HELP + " Shape: {version, kind: status, dry_run, project, cluster, settings, "
+                    "resources: [{name, title, state: present|absent|unknown, cost_per_hour, age_seconds, "
+                    "cost_so_far}], cost_per_hour_now, caveat, ray, latest_job}.")
+
+
+def settings_document(s: Settings) -> dict[str, Any]:
+    """What the settings ask for, as --json documents show it."""
+    capacity = f"reservation:{s.RESERVATION}" if s.RESERVATION else "spot" if s.SPOT else "on-demand"
+    return {"gpu": s.gpu.short, "machine_type": s.gpu.machine_type, "mode": s.CLUSTER_MODE, "nodes": s.GPU_NODES,
+            "capacity": capacity, "region": s.region, "zone": s.zone}
+
+
+def _money(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+# ---- plan ------------------------------------------------------------------------------------------
+@context.task(help={**FLAG_HELP, "json_": PLAN_JSON_HELP})
+def plan(c: Context, gpu: str | None = None, mode: str | None = None, nodes: int | None = None, spot: bool = False,
+         reservation: str | None = None, json_: bool = False) -> None:
+    """Show what `up` would create and what it would leave as is, with the cost per hour (read-only)."""
+    from .. import cost
+    from ..resources import all_steps
+
+    with context.json_output(json_) as out:
+        s = cluster_settings(c, gpu, mode, nodes, spot, reservation)
+        steps = all_steps(s)
+        r = context.runner(c, s)
+        present = present_map(r, steps)
+        est = cost.estimate(s)
+        hourly = cost.hourly_by_step(est, steps)
+        found = drift.existing(r, s, present)
+        differences = drift.differences(s, found)
+        differs = drift.by_step(differences)
+        now = drift.cost_now(s, found, steps, present)
+        resources = []
+        for step in steps:
+            known = present[step.name]
+            action = "run" if step.always else "leave" if known else "create" if known is False else "unknown"
+            resources.append({"name": step.name, "title": step.title, "action": action,
+                              "differs": differs.get(step.name), "cost_per_hour": _money(hourly.get(step.name))})
+        creating = sum(1 for row in resources if row["action"] in ("create", "unknown"))
+        leaving = sum(1 for row in resources if row["action"] == "leave")
+        if out:
+            out.emit({"kind": "plan", "dry_run": r.dry, "project": s.PROJECT_ID, "cluster": s.CLUSTER_NAME,
+                      "settings": settings_document(s), "resources": resources, "create": creating,
+                      "leave": leaving, "drift": [d.document() for d in differences],
+                      "cost_per_hour": {"all_up": _money(est.total), "now": _money(now)},
+                      "caveat": est.caveat()}, secrets=s.secrets)
+            return
+        rows = [(row["title"], _plan_action(row), cost.money(row["cost_per_hour"]) + "/h"
+                 if row["cost_per_hour"] is not None else "") for row in resources]
+        context.print_table(f"plan: {describe(s)}", ("resource", "up would", "cost"), rows)
+        print(f"up would create {creating} of {len(steps)} and leave {leaving}. Everything up: about "
+              f"{cost.money(est.total)}/hour; what exists now: about {cost.money(now)}/hour.")
+        if differences:
+            print(f"{len(differs)} existing resource(s) differ from the settings; `invoke up` refuses until they "
+                  f"agree. {drift.advice(differences)}")
+        print(f"({est.caveat()})")
+
+
+def _plan_action(row: dict[str, Any]) -> str:
+    text = {"unknown": "create?"}.get(row["action"], row["action"])
+    return f"leave, but it differs: {row['differs']}" if row["differs"] else text
+
+
+# ---- status ----------------------------------------------------------------------------------------
+@context.task(help={"json_": STATUS_JSON_HELP})
+def status(c: Context, json_: bool = False) -> None:
+    """One table of every resource: state, age and cost per hour; then the Ray cluster and the latest job."""
+    from .. import cost
+    from ..resources import all_steps
+
+    with context.json_output(json_) as out:
+        s = context.settings(c)
+        steps = all_steps(s)
+        r = context.runner(c, s)
+        # Any state: a Lustre instance still CREATING already bills (plan asks "ready?": what up would do).
+        present = present_map(r, steps, any_state=True)
+        est = cost.estimate(s)
+        hourly = cost.hourly_by_step(est, steps)
+        ages = _ages(r, s, steps, present)
+        resources = []
+        for step in steps:
+            if step.always:
+                continue
+            here = present[step.name]
+            rate = hourly.get(step.name, 0.0) if here else 0.0
+            age = ages.get(step.name)
+            resources.append({"name": step.name, "title": step.title,
+                              "state": "present" if here else "absent" if here is False else "unknown",
+                              "cost_per_hour": _money(rate) if rate else None, "age_seconds": age,
+                              "cost_so_far": _money(rate * age / 3600) if age is not None and rate else None})
+        total = sum(hourly.get(name, 0.0) for name, here in present.items() if here)
+        if out:
+            from .job import latest_run
+            from .ray import cluster_state
+
+            out.emit({"kind": "status", "dry_run": r.dry, "project": s.PROJECT_ID, "cluster": s.CLUSTER_NAME,
+                      "settings": settings_document(s), "resources": resources,
+                      "cost_per_hour_now": _money(total), "caveat": est.caveat(),
+                      "ray": cluster_state(c, s), "latest_job": latest_run(c, s)}, secrets=s.secrets)
+            return
+        rows = [(row["title"], row["state"], cost.money(row["cost_per_hour"]) + "/h" if row["cost_per_hour"] else "",
+                 _age_text(row["age_seconds"]), cost.money(row["cost_so_far"]) if row["cost_so_far"] else "")
+                for row in resources]
+        context.print_table(f"status: {describe(s)}", ("resource", "state", "cost", "age", "so far"), rows)
+        print(f"now: about {cost.money(total)}/hour ({est.caveat()})")
+        _extra_status(c, s)
+
+
+def _age_text(age: float | None) -> str:
+    if age is None:
+        return ""
+    if age >= 2 * 86400:
+        return f"{age / 86400:.0f} d"
+    if age >= 2 * 3600:
+        return f"{age / 3600:.0f} h"
+    return f"{age / 60:.0f} min"
+
+
+def _ages(r: Runner, s: Settings, steps: list[Any], present: dict[str, bool | None]) -> dict[str, float]:
+    """Seconds since creation, for the resources that bill by the hour and report a creation time."""
+    import json
+
+    from .. import cost
+    from ..commands import gcloud, lustre
+
+    asks = {"cluster.cluster": gcloud.cluster_describe(s)}
+    lustre_step = cost.attach_step("lustre", steps)
+    if lustre_step:
+        asks[lustre_step] = lustre.lustre_describe(s)
+    wanted = [(name, argv) for name, argv in asks.items() if present.get(name)]
+    answers = r.parallel([lambda argv=argv: r.query(argv) for _, argv in wanted])
+    out = {}
+    for (name, _), result in zip(wanted, answers, strict=True):
+        if result is None or not result.ok:
+            continue
+        body = json.loads(result.stdout or "{}")
+        created = _parse_time(body.get("createTime") or body.get("creationTimestamp"))
+        if created is not None:
+            out[name] = max(0.0, _now() - created)
+    # The GPU pool and the CPU pool are billed from the cluster's age at most.
+    if "cluster.cluster" in out:
+        for name in present:
+            if name.startswith("cluster.") and name not in out and present[name]:
+                out.setdefault(name, out["cluster.cluster"])
+    return out
+
+
+def _now() -> float:
+    import time
+
+    return time.time()
+
+
+def _parse_time(text: Any) -> float | None:
+    from datetime import UTC, datetime
+
+    if not text:
+        return None
+    try:
+        value = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.timestamp()
+
+
+def _extra_status(c: Context, s: Settings) -> None:
+    """The Ray cluster and the latest job, one line each (a failure to read either is said, not fatal)."""
+    import sys
+
+    from .job import latest_summary
+    from .ray import cluster_summary
+
+    for name, helper in (("ray", cluster_summary), ("job", latest_summary)):
+        try:
+            for line in helper(c, s):
+                print(line)
+        except Exception as exc:  # noqa: BLE001 - status must still print the rest
+            print(f"{name}: could not read status: {str(exc).splitlines()[0] if str(exc) else exc}",
+                  file=sys.stderr)
+
+
+TASKS = [plan, status]

@@ -1,0 +1,92 @@
+"""`up` on what exists but differs from the settings: exit 2 before any change, naming what differs and what
+to do; a node count is applied only with --resize (asked for, `--yes` answers), read back from the pool's
+instance groups (not the stale initialNodeCount); `plan` prices what exists. On the fake cloud, through invoke."""
+
+from __future__ import annotations
+
+import json
+
+from support.fake import FakeCloud
+
+
+def _up(cloud: FakeCloud, *args: str) -> None:
+    done = cloud.invoke("up", "--yes", *args)
+    assert done.code == 0, done.output[-3000:]
+
+
+def _pool(cloud: FakeCloud) -> dict:
+    (pool,) = cloud.resources()["nodepool"].values()
+    return pool
+
+
+def test_up_drift_gpu_type_refused_before_any_change(cloud):
+    _up(cloud)
+    before = len(cloud.calls())
+    done = cloud.invoke("up", "--yes", "--gpu=h200")
+    assert done.code == 2, done.output[-2000:]
+    assert "GPU node pool: a4-highgpu-8g (b200), the settings say a3-ultragpu-8g (h200)" in done.stderr
+    assert "nothing was changed" in done.stderr and "invoke clean.cluster --yes" in done.stderr
+    assert "GPU_TYPE / --gpu" in done.stderr and "Traceback" not in done.output
+    assert cloud.mutating_calls(since=before) == []
+
+
+def test_up_drift_spot_and_mode_are_named(cloud):
+    _up(cloud)  # .env.example: Spot, standard
+    done = cloud.invoke("up", "--yes", "--reservation=my-a4")
+    assert done.code == 2, done.output[-2000:]
+    assert "GPU node pool: Spot VMs, the settings say reservation my-a4" in done.stderr
+    assert "SPOT, RESERVATION / --spot, --reservation" in done.stderr
+    done = cloud.invoke("up", "--yes", "--mode=autopilot")
+    assert done.code == 2, done.output[-2000:]
+    assert "GKE cluster: it is standard, the settings say autopilot" in done.stderr
+
+
+def test_up_drift_node_count_needs_resize(cloud):
+    _up(cloud)
+    before = len(cloud.calls())
+    done = cloud.invoke("up", "--yes", "--nodes=3")
+    assert done.code == 2, done.output[-2000:]
+    assert "GPU node pool: 2 nodes, the settings say 3" in done.stderr
+    assert "`invoke up --resize` resizes the GPU pool to 3 nodes" in done.stderr
+    assert cloud.mutating_calls(since=before) == []
+
+
+def test_up_resize_without_terminal_and_without_yes_exits_2_before_resizing(cloud):
+    _up(cloud)
+    before = len(cloud.calls())
+    done = cloud.invoke("up", "--nodes=3", "--resize")
+    assert done.code == 2 and "Resize the GPU pool to 3 nodes" in done.stderr, done.output[-2000:]
+    assert cloud.mutating_calls(since=before) == []
+
+
+def test_up_resize_applies_the_node_count_and_upgrades_ray(cloud):
+    _up(cloud)
+    before = len(cloud.calls())
+    _up(cloud, "--nodes=3", "--resize")
+    changes = [" ".join(c["argv"][:3]) for c in cloud.mutating_calls(since=before)]
+    assert "container clusters resize" in changes and "upgrade --install nemo-rl" in " ".join(changes), changes
+    pool = _pool(cloud)
+    assert pool["initialNodeCount"] == 2  # the API keeps the creation size; the instance group has 3
+    # read back from the instance group: no drift any more, and Ray sees 3 × 8 GPUs
+    again = cloud.invoke("up", "--yes", "--nodes=3")
+    assert again.code == 0, again.output[-2000:]
+    status = cloud.invoke("status", GPU_NODES="3")
+    assert "Ray sees 24 of 24 GPUs" in status.stdout, status.output[-2000:]
+    plan = cloud.invoke("plan", "--json")  # the .env still says 2
+    document = json.loads(plan.stdout)
+    assert [(d["field"], d["have"], d["want"]) for d in document["drift"]] == [("nodes", "3", "2")]
+
+
+def test_plan_prices_what_exists_not_the_settings(cloud):
+    from nemo_rl_gke import cost
+    from nemo_rl_gke.settings import load
+
+    _up(cloud)
+    done = cloud.invoke("plan", "--json", "--gpu=h200")
+    assert done.code == 0, done.output[-2000:]
+    document = json.loads(done.stdout)
+    s = load(allow_example=False, cwd=cloud.workdir, environ={})
+    b200_now = cost.estimate(s).total  # what runs: the B200 setup of .env
+    assert abs(document["cost_per_hour"]["now"] - b200_now) < 0.01, document["cost_per_hour"]
+    assert document["cost_per_hour"]["all_up"] != document["cost_per_hour"]["now"]
+    assert [d["field"] for d in document["drift"]] == ["gpu"]

@@ -1,0 +1,61 @@
+"""drift: what exists against the settings, from describe JSON shaped like the API's (the pool's current size from
+its instance groups, never the creation-time initialNodeCount; an autoscaling pool has no fixed size)."""
+
+from __future__ import annotations
+
+from nemo_rl_gke.resources.pool_size import pool_nodes
+from nemo_rl_gke.settings import Settings, coerce, validate
+from nemo_rl_gke.tasks import drift
+from support.fake import read_env_example
+
+
+def settings(**overrides: str) -> Settings:
+    values = {k: v for k, v in read_env_example().items() if k in Settings.__dataclass_fields__}
+    return validate(Settings(**coerce({**values, **overrides})))
+
+
+POOL = {"initialNodeCount": 2, "locations": ["us-central1-b"],
+        "instanceGroupUrls": ["https://www.googleapis.com/compute/v1/projects/p/zones/us-central1-b/"
+                              "instanceGroupManagers/gke-nemo-rl-gpu-pool-1234abcd-grp"],
+        "config": {"machineType": "a4-highgpu-8g", "spot": True}}
+
+
+def test_drift_pool_size_is_the_instance_groups_not_the_initial_count():
+    assert pool_nodes(POOL, [4]) == 4
+    assert pool_nodes(POOL, None) == 2  # the groups could not be read: the creation size stands in
+    assert pool_nodes({**POOL, "autoscaling": {"enabled": True, "maxNodeCount": 8}}, [3]) is None
+
+
+def test_drift_resized_pool_against_the_settings():
+    found = drift.read_pool(POOL, [3])
+    assert [d.text() for d in drift.differences(settings(GPU_NODES="2", SPOT="true"), found)] == \
+        ["3 nodes, the settings say 2"]
+
+
+def test_drift_matching_pool_has_no_difference():
+    assert drift.differences(settings(GPU_NODES="2", SPOT="true"), drift.read_pool(POOL, [2])) == []
+
+
+def test_drift_reservation_read_from_reservation_affinity():
+    pool = {**POOL, "config": {"machineType": "a4-highgpu-8g", "reservationAffinity": {
+        "consumeReservationType": "SPECIFIC_RESERVATION", "key": "compute.googleapis.com/reservation-name",
+        "values": ["r1"]}}}
+    s = settings(GPU_NODES="2", SPOT="false", RESERVATION="r1")
+    assert drift.differences(s, drift.read_pool(pool, [2])) == []
+    other = settings(GPU_NODES="2", SPOT="false", RESERVATION="r2")
+    assert [d.text() for d in drift.differences(other, drift.read_pool(pool, [2]))] == \
+        ["reservation r1, the settings say reservation r2"]
+
+
+def test_drift_advice_names_resize_only_for_a_node_count():
+    s = settings(GPU_NODES="4", GPU_TYPE="h200")
+    found = drift.differences(s, drift.read_pool(POOL, [2]))
+    assert [d.field for d in found] == ["gpu", "nodes"]
+    text = drift.advice(found)
+    assert "`invoke up --resize` resizes the GPU pool to 4 nodes" in text and "GPU_TYPE / --gpu" in text
+
+
+def test_drift_prices_what_exists():
+    s = settings(GPU_TYPE="h200", GPU_NODES="4")
+    as_built = drift.as_found(s, drift.read_pool(POOL, [2]))
+    assert (as_built.gpu.short, as_built.GPU_NODES, as_built.SPOT) == ("b200", 2, True)
