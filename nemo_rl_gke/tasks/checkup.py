@@ -22,7 +22,7 @@ from ..settings import Settings
 from . import context
 
 if TYPE_CHECKING:
-    from ..commands.doctor import AdcAnswer, Check, WebAnswer
+    from ..readiness import AdcAnswer, Check, WebAnswer
 
 WEB_TIMEOUT = 5.0  # seconds for one HTTP answer
 ADC_TIMEOUT = 10.0  # seconds to find and refresh Application Default Credentials
@@ -44,7 +44,7 @@ def http_get(url: str, headers: Mapping[str, str], timeout: float = WEB_TIMEOUT)
     import urllib.error
     import urllib.request
 
-    from ..commands.doctor import WebAnswer
+    from ..readiness import WebAnswer
 
     request = urllib.request.Request(url, headers=dict(headers), method="GET")
     try:
@@ -62,7 +62,7 @@ def adc(timeout: float = ADC_TIMEOUT) -> AdcAnswer:
     import functools
     import threading
 
-    from ..commands.doctor import AdcAnswer
+    from ..readiness import AdcAnswer
 
     found: list[AdcAnswer] = []
 
@@ -141,6 +141,7 @@ def doctor(c: Context, fix: bool = False, yes: bool = False) -> None:
 
 def fix_apis(c: Context, r: Runner, s: Settings, results: list[Check], *, yes: bool) -> list[Check]:
     """Enable the missing APIs after a confirmation, then ask again: the APIs line shows the new state."""
+    from .. import readiness as verdicts
     from ..commands import doctor as checks
 
     listed = r.query(checks.enabled_services(s), ok_codes=range(256))
@@ -152,7 +153,7 @@ def fix_apis(c: Context, r: Runner, s: Settings, results: list[Check], *, yes: b
     context.confirm(c, f"Enable {', '.join(missing)} in project {s.PROJECT_ID}?", yes=yes)
     r.run(checks.enable_apis(s, missing), retry=False)
     again = r.query(checks.enabled_services(s), ok_codes=range(256))
-    fixed = checks.check_apis(s, again.stdout if again is not None else "")
+    fixed = verdicts.check_apis(s, again.stdout if again is not None else "")
     return [fixed if check.name == "APIs" else check for check in results]
 
 
@@ -165,23 +166,23 @@ def run_checks(r: Runner, s: Settings, chosen: Probes | None = None) -> list[Che
 
 def _tool(r: Runner, name: str, argv: list[str], parse: Callable[[str], Check]) -> Check:
     """A local tool's version: a missing or failing tool is a failed check, with how to install it."""
-    from ..commands import doctor as checks
+    from .. import readiness as verdicts
     from ..runner import INSTALL_HINTS, MissingTool
 
     try:
         result = r.query(argv)
     except MissingTool:
-        return checks.missing_tool(name, INSTALL_HINTS.get(name, f"install {name}"))
+        return verdicts.missing_tool(name, INSTALL_HINTS.get(name, f"install {name}"))
     assert result is not None  # a dry run never runs the checks
     if not result.ok:
-        return checks.Check(name, False, (result.stderr.strip().splitlines() or ["failed"])[-1],
-                            INSTALL_HINTS.get(name, ""))
+        return verdicts.Check(name, False, (result.stderr.strip().splitlines() or ["failed"])[-1],
+                              INSTALL_HINTS.get(name, ""))
     return parse(result.stdout)
 
 
 def _cloud(r: Runner, name: str, argv: list[str], parse: Callable[[Result], Check]) -> Check:
     """A gcloud question whose every exit code is an answer; without gcloud, a failed check."""
-    from ..commands import doctor as checks
+    from .. import readiness as verdicts
     from ..runner import INSTALL_HINTS, MissingTool
 
     try:
@@ -189,67 +190,70 @@ def _cloud(r: Runner, name: str, argv: list[str], parse: Callable[[Result], Chec
     except MissingTool:
         result = None
     if result is None:
-        return checks.Check(name, False, "gcloud is missing", INSTALL_HINTS["gcloud"])
+        return verdicts.Check(name, False, "gcloud is missing", INSTALL_HINTS["gcloud"])
     return parse(result)
 
 
 def _tool_checks(r: Runner) -> list[Callable[[], Check]]:
+    from .. import readiness as verdicts
     from ..commands import doctor as checks
 
     return [
-        lambda: _tool(r, "gcloud", checks.gcloud_version(), checks.check_gcloud),
-        lambda: _tool(r, "kubectl", checks.kubectl_version(), checks.check_kubectl),
-        lambda: _tool(r, "helm", checks.helm_version(), checks.check_helm),
-        lambda: _tool(r, "gke-gcloud-auth-plugin", checks.auth_plugin_version(), checks.check_auth_plugin),
+        lambda: _tool(r, "gcloud", checks.gcloud_version(), verdicts.check_gcloud),
+        lambda: _tool(r, "kubectl", checks.kubectl_version(), verdicts.check_kubectl),
+        lambda: _tool(r, "helm", checks.helm_version(), verdicts.check_helm),
+        lambda: _tool(r, "gke-gcloud-auth-plugin", checks.auth_plugin_version(), verdicts.check_auth_plugin),
     ]
 
 
 def _cloud_checks(r: Runner, s: Settings) -> list[Callable[[], Check]]:
+    from .. import readiness as verdicts
     from ..commands import doctor as checks
 
     thunks: list[Callable[[], Check]] = [
-        lambda: _cloud(r, "account", checks.active_account(), lambda res: checks.check_account(res.stdout)),
+        lambda: _cloud(r, "account", checks.active_account(), lambda res: verdicts.check_account(res.stdout)),
         lambda: _cloud(r, "project", checks.project_describe(s),
-                       lambda res: checks.check_project(s, res.exit_code, res.stdout, res.stderr)),
-        lambda: _cloud(r, "APIs", checks.enabled_services(s), lambda res: checks.check_apis(s, res.stdout)),
+                       lambda res: verdicts.check_project(s, res.exit_code, res.stdout, res.stderr)),
+        lambda: _cloud(r, "APIs", checks.enabled_services(s), lambda res: verdicts.check_apis(s, res.stdout)),
         lambda: _cloud(r, f"{s.gpu.machine_type} in {s.zone}", checks.machine_type_describe(s),
-                       lambda res: checks.check_machine_type(s, res.exit_code, res.stderr)),
+                       lambda res: verdicts.check_machine_type(s, res.exit_code, res.stderr)),
         lambda: _cloud(r, "RDMA network profile", checks.network_profile_describe(s),
-                       lambda res: checks.check_network_profile(s, res.exit_code, res.stderr)),
+                       lambda res: verdicts.check_network_profile(s, res.exit_code, res.stderr)),
     ]
     if s.RESERVATION:
         thunks.append(lambda: _cloud(r, f"reservation {s.RESERVATION}", checks.reservation_describe(s),
-                                     lambda res: checks.check_reservation(s, res.exit_code, res.stdout,
-                                                                          res.stderr)))
+                                     lambda res: verdicts.check_reservation(s, res.exit_code, res.stdout,
+                                                                            res.stderr)))
         return thunks
 
     def quota(res: Result) -> Check:
         if res.ok:
-            return checks.check_quota(s, res.stdout)
-        return checks.Check(f"GPU quota ({s.region})", False,
-                            (res.stderr.strip().splitlines() or ["cannot read quotas"])[-1],
-                            "check the project and region, and that compute.googleapis.com is enabled")
+            return verdicts.check_quota(s, res.stdout)
+        return verdicts.Check(f"GPU quota ({s.region})", False,
+                              (res.stderr.strip().splitlines() or ["cannot read quotas"])[-1],
+                              "check the project and region, and that compute.googleapis.com is enabled")
 
     thunks.append(lambda: _cloud(r, f"GPU quota ({s.region})", checks.region_quotas(s), quota))
     return thunks
 
 
 def _web_checks(s: Settings, chosen: Probes) -> list[Callable[[], Check]]:
+    from .. import readiness as verdicts
     from ..commands import doctor as checks
     from ..commands import kubectl
 
     def nccl() -> Check:
-        return checks.check_nccl_installer(s, {url: chosen.http_get(url, {})
-                                               for url in kubectl.nccl_installer_urls(s)})
+        return verdicts.check_nccl_installer(s, {url: chosen.http_get(url, {})
+                                                 for url in kubectl.nccl_installer_urls(s)})
 
     def storage_credentials() -> Check:
         # The storage client's own switch (gcs.client): with an emulator, no Google credentials are used.
         emulator = os.environ.get("STORAGE_EMULATOR_HOST", "")
-        return checks.check_storage_credentials(emulator, None if emulator else chosen.adc())
+        return verdicts.check_storage_credentials(emulator, None if emulator else chosen.adc())
 
     def hf_token() -> Check:
         if not s.HF_TOKEN:
-            return checks.check_hf_token(s, None)
-        return checks.check_hf_token(s, chosen.http_get(checks.HF_WHOAMI, {"Authorization": f"Bearer {s.HF_TOKEN}"}))
+            return verdicts.check_hf_token(s, None)
+        return verdicts.check_hf_token(s, chosen.http_get(checks.HF_WHOAMI, {"Authorization": f"Bearer {s.HF_TOKEN}"}))
 
     return [nccl, storage_credentials, hf_token]

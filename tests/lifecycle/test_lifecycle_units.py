@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from nemo_rl_gke import cost, graph
+from nemo_rl_gke import cost, graph, readiness
 from nemo_rl_gke.board import Board
 from nemo_rl_gke.commands import doctor
 from nemo_rl_gke.resources import LAYERS, all_steps, leftovers
@@ -85,33 +85,33 @@ def quotas(**metrics):
 
 
 def test_doctor_quota_spot_uses_the_preemptible_metric():
-    check = doctor.check_quota(settings(SPOT="true"), quotas(PREEMPTIBLE_NVIDIA_B200_GPUS=8, NVIDIA_B200_GPUS=64))
+    check = readiness.check_quota(settings(SPOT="true"), quotas(PREEMPTIBLE_NVIDIA_B200_GPUS=8, NVIDIA_B200_GPUS=64))
     assert (check.ok, "PREEMPTIBLE_NVIDIA_B200_GPUS" in check.detail) == (False, True)
 
 
 def test_doctor_quota_spot_without_preemptible_quota_falls_back_to_standard():
-    check = doctor.check_quota(settings(SPOT="true"), quotas(NVIDIA_B200_GPUS=16))
+    check = readiness.check_quota(settings(SPOT="true"), quotas(NVIDIA_B200_GPUS=16))
     assert check.ok
 
 
 def test_doctor_quota_h200_on_demand_uses_the_h200_metric():
-    check = doctor.check_quota(settings(GPU_TYPE="h200", SPOT="false"), quotas(NVIDIA_H200_GPUS=15))
+    check = readiness.check_quota(settings(GPU_TYPE="h200", SPOT="false"), quotas(NVIDIA_H200_GPUS=15))
     assert (check.ok, "NVIDIA_H200_GPUS: 15 free, up needs 16" in check.detail) == (False, True)
 
 
 def test_doctor_helm_older_than_3_14_fails():
-    assert not doctor.check_helm("v3.13.2+g1234").ok
+    assert not readiness.check_helm("v3.13.2+g1234").ok
 
 
 def test_doctor_apis_names_the_missing_ones_in_the_fix():
-    check = doctor.check_apis(settings(), "compute.googleapis.com\ncontainer.googleapis.com\n")
+    check = readiness.check_apis(settings(), "compute.googleapis.com\ncontainer.googleapis.com\n")
     assert "gcloud services enable storage.googleapis.com lustre.googleapis.com" in check.fix
 
 
 def test_doctor_reservation_of_another_machine_type_fails():
     body = json.dumps({"status": "READY", "specificReservation": {
         "count": 4, "inUseCount": 0, "instanceProperties": {"machineType": "a3-ultragpu-8g"}}})
-    assert not doctor.check_reservation(settings(SPOT="false", RESERVATION="r1"), 0, body, "").ok
+    assert not readiness.check_reservation(settings(SPOT="false", RESERVATION="r1"), 0, body, "").ok
 
 
 def test_doctor_shared_reservation_is_described_in_its_own_project():

@@ -13,8 +13,9 @@ import time
 
 import pytest
 
+from nemo_rl_gke import readiness
 from nemo_rl_gke.commands import doctor, kubectl
-from nemo_rl_gke.commands.doctor import AdcAnswer, WebAnswer
+from nemo_rl_gke.readiness import AdcAnswer, WebAnswer
 from nemo_rl_gke.settings import NCCL_INSTALLER_DEFAULT_REF, Settings, coerce, validate
 from nemo_rl_gke.tasks import checkup
 from support.fake import read_env_example
@@ -49,42 +50,42 @@ def test_nccl_installer_apply_uses_the_setting_ref(mode):
 
 def test_nccl_check_passes_when_both_answer_200():
     s = settings()
-    assert doctor.check_nccl_installer(s, answers(s, 200, 200)).ok
+    assert readiness.check_nccl_installer(s, answers(s, 200, 200)).ok
 
 
 def test_nccl_check_404_at_the_default_ref_says_to_set_the_ref():
     s = settings()
-    check = doctor.check_nccl_installer(s, answers(s, 200, 404))
+    check = readiness.check_nccl_installer(s, answers(s, 200, 404))
     assert (check.ok, "nccl-rdma-installer-autopilot.yaml: HTTP 404" in check.detail,
             "set NCCL_INSTALLER_REF" in check.fix) == (False, True, True)
 
 
 def test_nccl_check_404_at_another_ref_names_it_and_the_default():
     s = settings(NCCL_INSTALLER_REF=OTHER_REF)
-    check = doctor.check_nccl_installer(s, answers(s, 404, 404))
+    check = readiness.check_nccl_installer(s, answers(s, 404, 404))
     assert (check.ok, OTHER_REF in check.fix, NCCL_INSTALLER_DEFAULT_REF in check.fix) == (False, True, True)
 
 
 def test_nccl_check_without_any_answer_says_to_check_the_network():
     s = settings()
-    check = doctor.check_nccl_installer(s, answers(s, None, None))
+    check = readiness.check_nccl_installer(s, answers(s, None, None))
     assert (check.ok, "raw.githubusercontent.com" in check.fix) == (False, True)
 
 
 # ---- storage credentials ---------------------------------------------------------------------------------
 def test_storage_credentials_with_emulator_reports_it_and_needs_no_adc():
-    check = doctor.check_storage_credentials("http://127.0.0.1:9023", None)
+    check = readiness.check_storage_credentials("http://127.0.0.1:9023", None)
     assert (check.ok, "http://127.0.0.1:9023" in check.detail) == (True, True)
 
 
 def test_storage_credentials_missing_says_application_default_login():
-    check = doctor.check_storage_credentials("", AdcAnswer(False, "DefaultCredentialsError: not found. More."))
+    check = readiness.check_storage_credentials("", AdcAnswer(False, "DefaultCredentialsError: not found. More."))
     assert (check.ok, "gcloud auth application-default login" in check.fix, "More" in check.detail) == \
         (False, True, False)
 
 
 def test_storage_credentials_found_names_the_account():
-    check = doctor.check_storage_credentials("", AdcAnswer(True, "me@example.com"))
+    check = readiness.check_storage_credentials("", AdcAnswer(True, "me@example.com"))
     assert (check.ok, "me@example.com" in check.detail) == (True, True)
 
 
@@ -93,13 +94,13 @@ TOKEN = "hf_secretTOKENvalue123"
 
 
 def test_hf_token_unset_is_reported_as_not_set():
-    check = doctor.check_hf_token(settings(HF_TOKEN=""), None)
+    check = readiness.check_hf_token(settings(HF_TOKEN=""), None)
     assert (check.ok, "not set" in check.detail) == (True, True)
 
 
 def test_hf_token_valid_names_the_user_never_the_token():
     body = '{"type": "user", "name": "alice", "auth": {"accessToken": {"role": "read"}}}'
-    check = doctor.check_hf_token(settings(HF_TOKEN=TOKEN), WebAnswer(200, body))
+    check = readiness.check_hf_token(settings(HF_TOKEN=TOKEN), WebAnswer(200, body))
     assert (check.ok, "alice" in check.detail, "read" in check.detail, TOKEN in "".join(check.lines())) == \
         (True, True, True, False)
 
@@ -108,7 +109,7 @@ def test_hf_token_valid_names_the_user_never_the_token():
                                              (WebAnswer(None, "", "timed out"), "reaches huggingface.co"),
                                              (WebAnswer(503, ""), "later")])
 def test_hf_token_not_valid_or_not_checkable_fails_with_the_fix(answer, fix_part):
-    check = doctor.check_hf_token(settings(HF_TOKEN=TOKEN), answer)
+    check = readiness.check_hf_token(settings(HF_TOKEN=TOKEN), answer)
     assert (check.ok, fix_part in check.fix, TOKEN in "".join(check.lines())) == (False, True, False)
 
 
@@ -143,13 +144,13 @@ def test_doctor_new_gcloud_commands_parse_in_the_real_gcloud(build):
 
 
 def test_machine_type_missing_in_zone_says_to_change_the_zone():
-    check = doctor.check_machine_type(settings(), 1, "ERROR: (gcloud.compute.machine-types.describe) Could not fetch"
+    check = readiness.check_machine_type(settings(), 1, "ERROR: (gcloud.compute.machine-types.describe) Could not fetch"
                                                      " resource:\n - The resource '…' was not found\n")
     assert (check.ok, "was not found" in check.detail, "NODE_LOCATION" in check.fix) == (False, True, True)
 
 
 def test_network_profile_missing_names_the_profile():
-    check = doctor.check_network_profile(settings(), 1, "ERROR: not found")
+    check = readiness.check_network_profile(settings(), 1, "ERROR: not found")
     assert (check.ok, "us-central1-b-vpc-roce" in check.detail) == (False, True)
 
 

@@ -45,7 +45,7 @@ def _log(url: str, headers: Mapping[str, str]) -> None:
 
 
 def http_get(url: str, headers: Mapping[str, str]) -> Any:
-    from nemo_rl_gke.commands.doctor import WebAnswer
+    from nemo_rl_gke.readiness import WebAnswer
 
     _log(url, headers)
     shaped = _state().get("web", {}).get(url)
@@ -69,7 +69,7 @@ def http_get(url: str, headers: Mapping[str, str]) -> Any:
 
 
 def adc() -> Any:
-    from nemo_rl_gke.commands.doctor import AdcAnswer
+    from nemo_rl_gke.readiness import AdcAnswer
 
     settings = _state().get("doctor", {}).get("settings", {}) or {}
     if settings.get("adc", True) is False:

@@ -1,0 +1,303 @@
+"""`doctor`'s verdicts (pure): each answer to a question of commands/doctor.py, or of the web, as a ✓/✗ Check
+with the fix.
+
+Each check turns one tool's answer into ✓/✗ with the fix. Quota metric names (Compute Engine regional
+quotas, `gcloud compute regions describe`): NVIDIA_B200_GPUS / PREEMPTIBLE_NVIDIA_B200_GPUS for
+a4-highgpu-8g, NVIDIA_H200_GPUS / PREEMPTIBLE_NVIDIA_H200_GPUS for a3-ultragpu-8g. Spot VMs draw on the
+preemptible quota when the project has one, else on the standard one. A reservation was counted against
+quota when it was made, so with RESERVATION the check is the reservation's free capacity instead.
+
+Besides the tools' answers, doctor asks the web what `up` and `job.submit` will fetch: the two NCCL RDMA
+installer manifests at NCCL_INSTALLER_REF (kubectl fetches the URL, a 404 stops `up` at the GPU pool), the
+Application Default Credentials the storage client uses (the bucket steps), and, when HF_TOKEN is set,
+Hugging Face's whoami (the token is sent in a header, never shown). Those answers arrive as `WebAnswer` /
+`AdcAnswer` values from injectable probes (tasks/checkup.py), so everything here stays pure.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import TypedDict
+
+from .commands.doctor import REQUIRED_APIS, missing_apis, reservation_parts
+from .settings import NCCL_INSTALLER_DEFAULT_REF, Settings
+
+MIN_HELM = (3, 14)
+MIN_GCLOUD = (528, 0)  # `gcloud lustre` is GA there; older releases lack the command group
+HF_TOKENS_PAGE = "https://huggingface.co/settings/tokens"
+ADC_FIX = "run `gcloud auth application-default login` (the storage client uses Application Default Credentials)"
+QUOTA_METRICS = {
+    "nvidia-b200": "NVIDIA_B200_GPUS",
+    "nvidia-h200-141gb": "NVIDIA_H200_GPUS",
+}
+
+
+class RegionQuota(TypedDict, total=False):
+    """One entry of `gcloud compute regions describe --format=json`'s quotas."""
+
+    metric: str
+    limit: float
+    usage: float
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+    def lines(self) -> list[str]:
+        out = [f"{'✓' if self.ok else '✗'} {self.name}: {self.detail}"]
+        if not self.ok and self.fix:
+            out.append(f"    fix: {self.fix}")
+        return out
+
+
+def _version(text: str) -> tuple[int, ...] | None:
+    match = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text or "")
+    return tuple(int(g or 0) for g in match.groups()) if match else None
+
+
+def missing_tool(name: str, hint: str) -> Check:
+    return Check(name, False, "not found on PATH", hint)
+
+
+def check_gcloud(stdout: str) -> Check:
+    try:
+        version = json.loads(stdout or "{}").get("Google Cloud SDK", "")
+    except json.JSONDecodeError:
+        version = stdout
+    found = _version(version)
+    if found is None:
+        return Check("gcloud", False, f"cannot read its version from {stdout[:60]!r}",
+                     "reinstall the Google Cloud CLI")
+    shown = ".".join(map(str, found))
+    if found[:2] < MIN_GCLOUD:
+        return Check("gcloud", False, f"{shown} is older than {MIN_GCLOUD[0]} (no `gcloud lustre`)",
+                     "run `gcloud components update` (or upgrade the google-cloud-cli package)")
+    return Check("gcloud", True, shown)
+
+
+def check_kubectl(stdout: str) -> Check:
+    try:
+        version = json.loads(stdout or "{}").get("clientVersion", {}).get("gitVersion", "")
+    except json.JSONDecodeError:
+        version = stdout
+    match = re.search(r"v?\d+\.\d+\.\d+\S*", version or "")
+    if match is None:
+        return Check("kubectl", False, f"cannot read its version from {stdout[:60]!r}",
+                     "run `gcloud components install kubectl`")
+    return Check("kubectl", True, match.group(0))
+
+
+def check_helm(stdout: str) -> Check:
+    found = _version(stdout)
+    if found is None:
+        return Check("helm", False, f"cannot read its version from {stdout[:60]!r}",
+                     "install helm 3.14 or later: https://helm.sh/docs/intro/install/")
+    shown = stdout.strip().split("+")[0]
+    if found[:2] < MIN_HELM:
+        return Check("helm", False, f"{shown} is older than 3.14",
+                     "install helm 3.14 or later: https://helm.sh/docs/intro/install/ "
+                     "(or `python scripts/fetch_helm.py`)")
+    return Check("helm", True, shown)
+
+
+def check_auth_plugin(stdout: str) -> Check:
+    return Check("gke-gcloud-auth-plugin", True, (stdout.strip().splitlines() or ["present"])[0])
+
+
+def check_account(stdout: str) -> Check:
+    accounts = [line.strip() for line in (stdout or "").splitlines() if line.strip()]
+    if not accounts:
+        return Check("account", False, "no active gcloud account",
+                     "run `gcloud auth login` (and `gcloud auth application-default login`)")
+    return Check("account", True, accounts[0])
+
+
+def check_project(s: Settings, exit_code: int, stdout: str, stderr: str) -> Check:
+    if exit_code != 0:
+        reason = (stderr.strip().splitlines() or ["not found or no permission"])[-1]
+        return Check("project", False, f"{s.PROJECT_ID}: {reason}",
+                     f"check PROJECT_ID in .env, and that your account can see it (`gcloud projects describe "
+                     f"{s.PROJECT_ID}`)")
+    state = json.loads(stdout or "{}").get("lifecycleState", "ACTIVE")
+    if state != "ACTIVE":
+        return Check("project", False, f"{s.PROJECT_ID} is {state}", "use an active project")
+    return Check("project", True, s.PROJECT_ID)
+
+
+def check_apis(s: Settings, stdout: str) -> Check:
+    missing = missing_apis(stdout)
+    if missing:
+        return Check("APIs", False, "not enabled: " + ", ".join(missing),
+                     f"run `invoke doctor --fix` (or `gcloud services enable {' '.join(missing)} "
+                     f"--project={s.PROJECT_ID}`)")
+    return Check("APIs", True, "enabled: " + ", ".join(a.split(".")[0] for a in REQUIRED_APIS))
+
+
+def _last_error(stderr: str, default: str) -> str:
+    lines = [line.strip(" -") for line in (stderr or "").strip().splitlines() if line.strip()]
+    return lines[-1] if lines else default
+
+
+def check_machine_type(s: Settings, exit_code: int, stderr: str) -> Check:
+    name = f"{s.gpu.machine_type} in {s.zone}"
+    if exit_code != 0:
+        return Check(name, False, f"not offered: {_last_error(stderr, 'not found')[:160]}",
+                     f"set NODE_LOCATION to a zone of {s.region} that offers {s.gpu.machine_type} (`gcloud compute "
+                     f"machine-types list --filter=name={s.gpu.machine_type} --project={s.PROJECT_ID}`), or change "
+                     f"GPU_TYPE")
+    return Check(name, True, "offered")
+
+
+def check_network_profile(s: Settings, exit_code: int, stderr: str) -> Check:
+    from . import names
+
+    profile = names.rdma_profile(s)
+    name = "RDMA network profile"
+    if exit_code != 0:
+        return Check(name, False, f"{profile}: {_last_error(stderr, 'not found')[:160]}",
+                     f"set NODE_LOCATION to a zone with a RoCE network profile (`gcloud compute network-profiles list "
+                     f"--project={s.PROJECT_ID}`)")
+    return Check(name, True, profile)
+
+
+# ---- web answers (from the probes in tasks/checkup.py) ----------------------------------------
+@dataclass(frozen=True)
+class WebAnswer:
+    """One HTTP answer: the status, or None when there was none (no network, DNS, timeout) and why."""
+
+    status: int | None
+    body: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class AdcAnswer:
+    """Application Default Credentials: found and refreshed (who), or not (why)."""
+
+    ok: bool
+    detail: str
+
+
+def check_nccl_installer(s: Settings, answers: dict[str, WebAnswer]) -> Check:
+    """Both installer manifests (standard and Autopilot) must answer 200 at NCCL_INSTALLER_REF."""
+    name = "NCCL RDMA installer"
+    short = s.NCCL_INSTALLER_REF[:12]
+    bad = {url: answer for url, answer in answers.items() if answer.status != 200}
+    if not bad:
+        return Check(name, True, f"both manifests answer 200 at {short}")
+    shown = "; ".join(f"{url.rsplit('/', 1)[-1]}: " + (f"HTTP {a.status}" if a.status is not None
+                                                      else f"no answer ({a.reason[:80]})")
+                      for url, a in bad.items())
+    if all(a.status is None for a in bad.values()):
+        fix = ("check that this machine reaches raw.githubusercontent.com (kubectl fetches the manifest from here "
+               "during `up`)")
+    elif s.NCCL_INSTALLER_REF == NCCL_INSTALLER_DEFAULT_REF:
+        fix = ("the pinned commit no longer serves the file: set NCCL_INSTALLER_REF in .env to a commit of "
+               "GoogleCloudPlatform/container-engine-accelerators master that has both "
+               "gpudirect-rdma/nccl-rdma-installer.yaml and nccl-rdma-installer-autopilot.yaml")
+    else:
+        fix = (f"NCCL_INSTALLER_REF={s.NCCL_INSTALLER_REF} lacks the file: use a master commit that has both "
+               f"installer manifests, or remove the line to use the default {NCCL_INSTALLER_DEFAULT_REF}")
+    return Check(name, False, shown, fix)
+
+
+def check_storage_credentials(emulator: str, answer: AdcAnswer | None) -> Check:
+    """The storage client's credentials: ADC for Google Cloud, none for a local emulator."""
+    name = "storage credentials"
+    if emulator:
+        return Check(name, True, f"STORAGE_EMULATOR_HOST={emulator}: the bucket steps use that emulator "
+                                 f"(anonymous, no Application Default Credentials needed)")
+    if answer is None or not answer.ok:
+        why = (answer.detail if answer is not None else "not checked").split(". ")[0]
+        return Check(name, False, f"no usable Application Default Credentials ({why[:160]})", ADC_FIX)
+    return Check(name, True, f"Application Default Credentials: {answer.detail[:120]}")
+
+
+def check_hf_token(s: Settings, answer: WebAnswer | None) -> Check:
+    """HF_TOKEN's state, never the token: valid (whose), rejected, or not checkable."""
+    name = "HF_TOKEN"
+    if not s.HF_TOKEN:
+        return Check(name, True, "not set (only gated models such as google/gemma-3-27b-it need it)")
+    if answer is None or answer.status is None:
+        reason = answer.reason[:80] if answer is not None else "not checked"
+        return Check(name, False, f"set, but huggingface.co did not answer ({reason})",
+                     "check that this machine reaches huggingface.co")
+    if answer.status == 200:
+        try:
+            body = json.loads(answer.body or "{}")
+        except json.JSONDecodeError:
+            body = {}
+        who = body.get("name") if isinstance(body, dict) else None
+        role = ((body.get("auth") or {}).get("accessToken") or {}).get("role") if isinstance(body, dict) else None
+        detail = "valid" + (f" for {who}" if who else "") + (f" ({role} token)" if role else "")
+        return Check(name, True, detail + "; gated models also need their licence accepted on the model page")
+    if answer.status in (401, 403):
+        return Check(name, False, f"rejected by huggingface.co (HTTP {answer.status})",
+                     f"create a read token at {HF_TOKENS_PAGE} and put it in HF_TOKEN in .env")
+    return Check(name, False, f"huggingface.co answered HTTP {answer.status}", "try again later")
+
+
+def gpus_needed(s: Settings) -> int:
+    return s.GPU_NODES * s.gpu.gpus_per_node
+
+
+def _headroom(quotas: list[RegionQuota], metric: str) -> tuple[float, float] | None:
+    for quota in quotas:
+        if quota.get("metric") == metric:
+            limit, usage = float(quota.get("limit", 0)), float(quota.get("usage", 0))
+            return limit, limit - usage
+    return None
+
+
+def check_quota(s: Settings, stdout: str) -> Check:
+    """GPU quota in the region against GPU_NODES × 8 (standard metric, or preemptible for Spot)."""
+    quotas: list[RegionQuota] = json.loads(stdout or "{}").get("quotas", [])
+    need = gpus_needed(s)
+    metric = QUOTA_METRICS[s.gpu.accelerator]
+    name = f"GPU quota ({s.region})"
+    wanted = f"{'PREEMPTIBLE_' if s.SPOT else ''}{metric}"
+    fix = (f"request {wanted} >= {need} in {s.region}: Console > IAM & Admin > Quotas (filter: metric), "
+           f"or lower GPU_NODES / use --reservation")
+    standard = _headroom(quotas, metric)
+    if s.SPOT:
+        preemptible = _headroom(quotas, f"PREEMPTIBLE_{metric}")
+        if preemptible is not None and preemptible[0] > 0:
+            free = preemptible[1]
+            used_metric = f"PREEMPTIBLE_{metric}"
+        else:
+            # Without a preemptible quota, Spot VMs count against the standard one.
+            free = standard[1] if standard else 0.0
+            used_metric = metric
+    else:
+        free = standard[1] if standard else 0.0
+        used_metric = metric
+    detail = f"{used_metric}: {free:g} free, up needs {need} ({s.GPU_NODES} nodes × {s.gpu.gpus_per_node})"
+    return Check(name, free >= need, detail, fix)
+
+
+def check_reservation(s: Settings, exit_code: int, stdout: str, stderr: str) -> Check:
+    name = f"reservation {s.RESERVATION}"
+    if exit_code != 0:
+        reason = (stderr.strip().splitlines() or ["not found"])[-1]
+        return Check(name, False, f"not found in {s.zone}: {reason}",
+                     f"check RESERVATION and NODE_LOCATION (`gcloud compute reservations list "
+                     f"--project={reservation_parts(s)[0]}`), or use --spot")
+    body = json.loads(stdout or "{}")
+    specific = body.get("specificReservation", {})
+    machine = specific.get("instanceProperties", {}).get("machineType", "")
+    free = int(specific.get("count", 0)) - int(specific.get("inUseCount", 0))
+    if machine and machine != s.gpu.machine_type:
+        return Check(name, False, f"reserves {machine}, not {s.gpu.machine_type}",
+                     f"use a reservation of {s.gpu.machine_type}, or set GPU_TYPE to match")
+    if body.get("status", "READY") != "READY":
+        return Check(name, False, f"status {body.get('status')}", "wait until the reservation is READY")
+    if free < s.GPU_NODES:
+        return Check(name, False, f"{free} of {specific.get('count', 0)} VMs free, up needs {s.GPU_NODES}",
+                     "lower GPU_NODES, free VMs in the reservation, or use --spot")
+    return Check(name, True, f"{free} {s.gpu.machine_type} free, up needs {s.GPU_NODES}")
