@@ -1,13 +1,15 @@
 """`clean`: tear down everything (`invoke clean` = `clean.all`, the same as `down`) or one layer.
 
 Each layer task deletes that layer's steps of the one graph (`layer_steps`), in parallel, then scans
-that layer for leftovers. Data is kept unless --delete-data, and so is whatever kept data needs from
-another layer's point of view (`clean.net` keeps the main VPC while the Lustre instance is kept).
+that layer for leftovers. Data is kept, and so is whatever kept data needs from another layer's point of view
+(`clean.net` keeps the main VPC while the Lustre instance is kept). Only `clean.storage` and `clean` (= `down`)
+take --delete-data / --delete-unexported / --delete-bucket: the other layers hold no data.
 
 Examples:
     invoke clean --yes                   # = invoke down --yes
     invoke clean.ray --yes               # only the Ray cluster
     invoke clean.storage --yes --delete-data
+    invoke clean.net --yes --force-unlock   # only when the run holding the lock is gone
 """
 
 from __future__ import annotations
@@ -16,9 +18,13 @@ from dataclasses import replace
 from typing import Any
 
 from invoke import Collection
+from invoke.context import Context
 
 from . import context
 from .lifecycle import TEARDOWN_HELP as HELP
+
+# Layers without data (ray, cluster, net) take no data flags: Lustre and the bucket are storage's.
+LAYER_HELP = {key: HELP[key] for key in ("yes", "force_unlock")}
 
 
 def kept_for_data(steps: list[Any], delete_data: bool, delete_bucket: bool = False) -> set[str]:
@@ -59,16 +65,16 @@ def all_(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes
               delete_unexported=delete_unexported, delete_bucket=delete_bucket, force_unlock=force_unlock)
 
 
-@context.task(help=HELP)
-def ray(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes=False, force_unlock=False):
+@context.task(help=LAYER_HELP)
+def ray(c: Context, yes: bool = False, force_unlock: bool = False) -> None:
     """Delete the Ray cluster (Helm release) only."""
-    _clean_layer(c, "ray", delete_data, yes, delete_unexported, delete_bucket, force_unlock)
+    _clean_layer(c, "ray", False, yes, force_unlock=force_unlock)
 
 
-@context.task(help=HELP)
-def cluster(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes=False, force_unlock=False):
+@context.task(help=LAYER_HELP)
+def cluster(c: Context, yes: bool = False, force_unlock: bool = False) -> None:
     """Delete the GKE cluster with its GPU pool and everything inside it."""
-    _clean_layer(c, "cluster", delete_data, yes, delete_unexported, delete_bucket, force_unlock)
+    _clean_layer(c, "cluster", False, yes, force_unlock=force_unlock)
 
 
 @context.task(help=HELP)
@@ -77,10 +83,10 @@ def storage(c, delete_data=False, delete_unexported=False, delete_bucket=False, 
     _clean_layer(c, "storage", delete_data, yes, delete_unexported, delete_bucket, force_unlock)
 
 
-@context.task(help=HELP)
-def net(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes=False, force_unlock=False):
+@context.task(help=LAYER_HELP)
+def net(c: Context, yes: bool = False, force_unlock: bool = False) -> None:
     """Delete our subnets, firewall rule and VPCs (the main VPC stays while kept Lustre needs it)."""
-    _clean_layer(c, "net", delete_data, yes, delete_unexported, delete_bucket, force_unlock)
+    _clean_layer(c, "net", False, yes, force_unlock=force_unlock)
 
 
 ns = Collection("clean", all_, ray, cluster, storage, net)

@@ -68,7 +68,8 @@ class CliTask(Task):  # type: ignore[type-arg]  # invoke.Task is generic only in
       `invoke net.create storage.create` dropped storage.create. A task named twice still runs once.
     - `-h` is never an automatic short flag (it is Invoke's per-task help: `invoke ray.render -h`).
     - int flags (an int default, or an `int` / `int | None` annotation) are CheckedArguments: `INT` in the
-      help, a bad value exits 2."""
+      help, a bad value exits 2.
+    - get_arguments can be asked more than once and keeps every flag's help."""
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Task) and self.body is other.body
@@ -82,8 +83,15 @@ class CliTask(Task):  # type: ignore[type-arg]  # invoke.Task is generic only in
 
     def get_arguments(self, ignore_unknown_help: bool | None = None) -> list[Argument]:
         params = inspect.signature(self.body).parameters
+        saved = dict(self.help)
+        try:
+            arguments = super().get_arguments(ignore_unknown_help)
+        finally:
+            # Invoke's arg_opts pops each flag's help as it goes; restore it so asking twice (the run-id
+            # rewrite reads the contexts before Invoke's parser does) still shows every flag's help.
+            self.help = saved
         out = []
-        for arg in super().get_arguments(ignore_unknown_help):
+        for arg in arguments:
             param = params.get(arg.attr_name or arg.name or "")
             if arg.kind is int or (param is not None and _declares_int(param.annotation)):
                 arg = CheckedArgument(names=arg.names, kind=int, default=arg.default, help=arg.help,

@@ -237,7 +237,8 @@ def tear_down(c: Any, s: Any, steps: list[Any], *, delete_data: bool, yes: bool,
         r.say(f"# {what}: {scope} in {s.PROJECT_ID}, {data}")
         graph.destroy(r, steps, consent=given)
         kinds = [item.kind + "s" for item in leftovers.listings(s) if not layers or item.layer in layers]
-        r.say(f"# then: leftover scan (each step asked by name; read-only lists of {', '.join(kinds)})")
+        lists = f"; read-only lists of {', '.join(kinds)}" if kinds else ""
+        r.say(f"# then: leftover scan (each step asked by name{lists})")
         return
     if not yes and not sys.stdin.isatty():
         context.confirm(c, question, yes=False)  # no terminal and no --yes: exit 2 before any external call

@@ -51,3 +51,11 @@ def test_bare_run_id_rewrites_only_the_first_bare_token_of_a_run_id_task(argv, e
 def test_bare_run_id_tasks_are_the_job_readers():
     takers = sorted(ctx.name for ctx in CONTEXTS if cli.takes_bare_run_id(ctx))
     assert takers == ["job.checkpoints", "job.logs", "job.metrics", "job.status", "job.stop"]
+
+
+def test_bare_run_id_reading_the_contexts_twice_keeps_every_flag_help():
+    # the rewrite reads the contexts before Invoke's parser does; Invoke's arg_opts pops help as it goes
+    first, second = ({ctx.name: ctx for ctx in tasks.ns.to_contexts()} for _ in range(2))
+    assert second["job.status"].args["id"].help == first["job.status"].args["id"].help
+    assert "also given bare" in second["job.status"].args["id"].help
+    assert second["up"].args["yes"].help
