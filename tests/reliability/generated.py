@@ -112,6 +112,14 @@ BASE_REGION = "us-central1"
 # Managed Lustre's capacity range (gcloud 528): multiples of 9000 GiB in it.
 LUSTRE_MIN, LUSTRE_MAX = 18_000, 954_000
 
+# Hugging Face repo ids: owner/name, each part [A-Za-z0-9_.-] starting and ending with a letter, digit or '_'.
+hf_part = st.builds(lambda head, middle, tail: head + middle + tail,
+                    st.sampled_from(string.ascii_letters + string.digits + "_"),
+                    st.text(string.ascii_letters + string.digits + "_.-", max_size=20),
+                    st.sampled_from(string.ascii_letters + string.digits + "_")).filter(
+    lambda v: "--" not in v and ".." not in v)
+hf_repo = st.builds(lambda owner, model: f"{owner}/{model}", hf_part, hf_part)
+
 # key -> strategy of override dicts that are valid
 VALID: dict[str, st.SearchStrategy[dict[str, str]]] = {
     "PROJECT_ID": st.builds(lambda v: {"PROJECT_ID": v}, name(30).filter(lambda v: len(v) >= 6)),
@@ -151,6 +159,8 @@ VALID: dict[str, st.SearchStrategy[dict[str, str]]] = {
                                               _mixed_case(S._TRUE), bucket_ok)),
     "NCCL_INSTALLER_REF": st.builds(lambda v: {"NCCL_INSTALLER_REF": v}, st.one_of(
         st.text("0123456789abcdef", min_size=40, max_size=40), st.just(S.NCCL_INSTALLER_DEFAULT_REF))),
+    "PREFETCH_MODELS": st.builds(lambda ids, sep: {"PREFETCH_MODELS": sep.join(ids)},
+                                 st.lists(hf_repo, max_size=3), st.sampled_from([",", ", ", " , "])),
 }
 
 
@@ -217,6 +227,12 @@ INVALID: dict[str, st.SearchStrategy[dict[str, str]]] = {
     "NCCL_INSTALLER_REF": _one("NCCL_INSTALLER_REF", st.one_of(
         st.just(""), spoil(st.text("0123456789abcdef", min_size=40, max_size=40), extra="/?#%"),
         st.text("0123456789abcdef", max_size=39), st.sampled_from(["master", "HEAD", "v1.1.1"]))),
+    "PREFETCH_MODELS": _one("PREFETCH_MODELS", st.one_of(
+        hf_part, st.builds(lambda a, b, c: f"{a}/{b}/{c}", hf_part, hf_part, hf_part),  # no owner; a path
+        st.builds(lambda a, b, bad: f"{a}/{b[:1]}{bad}{b[1:]}x", hf_part, hf_part, st.sampled_from(" @!:é\"'$;\\+~/")),
+        st.builds(lambda a, b, bad: f"{a}/{b[:1]}{bad}{b}", hf_part, hf_part, st.sampled_from(["--", ".."])),
+        st.builds(lambda a, b: f"{a},,{b}", hf_repo, hf_repo), st.builds(lambda a: f"{a},", hf_repo),
+        st.builds(lambda a: f"{a}/" + "x" * 97, hf_part))),
 }
 
 
