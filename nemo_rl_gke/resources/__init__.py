@@ -11,10 +11,11 @@ LAYERS = ("net", "cluster", "storage", "ray")
 def all_steps(s: Settings) -> list[Step]:
     from . import cluster_steps as cluster
     from . import net_steps as net
+    from . import prefetch_steps as prefetch
     from . import ray_steps as ray
     from . import storage_steps as storage
 
-    return net.steps(s) + cluster.steps(s) + storage.steps(s) + ray.steps(s)
+    return net.steps(s) + cluster.steps(s) + storage.steps(s) + prefetch.steps(s) + ray.steps(s)
 
 
 def layer_steps(s: Settings, layer: str) -> list[Step]:

@@ -131,6 +131,7 @@ def _utc_stamp() -> str:
 def submit(c, name, set_=None, id_=None, follow=False, max_restarts=-1):
     """Validate a job and start it detached in the Ray head pod, under a supervisor; prints the run id."""
     from .. import jobrules, jobscript, jobspec
+    from ..resources.prefetch_steps import wait_for_model
     from ..settings import ConfigError
 
     s = context.settings(c)
@@ -158,6 +159,7 @@ def submit(c, name, set_=None, id_=None, follow=False, max_restarts=-1):
     head, ray_gpus = _head(r, s)
     if ray_gpus is not None:
         jobspec.validate(spec, overrides, ray_gpus=ray_gpus, **checks)
+    wait_for_model(r, s, spec.model_name)  # a prefetch still downloading it: wait, do not race
     submission = jobscript.Submission(run_id, spec.name, spec.entry_point, spec.recipe, tuple(overrides),
                                       spec.dataset, max_restarts=restarts,
                                       gated_model=spec.model_name if spec.gated else "")

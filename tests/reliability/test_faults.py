@@ -30,7 +30,7 @@ UP_FAULTS = [
     "helm upgrade ",
 ]
 DOWN_FAULTS = [
-    "helm uninstall ", "delete secret ", "delete persistentvolumeclaim ", "delete serviceaccount ",
+    "helm uninstall ", "delete jobs ", "delete secret ", "delete persistentvolumeclaim ", "delete serviceaccount ",
     "delete persistentvolume lustre-pv", "lustre instances delete ", "container clusters delete ",
     "vpc-peerings delete ", "addresses delete ", "subnets delete nemo-gvnic-sub ",
     *[f"subnets delete nemo-rdma-sub-{n} " for n in range(8)], "firewall-rules delete ",

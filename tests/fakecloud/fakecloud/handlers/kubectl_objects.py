@@ -7,6 +7,7 @@ kinds). A pod is Ready once time passes its private '_ready_at' (set by whoever 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..core import POD_COMMANDS, Ctx, Fail, command, public
@@ -32,6 +33,9 @@ ALIASES = {
     "customresourcedefinition": "CustomResourceDefinition", "customresourcedefinitions": "CustomResourceDefinition",
     "crd": "CustomResourceDefinition", "crds": "CustomResourceDefinition",
 }
+# Kinds with a life of their own (kubectl_jobs.py: Job): set up when created, status computed when read.
+ON_CREATE: dict[str, Callable[[Ctx, dict[str, Any]], None]] = {}
+STATUS_VIEWS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
 # What `kubectl apply -f <url>` of a known manifest creates.
 KNOWN_URLS = {
     "nccl-rdma-installer-autopilot.yaml": [
@@ -95,6 +99,8 @@ def put_object(ctx: Ctx, obj: dict[str, Any]) -> str:
             merged.setdefault("status", old.get("status"))
         else:
             merged["_created"] = time.time()
+            if kind in ON_CREATE:
+                ON_CREATE[kind](ctx, merged)
         if kind == "PersistentVolumeClaim":
             merged["status"] = {"phase": "Bound" if obj.get("spec", {}).get("volumeName") else "Pending"}
         ctx.state.put(skind, key, merged)
@@ -141,6 +147,8 @@ def _selected(obj: dict[str, Any], selector: str) -> bool:
 
 def with_status(obj: dict[str, Any]) -> dict[str, Any]:
     """Public view of an object, with a pod's phase and Ready condition computed from its '_ready_at'."""
+    if obj.get("kind") in STATUS_VIEWS:
+        return STATUS_VIEWS[obj["kind"]](obj)
     view = public(obj)
     if obj.get("kind") == "Pod" and "_ready_at" in obj:
         ready = time.time() >= obj["_ready_at"] and not obj.get("_never_ready")

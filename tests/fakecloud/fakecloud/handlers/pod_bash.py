@@ -90,7 +90,8 @@ def pod_env(ctx: Ctx, pod: dict[str, Any], container: str, root: Path) -> dict[s
         if "value" in item:
             env[item["name"]] = str(item["value"])
     env.update({k: v for k, v in os.environ.items() if k.startswith(("NRG_STANDIN_", "NRG_SUPERVISOR_"))})
-    for knob in ("PREEMPT_AT_STEP", "PREEMPT_TIMES", "JOB_ERROR_AT_STEP", "WORKER_RETURN_SECONDS", "HF_NO_ACCESS"):
+    for knob in ("PREEMPT_AT_STEP", "PREEMPT_TIMES", "JOB_ERROR_AT_STEP", "WORKER_RETURN_SECONDS", "HF_NO_ACCESS",
+                 "TIME_SCALE"):
         if os.environ.get(f"FAKECLOUD_{knob}"):
             env[f"NRG_STANDIN_{knob}"] = os.environ[f"FAKECLOUD_{knob}"]
     return env
