@@ -14,12 +14,14 @@ Examples:
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 from typing import Any
 
-from invoke import Collection
+from invoke.collection import Collection
 from invoke.context import Context
 
+from ..settings import Settings
 from . import context
 from .lifecycle import TEARDOWN_HELP as HELP
 
@@ -27,30 +29,54 @@ from .lifecycle import TEARDOWN_HELP as HELP
 LAYER_HELP = {key: HELP[key] for key in ("yes", "force_unlock")}
 
 
-def kept_for_data(steps: list[Any], delete_data: bool, delete_bucket: bool = False) -> set[str]:
-    """Names of the steps a teardown keeps: data without its consent, and everything that data depends on."""
+def kept_for_data(steps: list[Any], delete_data: bool, delete_bucket: bool = False,
+                  live: set[str] | None = None) -> set[str]:
+    """Names of the steps a teardown keeps: data without its consent, and everything that data depends on.
+
+    live: the data steps that exist (in any state); the others keep nothing (None: every data step counts)."""
     from ..graph import Consent, kept_steps
 
-    return kept_steps(steps, Consent(delete_data=delete_data, delete_bucket=delete_bucket))
+    absent = {step.name for step in steps if step.holds_data and live is not None and step.name not in live}
+    return kept_steps([step for step in steps if step.name not in absent],
+                      Consent(delete_data=delete_data, delete_bucket=delete_bucket))
 
 
-def layer_teardown_steps(steps: list[Any], layer: str, delete_data: bool, delete_bucket: bool = False) -> list[Any]:
+def layer_teardown_steps(steps: list[Any], layer: str, delete_data: bool, delete_bucket: bool = False,
+                         live: set[str] | None = None) -> list[Any]:
     """The layer's steps, with those that kept data needs (judged over the whole graph) marked as kept."""
-    kept = kept_for_data(steps, delete_data, delete_bucket)
+    kept = kept_for_data(steps, delete_data, delete_bucket, live)
     # holds_data=True (consent "delete_data") makes graph.destroy keep a step the kept data needs, unless
     # delete_data; the data steps keep their own consent.
     return [replace(step, holds_data=True) if step.name in kept and not step.needs() else step for step in steps
             if step.layer == layer]
 
 
-def _clean_layer(c: Any, layer: str, delete_data: bool, yes: bool, delete_unexported: bool = False,
-                 delete_bucket: bool = False, force_unlock: bool = False) -> None:
+def live_data(c: Context, s: Settings, steps: list[Any], layer: str) -> set[str] | None:
+    """The data stores that exist in any state (a Lustre instance still CREATING is there) among those that
+    need this layer, asked in parallel; None on a dry run (it assumes nothing, so it keeps what data needs)."""
+    from ..graph import needed_by
+
+    r = context.runner(c, s)
+    if r.dry:
+        return None
+    ours = {step.name for step in steps if step.layer == layer}
+    data = [step for step in steps if step.holds_data and needed_by(steps, [step.name]) & ours]
+    found = r.parallel([lambda step=step: step.is_present(r) for step in data])
+    return {step.name for step, here in zip(data, found, strict=True) if here}
+
+
+def clean_layer(c: Context, layer: str, *, yes: bool, delete_data: bool = False, delete_unexported: bool = False,
+                delete_bucket: bool = False, force_unlock: bool = False, what: str = "") -> None:
+    """One layer's teardown (clean.<layer>, and <layer>.delete): the list of what goes, the lock, the data guard
+    and the shared-resource rules of `tear_down`, the board, the leftover scan of that layer."""
     from ..resources import all_steps
     from .lifecycle import tear_down
 
     s = context.settings(c)
-    steps = layer_teardown_steps(all_steps(s), layer, delete_data, delete_bucket)
-    tear_down(c, s, steps, delete_data=delete_data, yes=yes, what=f"clean.{layer}", layers=(layer,),
+    everything = all_steps(s)
+    live = live_data(c, s, everything, layer) if (yes or sys.stdin.isatty()) else None
+    steps = layer_teardown_steps(everything, layer, delete_data, delete_bucket, live)
+    tear_down(c, s, steps, delete_data=delete_data, yes=yes, what=what or f"clean.{layer}", layers=(layer,),
               delete_unexported=delete_unexported, delete_bucket=delete_bucket, force_unlock=force_unlock)
 
 
@@ -68,25 +94,26 @@ def all_(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes
 @context.task(help=LAYER_HELP)
 def ray(c: Context, yes: bool = False, force_unlock: bool = False) -> None:
     """Delete the Ray cluster (Helm release) only."""
-    _clean_layer(c, "ray", False, yes, force_unlock=force_unlock)
+    clean_layer(c, "ray", yes=yes, force_unlock=force_unlock)
 
 
 @context.task(help=LAYER_HELP)
 def cluster(c: Context, yes: bool = False, force_unlock: bool = False) -> None:
     """Delete the GKE cluster with its GPU pool and everything inside it."""
-    _clean_layer(c, "cluster", False, yes, force_unlock=force_unlock)
+    clean_layer(c, "cluster", yes=yes, force_unlock=force_unlock)
 
 
 @context.task(help=HELP)
 def storage(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes=False, force_unlock=False):
     """Delete the storage layer: PV/PVC, KSA, Secret, binding; Lustre and bucket only with their own flags."""
-    _clean_layer(c, "storage", delete_data, yes, delete_unexported, delete_bucket, force_unlock)
+    clean_layer(c, "storage", yes=yes, delete_data=delete_data, delete_unexported=delete_unexported,
+                delete_bucket=delete_bucket, force_unlock=force_unlock)
 
 
 @context.task(help=LAYER_HELP)
 def net(c: Context, yes: bool = False, force_unlock: bool = False) -> None:
     """Delete our subnets, firewall rule and VPCs (the main VPC stays while kept Lustre needs it)."""
-    _clean_layer(c, "net", False, yes, force_unlock=force_unlock)
+    clean_layer(c, "net", yes=yes, force_unlock=force_unlock)
 
 
 ns = Collection("clean", all_, ray, cluster, storage, net)

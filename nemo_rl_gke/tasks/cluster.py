@@ -7,8 +7,14 @@ Examples:
     invoke --dry cluster.create --gpu=b200 --reservation=my-a4-reservation
 """
 
-from invoke import Collection
+from __future__ import annotations
 
+from typing import Any
+
+from invoke.collection import Collection
+from invoke.context import Context
+
+from ..settings import Settings
 from . import context
 
 FLAG_HELP = {
@@ -20,13 +26,14 @@ FLAG_HELP = {
 }
 
 
-def cluster_settings(c, gpu=None, mode=None, nodes=None, spot=False, reservation=None):
+def cluster_settings(c: Context, gpu: str | None = None, mode: str | None = None, nodes: int | None = None,
+                     spot: bool = False, reservation: str | None = None) -> Settings:
     """Flags over .env. --spot and --reservation exclude each other; either one replaces the other's .env value."""
     from ..settings import ConfigError
 
     if spot and reservation:
         raise ConfigError("--reservation", reservation, "--spot and --reservation exclude each other: give one.")
-    overrides = {"GPU_TYPE": gpu, "CLUSTER_MODE": mode, "GPU_NODES": nodes}
+    overrides: dict[str, Any] = {"GPU_TYPE": gpu, "CLUSTER_MODE": mode, "GPU_NODES": nodes}
     if spot:
         overrides.update(SPOT=True, RESERVATION="")
     if reservation:
@@ -34,21 +41,23 @@ def cluster_settings(c, gpu=None, mode=None, nodes=None, spot=False, reservation
     return context.settings(c, **overrides)
 
 
-def _steps(s):
+def _steps(s: Settings) -> list[Any]:
     from ..resources import cluster_steps as cluster
 
     return cluster.steps(s)
 
 
-@context.task(help=FLAG_HELP)
-def create(c, gpu=None, mode=None, nodes: int | None = None, spot=False, reservation=None):
+@context.task(help={**FLAG_HELP, "force_unlock": context.UNLOCK_HELP})
+def create(c: Context, gpu: str | None = None, mode: str | None = None, nodes: int | None = None,
+           spot: bool = False, reservation: str | None = None, force_unlock: bool = False) -> None:
     """Create the cluster, GPU node pool, NCCL installer and network mapping (skips what exists)."""
     s = cluster_settings(c, gpu, mode, nodes, spot, reservation)
-    context.apply_steps(c, s, _steps(s))
+    with context.deployment_locked(c, s, "cluster.create", force=force_unlock):
+        context.apply_steps(c, s, _steps(s))
 
 
 @context.task
-def credentials(c):
+def credentials(c: Context) -> None:
     """Fetch kubectl credentials for the cluster."""
     from ..resources import cluster_steps as cluster
 
@@ -57,17 +66,18 @@ def credentials(c):
 
 
 @context.task(help={"json_": context.JSON_HELP})
-def status(c, json_=False):
+def status(c: Context, json_: bool = False) -> None:
     """Show whether the cluster, GPU pool, NCCL installer and network mapping exist."""
     context.status_task(c, "cluster {s.CLUSTER_NAME}", _steps, as_json=json_, kind="cluster.status")
 
 
-@context.task(help={"yes": "Answer yes to the confirmation (needed without a terminal)."})
-def delete(c, yes=False):
-    """Delete the cluster and everything in it (GPU pool, Ray, network mapping)."""
-    s = context.settings(c)
-    context.confirm(c, f"Delete cluster {s.CLUSTER_NAME} in {s.region} with its GPU nodes?", yes=yes)
-    context.destroy_steps(c, s, _steps(s))
+@context.task(help={"yes": "Answer yes to the confirmation (needed without a terminal).",
+                    "force_unlock": context.UNLOCK_HELP})
+def delete(c: Context, yes: bool = False, force_unlock: bool = False) -> None:
+    """Delete the cluster and everything in it (GPU pool, Ray, network mapping); Lustre and the bucket stay."""
+    from .clean import clean_layer
+
+    clean_layer(c, "cluster", yes=yes, force_unlock=force_unlock, what="cluster.delete")
 
 
 ns = Collection("cluster", create, credentials, status, delete)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from invoke import Exit
@@ -93,6 +93,23 @@ def confirm(c: Any, question: str, *, yes: bool) -> None:
         raise Exit("cancelled; nothing was changed.", code=1)
 
 
+UNLOCK_HELP = ("Take over the deployment's lock even if another run (on any machine) holds it; says whose. Only "
+               "when that run is gone.")
+
+
+@contextlib.contextmanager
+def deployment_locked(c: Any, s: Settings, what: str, *, force: bool = False) -> Iterator[None]:
+    """A changing task's turn: the deployment's lock (this machine's, and the lease in the bucket every machine
+    sees), so two changing runs never interleave; a dry run changes nothing and takes none."""
+    if is_dry(c):
+        yield
+        return
+    from ..lock import deployment_lock
+
+    with deployment_lock(s, what, force=force):
+        yield
+
+
 def apply_steps(c: Any, s: Settings, steps: list[Any], *, title: str = "create") -> Any:
     """Create what is missing among steps, in parallel, with the live board."""
     from .. import graph
@@ -149,7 +166,7 @@ def status_task(c: Any, title: str, steps_of: Callable[[Settings], list[Any]], *
 ID_COLUMNS = ("id", "run id", "pod", "resource", "name")
 
 
-def print_table(title: str, header: tuple[str, ...], rows: list[tuple[str, ...]], *,
+def print_table(title: str, header: tuple[str, ...], rows: Sequence[tuple[str, ...]], *,
                 ids: tuple[str, ...] = ID_COLUMNS, file: Any = None, terminal_width: int | None = None) -> None:
     """A rich table on stdout. Columns named in `ids` (run ids, resource names: what the next command needs)
     are never cut: on a terminal they keep their full width and the other columns wrap (never below their

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from invoke import Collection
+from invoke.collection import Collection
 from invoke.context import Context
 
 from ..settings import Settings

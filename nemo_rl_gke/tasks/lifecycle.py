@@ -37,8 +37,7 @@ DATA_HELP = ("Also delete the Lustre instance, once every run on it is verified 
              "storage.export`). The bucket stays.")
 UNEXPORTED_HELP = "With --delete-data: delete Lustre even with runs not in the bucket (lists them, asks)."
 BUCKET_HELP = "Also delete the bucket, the durable home of exported checkpoints (asks, naming its size)."
-UNLOCK_HELP = ("Take over the deployment's lock even if another run (on any machine) holds it; says whose. Only "
-               "when that run is gone.")
+UNLOCK_HELP = context.UNLOCK_HELP
 TEARDOWN_HELP = {"delete_data": DATA_HELP, "delete_unexported": UNEXPORTED_HELP, "delete_bucket": BUCKET_HELP,
                  "yes": YES_HELP, "force_unlock": UNLOCK_HELP}
 

@@ -3,61 +3,48 @@
 Examples:
     invoke net.create
     invoke --dry net.create        # print the gcloud commands, run nothing
-    invoke net.delete --yes
+    invoke net.delete --yes        # the main VPC stays while the Lustre instance is kept on it
 """
 
-from invoke import Collection
+from typing import Any
 
+from invoke.collection import Collection
+from invoke.context import Context
+
+from ..settings import Settings
 from . import context
 
 
-def _steps(s):
+def _steps(s: Settings) -> list[Any]:
     from ..resources import net_steps as net
 
     return net.steps(s)
 
 
-@context.task
-def create(c):
+@context.task(help={"force_unlock": context.UNLOCK_HELP})
+def create(c: Context, force_unlock: bool = False) -> None:
     """Create the main, gVNIC and RDMA VPCs, subnets and firewall rule (skips what exists)."""
     s = context.settings(c)
-    context.apply_steps(c, s, _steps(s))
+    with context.deployment_locked(c, s, "net.create", force=force_unlock):
+        context.apply_steps(c, s, _steps(s))
 
 
 @context.task(help={"json_": context.JSON_HELP})
-def status(c, json_=False):
+def status(c: Context, json_: bool = False) -> None:
     """Show which of our networks, subnets and firewall rules exist."""
     context.status_task(c, "networks", _steps, as_json=json_, kind="net.status")
 
 
-@context.task(help={"yes": "Answer yes to the confirmation (needed without a terminal)."})
-def delete(c, yes=False):
-    """Delete our subnets, firewall rule and VPCs (never a VPC we did not create)."""
-    s = context.settings(c)
-    context.confirm(c, f"Delete the networks of {s.PROJECT_ID} ({s.GVNIC_NETWORK_PREFIX}-*, "
-                       f"{s.RDMA_NETWORK_PREFIX}-*, {s.NETWORK} if ours)?", yes=yes)
-    context.destroy_steps(c, s, _steps_keeping_live_data(c, s))
+@context.task(help={"yes": "Answer yes to the confirmation (needed without a terminal).",
+                    "force_unlock": context.UNLOCK_HELP})
+def delete(c: Context, yes: bool = False, force_unlock: bool = False) -> None:
+    """Delete our subnets, firewall rule and VPCs (never a VPC we did not create; the main VPC stays while the
+    Lustre instance, in any state, is kept on it)."""
+    from .clean import clean_layer
 
-
-def _steps_keeping_live_data(c, s):
-    """Our network steps, with those an existing data store still needs (the main VPC under a kept Lustre
-    instance) marked to be kept: the API would refuse to delete them anyway, and the data stays reachable."""
-    from dataclasses import replace
-
-    from ..graph import needed_by
-    from ..resources import all_steps
-
-    steps = all_steps(s)
-    everything = {step.name: step for step in steps}
-    r = context.runner(c, s)
-    # Only data stores that sit on our networks (Lustre), so no client library call is needed here.
-    live = [step.name for step in steps if step.holds_data
-            and any(everything[d].layer == "net" for d in needed_by(steps, [step.name])) and step.exists(r)]
-    keep = needed_by(steps, live) - set(live)
-    for name in sorted(keep & {step.name for step in _steps(s)}):
-        r.say(f"kept {everything[name].title}: {', '.join(everything[n].title for n in live)} still uses it "
-              f"(delete it with `invoke storage.delete --delete-data` first)", err=True)
-    return [replace(step, holds_data=True) if step.name in keep else step for step in _steps(s)]
+    # clean.net's teardown: what goes is listed, the lock is taken, a Lustre instance still CREATING counts
+    # as present (its VPC is kept), what another deployment shares is kept, leftovers are scanned.
+    clean_layer(c, "net", yes=yes, force_unlock=force_unlock, what="net.delete")
 
 
 ns = Collection("net", create, status, delete)

@@ -15,8 +15,15 @@ Examples:
     invoke ray.delete --yes
 """
 
-from invoke import Collection
+from __future__ import annotations
 
+from typing import Any
+
+from invoke.collection import Collection
+from invoke.context import Context
+
+from ..runner import Runner
+from ..settings import Settings
 from . import context
 
 SIZE_HELP = {
@@ -26,18 +33,18 @@ SIZE_HELP = {
 }
 
 
-def _settings(c, nodes=None, offline=False):
+def _settings(c: Context, nodes: int | None = None, offline: bool = False) -> Settings:
     return context.settings(c, offline=offline, GPU_NODES=nodes)
 
 
-def _head(head_cpu, head_memory):
+def _head(head_cpu: int | None, head_memory: int | None) -> dict[str, int | None]:
     from ..settings import _int
 
     return {"head_cpu": None if head_cpu is None else _int("--head-cpu", head_cpu),
             "head_memory_gi": None if head_memory is None else _int("--head-memory", head_memory)}
 
 
-def _non_negative(flag, value):
+def _non_negative(flag: str, value: Any) -> int:
     from ..settings import ConfigError, _int
 
     number = _int(flag, value)
@@ -46,7 +53,7 @@ def _non_negative(flag, value):
     return number
 
 
-def _port(flag, value):
+def _port(flag: str, value: Any) -> int:
     from ..settings import ConfigError, _int
 
     number = _int(flag, value)
@@ -55,7 +62,7 @@ def _port(flag, value):
     return number
 
 
-def _credentials(r, s):
+def _credentials(r: Runner, s: Settings) -> None:
     from ..resources import cluster_steps as cluster
 
     for step in cluster.steps(s):
@@ -63,9 +70,10 @@ def _credentials(r, s):
             step.create(r)
 
 
-@context.task(help={**SIZE_HELP, "timeout": "Seconds to wait for every Ray pod to be Ready (default 1800)."})
-def deploy(c, nodes: int | None = None, head_cpu: int | None = None, head_memory: int | None = None,
-           timeout: int | None = None):
+@context.task(help={**SIZE_HELP, "timeout": "Seconds to wait for every Ray pod to be Ready (default 1800).",
+                    "force_unlock": context.UNLOCK_HELP})
+def deploy(c: Context, nodes: int | None = None, head_cpu: int | None = None, head_memory: int | None = None,
+           timeout: int | None = None, force_unlock: bool = False) -> None:
     """Install or upgrade the Ray cluster, wait for every pod, and check Ray sees GPU_NODES x 8 GPUs."""
     from ..raychart import values
     from ..resources import ray_steps
@@ -75,14 +83,15 @@ def deploy(c, nodes: int | None = None, head_cpu: int | None = None, head_memory
     values(s, **head)  # bad head sizes fail here, before any command runs
     wait = ray_steps.READY_TIMEOUT_SECONDS if timeout is None else _non_negative("--timeout", timeout)
     r = context.runner(c, s)
-    _credentials(r, s)
-    ray_steps.preflight(r, s)  # a pool too small, or no Secret/claim: refused now, not after the timeout
-    ray_steps.deploy(r, s, timeout=wait, **head)
+    with context.deployment_locked(c, s, "ray.deploy", force=force_unlock):
+        _credentials(r, s)
+        ray_steps.preflight(r, s)  # a pool too small, or no Secret/claim: refused now, not after the timeout
+        ray_steps.deploy(r, s, timeout=wait, **head)
 
 
 @context.task(help={**SIZE_HELP, "values": "Print the generated Helm values instead of the manifests."})
-def render(c, nodes: int | None = None, head_cpu: int | None = None, head_memory: int | None = None,
-           values=False):
+def render(c: Context, nodes: int | None = None, head_cpu: int | None = None, head_memory: int | None = None,
+           values: bool = False) -> None:
     """Print the manifests ray.deploy would install (helm template, offline; --dry prints the command)."""
     from .. import raychart
     from ..commands import helm
@@ -102,7 +111,7 @@ def render(c, nodes: int | None = None, head_cpu: int | None = None, head_memory
 
 
 @context.task
-def status(c):
+def status(c: Context) -> None:
     """Show the Helm release, the Ray pods (and why any is not Ready), and Ray's count of nodes and GPUs."""
     from .. import names, raychart
     from ..commands import helm
@@ -132,7 +141,7 @@ def status(c):
 @context.task(help={"port": "Local port for the dashboard (default 8265).",
                     "client": "Also forward the Ray client port (ray://localhost:PORT, default 10001).",
                     "client_port": "Local port for the Ray client with --client (default 10001)."})
-def dashboard(c, port=8265, client=False, client_port=10001):
+def dashboard(c: Context, port: int = 8265, client: bool = False, client_port: int = 10001) -> None:
     """Port-forward the Ray dashboard (and with --client the Ray client port) to localhost; Ctrl-C stops it."""
     from ..resources import ray_steps
 
@@ -160,23 +169,19 @@ def dashboard(c, port=8265, client=False, client_port=10001):
                         "(`invoke ray.status`)?", code)
 
 
-@context.task(help={"yes": "Answer yes to the confirmation (needed without a terminal)."})
-def delete(c, yes=False):
-    """Uninstall the Ray cluster (pods and RayCluster); Lustre data and the cluster stay."""
-    from .. import names
-    from ..resources import ray_steps
+@context.task(help={"yes": "Answer yes to the confirmation (needed without a terminal).",
+                    "force_unlock": context.UNLOCK_HELP})
+def delete(c: Context, yes: bool = False, force_unlock: bool = False) -> None:
+    """Uninstall the Ray cluster (pods and RayCluster); running jobs stop, Lustre data and the cluster stay."""
+    from .clean import clean_layer
 
-    s = context.settings(c)
-    context.confirm(c, f"Delete the Ray cluster {names.RAY_RELEASE} in {s.CLUSTER_NAME}/{s.NAMESPACE}? "
-                       "Running jobs stop; /data stays.", yes=yes)
-    r = context.runner(c, s)
-    ray_steps.uninstall(r, s)
+    clean_layer(c, "ray", yes=yes, force_unlock=force_unlock, what="ray.delete")
 
 
 ns = Collection("ray", deploy, render, status, dashboard, delete)
 
 
-def cluster_summary(c, s):
+def cluster_summary(c: Context, s: Settings) -> list[str]:
     """One line for the top-level `status`: the Ray pods' progress and the GPUs Ray sees."""
     from .. import names, raychart
     from ..commands import helm
@@ -191,7 +196,7 @@ def cluster_summary(c, s):
     return [f"Ray cluster {names.RAY_RELEASE}: {ray_steps.progress_line(states, s.GPU_NODES)}; {seen}"]
 
 
-def cluster_state(c, s):
+def cluster_state(c: Context, s: Settings) -> dict[str, Any]:
     """The Ray cluster for `status --json`: {deployed, pods, ready_pods, gpus_seen, gpus_expected}."""
     from .. import raychart
     from ..commands import helm

@@ -16,7 +16,7 @@ Examples:
 
 import re
 
-from invoke import Collection
+from invoke.collection import Collection
 
 from . import context
 from .lifecycle import TEARDOWN_HELP, UNLOCK_HELP

@@ -26,7 +26,8 @@ def doc(fake: FakeCloud) -> FakeCloud:
     plugin.write_text("#!/bin/sh\necho 'Kubernetes v1.30.0+fakecloud'\n")
     plugin.chmod(plugin.stat().st_mode | stat.S_IEXEC)
     path = fake.process_env()["PATH"]
-    fake.env.update(PROBES, PATH=path.replace(os.pathsep, os.pathsep + str(plugin_dir) + os.pathsep, 1))
+    fake.env.update(PROBES, PATH=path.replace(os.pathsep, os.pathsep + str(plugin_dir) + os.pathsep, 1),
+                    STORAGE_EMULATOR_HOST="")  # doctor judges the real Cloud Storage's credentials
     return fake
 
 

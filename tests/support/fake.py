@@ -104,7 +104,29 @@ class FakeCloud:
             **self.env,
             **extra,
         })
+        # Every changing task takes the lease in the bucket: the fake cloud has a Cloud Storage of its own,
+        # unless the test gives one (STORAGE_EMULATOR_HOST="" means none: the real endpoint's rules, as doctor's).
+        if "STORAGE_EMULATOR_HOST" not in env:
+            env["STORAGE_EMULATOR_HOST"] = self._storage()
+        elif not env["STORAGE_EMULATOR_HOST"]:
+            del env["STORAGE_EMULATOR_HOST"]
         return env
+
+    def _storage(self) -> str:
+        """The fake cloud's Cloud Storage, when the test gave none: a GCS emulator of its own (started on first
+        use, in memory, owned by the fake project's number; it stops with the test process)."""
+        if getattr(self, "_emulator_host", None) is None:
+            from fakecloud.handlers.gcloud_projects import project_number
+            from gcp_storage_emulator.server import create_server
+
+            from support.gcs_emulator import _free_port
+
+            port = _free_port()
+            server = create_server("127.0.0.1", port, in_memory=True,
+                                   project_number=project_number(read_env_example()["PROJECT_ID"]))
+            server.start()
+            self._emulator_host = f"http://127.0.0.1:{port}"
+        return str(self._emulator_host)
 
     def invoke(self, *args: str, input: str | None = None, timeout: float = 300, process: bool | None = None,
                runner: dict[str, Any] | None = None, **extra_env: str) -> Done:

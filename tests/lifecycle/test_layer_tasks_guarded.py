@@ -1,0 +1,77 @@
+"""The layer tasks that change things (net/cluster create and delete, ray.deploy and ray.delete) run under the
+deployment's lock and with teardown's rules, through invoke on the fake cloud with the GCS emulator: a lease held
+on another machine refuses each before any change and --force-unlock takes it over; net.delete keeps the main
+VPC under a Lustre instance that is still CREATING and deletes it when there is none."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from test_data_reruns import _lustre_creating
+from test_owner_lock import _plant_lease
+
+from support.fake import FAKE_BIN, read_env_example
+
+PROJECT = read_env_example()["PROJECT_ID"]
+CHANGING = [("net.create",), ("cluster.create",), ("ray.deploy",), ("net.delete", "--yes"),
+            ("cluster.delete", "--yes"), ("ray.delete", "--yes")]
+
+
+def _up(cloud) -> None:
+    done = cloud.invoke("up", "--yes")
+    assert done.code == 0, done.output[-3000:]
+
+
+@pytest.mark.parametrize("argv", CHANGING, ids=[a[0] for a in CHANGING])
+def test_layer_task_refuses_while_another_machine_holds_the_lock(cloud, tmp_path, argv):
+    _up(cloud)
+    _plant_lease(cloud, expires_in=3600)
+    before = len(cloud.calls())
+    done = cloud.invoke(*argv, XDG_CACHE_HOME=str(tmp_path / "another-home"))
+    assert done.code == 1, done.output[-3000:]
+    assert "ci-runner-7" in done.stderr and "--force-unlock" in done.stderr
+    assert cloud.mutating_calls(before) == []
+
+
+def test_layer_task_force_unlock_takes_over_and_says_whose(cloud):
+    _up(cloud)
+    _plant_lease(cloud, expires_in=3600)
+    done = cloud.invoke("ray.delete", "--yes", "--force-unlock")
+    assert done.code == 0, done.output[-3000:]
+    assert "--force-unlock: took over the live lock of `invoke up` on ci-runner-7" in done.stderr
+
+
+def test_layer_net_delete_keeps_the_main_vpc_under_a_creating_lustre_instance(cloud):
+    _up(cloud)
+    for task in ("ray.delete", "cluster.delete"):
+        assert cloud.invoke(task, "--yes").code == 0
+    _lustre_creating(cloud)
+    done = cloud.invoke("net.delete", "--yes")
+    assert done.code == 0, done.output[-3000:]
+    assert list(cloud.resources()["network"]) == [f"{PROJECT}/default"]
+    assert "main VPC default" in done.stderr.split("will keep", 1)[1].splitlines()[0]
+
+
+def test_layer_net_delete_without_lustre_deletes_the_main_vpc_too(cloud):
+    assert cloud.invoke("net.create").code == 0
+    done = cloud.invoke("net.delete", "--yes")
+    assert done.code == 0, done.output[-3000:]
+    assert "network" not in cloud.resources()
+
+
+def test_layer_deletes_without_terminal_or_yes_exit_2_before_any_call(cloud):
+    for task in ("net.delete", "cluster.delete", "ray.delete"):
+        before = len(cloud.calls())
+        done = cloud.invoke(task)
+        assert done.code == 2 and "--yes" in done.stderr, done.output
+        assert len(cloud.calls()) == before
+
+
+def test_layer_creating_lustre_fixture_really_is_creating(cloud):
+    _up(cloud)
+    _lustre_creating(cloud)
+    out = subprocess.run([str(FAKE_BIN / "gcloud"), "lustre", "instances", "describe", "nemo-lustre",
+                          "--location=us-central1-b", f"--project={PROJECT}", "--format=value(state)"],
+                         env=cloud.process_env(), capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "CREATING"
