@@ -240,8 +240,8 @@ def apply(runner: Runner, steps: Sequence[Step], *, listener: Listener | None = 
         if runner.dry:
             runner.say(f"# {step.title}")
         if step.always:
-            step.create(runner)
-            return "ran"
+            # "exists": it found nothing to do (credentials that this run's kubectl listings already used).
+            return step.create(runner) or "ran"
         answer = None if known is None else known.get(step.name)
         if answer is None:
             answer = step.exists(runner)

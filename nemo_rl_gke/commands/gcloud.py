@@ -130,6 +130,25 @@ def node_pool_delete(s: Settings) -> Argv:
             f"--location={s.region}", "--quiet"]
 
 
-def clusters_list(s: Settings) -> Argv:
-    """Every cluster of the project, any location (to find the other deployments that share our networks)."""
-    return ["gcloud", "container", "clusters", "list", _p(s), "--format=json"]
+def clusters_list(s: Settings, filter_: str = "") -> Argv:
+    """The project's clusters in every location, with their node pools (a Cluster carries `nodePools`):
+    ours, and the other deployments that may share our networks."""
+    return ["gcloud", "container", "clusters", "list", _p(s), *_filter(filter_), "--format=json"]
+
+
+# ---- listings (the inventory: one per kind, filtered on our names or marker) -----------------------------
+def _filter(expression: str) -> Argv:
+    return [f"--filter={expression}"] if expression else []
+
+
+def networks_list(s: Settings, filter_: str) -> Argv:
+    return ["gcloud", "compute", "networks", "list", _p(s), *_filter(filter_), "--format=json"]
+
+
+def subnets_list(s: Settings, filter_: str) -> Argv:
+    # Every region: a leftover of ours in another region is found too; the steps match the region.
+    return ["gcloud", "compute", "networks", "subnets", "list", _p(s), *_filter(filter_), "--format=json"]
+
+
+def firewalls_list(s: Settings, filter_: str) -> Argv:
+    return ["gcloud", "compute", "firewall-rules", "list", _p(s), *_filter(filter_), "--format=json"]

@@ -56,6 +56,12 @@ def get(s: Settings, kind: str, *names: str, namespace: str | None = None, outpu
     return argv + [f"--output={output}"]
 
 
+def get_named(s: Settings, refs: list[str], *, namespace: str) -> Argv:
+    """One `kubectl get` of several TYPE/NAME objects (cluster-scoped ones ignore the namespace); what is
+    missing is left out, not an error."""
+    return base(s) + ["get", *refs, f"--namespace={namespace}", "--ignore-not-found", "--output=json"]
+
+
 def delete(s: Settings, kind: str, *names: str, namespace: str | None = None) -> Argv:
     argv = base(s) + ["delete", kind, *names]
     if namespace:

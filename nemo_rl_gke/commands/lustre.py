@@ -61,6 +61,10 @@ def range_describe(s: Settings) -> Argv:
             "--format=json"]
 
 
+def range_list(s: Settings, filter_: str) -> Argv:
+    return ["gcloud", "compute", "addresses", "list", _p(s), "--global", f"--filter={filter_}", "--format=json"]
+
+
 def range_create(s: Settings) -> Argv:
     return ["gcloud", "compute", "addresses", "create", names.lustre_range(s), _p(s), "--global",
             "--purpose=VPC_PEERING", f"--prefix-length={PEERING_PREFIX_LENGTH}", f"--network={s.NETWORK}",
@@ -127,6 +131,11 @@ def peering_teardown(existing: list[str] | None, ours: str) -> tuple[str, list[s
 def lustre_describe(s: Settings, *, fmt: str = "json") -> Argv:
     return ["gcloud", "lustre", "instances", "describe", s.LUSTRE_NAME, f"--location={s.lustre_zone}", _p(s),
             f"--format={fmt}"]
+
+
+def lustre_list(s: Settings, filter_: str) -> Argv:
+    return ["gcloud", "lustre", "instances", "list", f"--location={s.lustre_zone}", _p(s), f"--filter={filter_}",
+            "--format=json"]
 
 
 def lustre_create(s: Settings) -> Argv:

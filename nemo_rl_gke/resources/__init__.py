@@ -9,14 +9,26 @@ LAYERS = ("net", "cluster", "storage", "ray")
 
 
 def all_steps(s: Settings) -> list[Step]:
+    """The whole graph, its existence checks sharing one inventory (one listing per kind, for this run)."""
     from . import cluster_steps as cluster
     from . import net_steps as net
     from . import prefetch_steps as prefetch
     from . import ray_steps as ray
     from . import storage_steps as storage
+    from .inventory import Inventory, StepList
 
-    return net.steps(s) + cluster.steps(s) + storage.steps(s) + prefetch.steps(s) + ray.steps(s)
+    inv = Inventory(s)
+    steps = (net.steps(s, inv) + cluster.steps(s, inv) + storage.steps(s, inv) + prefetch.steps(s)
+             + ray.steps(s, inv))
+    return StepList(inv.track(steps), inv)
 
 
 def layer_steps(s: Settings, layer: str) -> list[Step]:
-    return [step for step in all_steps(s) if step.layer == layer]
+    from .inventory import StepList, inventory_of
+
+    steps = all_steps(s)
+    inv = inventory_of(steps)
+    assert inv is not None
+    chosen = [step for step in steps if step.layer == layer]
+    inv.restrict(chosen)
+    return StepList(chosen, inv)

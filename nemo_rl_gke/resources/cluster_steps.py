@@ -4,6 +4,7 @@ NCCL RDMA installer (pinned), and the network mapping the Ray workers' interface
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from .. import names, render
 from ..commands import gcloud, kubectl
@@ -11,6 +12,7 @@ from ..graph import Step
 from ..runner import Runner
 from ..settings import Settings
 from . import net_steps as net
+from .inventory import Inventory, KubeRef, inventory_of
 from .step_shapes import check, creator, deleter
 
 CLUSTER = "cluster.cluster"
@@ -20,18 +22,36 @@ NCCL = "cluster.nccl-installer"
 NETWORK_MAPPING = "cluster.network-mapping"
 
 
-def _credentials(s: Settings):
-    def fetch(r: Runner) -> None:
+def _credentials(s: Settings, inv: Inventory):
+    def fetch(r: Runner) -> str | None:
+        # The run's kubectl listings already answered through the kubeconfig context: nothing to refresh
+        # (the auth plugin gets a fresh token on every kubectl call).
+        if not r.dry and inv.kube_answered():
+            return "exists"
         r.run(gcloud.get_credentials(s))
+        return None
 
     return fetch
 
 
+MAPPING_WORD = "gkenetworkparamsets.networking.gke.io"
+
+
+def _wanted_mapping(s: Settings) -> dict[str, dict]:
+    return {doc["metadata"]["name"]: doc["spec"] for doc in render.load_all(render.network_mapping(s))
+            if doc["kind"] == "GKENetworkParamSet"}
+
+
+def mapping_matches(s: Settings, items: list[dict]) -> bool:
+    """All nine GKENetworkParamSets are among items and point at our VPCs and subnets."""
+    found = {item["metadata"]["name"]: item.get("spec", {}) for item in items
+             if item.get("kind") == "GKENetworkParamSet"}
+    return all(found.get(name, {}).get(k) == v for name, spec in _wanted_mapping(s).items() for k, v in spec.items())
+
+
 def network_mapping_present(r: Runner, s: Settings) -> bool:
     """All nine GKENetworkParamSets exist and point at our VPCs and subnets."""
-    wanted = {doc["metadata"]["name"]: doc["spec"] for doc in render.load_all(render.network_mapping(s))
-              if doc["kind"] == "GKENetworkParamSet"}
-    result = r.query(kubectl.get(s, "gkenetworkparamsets.networking.gke.io", *wanted))
+    result = r.query(kubectl.get(s, MAPPING_WORD, *_wanted_mapping(s)))
     if result is None:
         return False
     if not result.ok:
@@ -40,8 +60,7 @@ def network_mapping_present(r: Runner, s: Settings) -> bool:
         raise r.failure(result)
     body = json.loads(result.stdout or "{}")
     items = body.get("items", [body]) if body.get("kind", "").endswith("List") else [body]
-    found = {item["metadata"]["name"]: item.get("spec", {}) for item in items}
-    return all(found.get(name, {}).get(k) == v for name, spec in wanted.items() for k, v in spec.items())
+    return mapping_matches(s, items)
 
 
 def _apply_network_mapping(s: Settings):
@@ -53,19 +72,23 @@ def _apply_network_mapping(s: Settings):
     return apply
 
 
-def other_deployments(r: Runner, s: Settings) -> list[str]:
+def other_deployments(r: Runner, s: Settings, steps: list[Step] | None = None) -> list[str]:
     """The other deployments in the project: clusters carrying our managed-by label, other than CLUSTER_NAME.
 
-    They may share our VPCs, peering, Lustre instance and bucket: a teardown keeps those while any is left."""
-    result = r.query(gcloud.clusters_list(s), ok_codes=range(256))
-    if result is None or not result.ok:
-        if result is not None and not result.not_found:
-            raise r.failure(result)
-        return []
-    try:
-        items = json.loads(result.stdout or "[]")
-    except json.JSONDecodeError:
-        return []
+    They may share our VPCs, peering, Lustre instance and bucket: a teardown keeps those while any is left.
+    steps: the teardown's steps, whose inventory lists the clusters (ours and those labelled) once."""
+    inv = inventory_of(steps or [])
+    items = inv.listed(r, "cluster") if inv is not None else None
+    if items is None:
+        result = r.query(gcloud.clusters_list(s), ok_codes=range(256))
+        if result is None or not result.ok:
+            if result is not None and not result.not_found:
+                raise r.failure(result)
+            return []
+        try:
+            items = json.loads(result.stdout or "[]")
+        except json.JSONDecodeError:
+            return []
     found = []
     for item in items if isinstance(items, list) else []:
         labels = item.get("resourceLabels") or {}
@@ -75,27 +98,53 @@ def other_deployments(r: Runner, s: Settings) -> list[str]:
     return sorted(set(found))
 
 
-def steps(s: Settings) -> list[Step]:
+def listed_bodies(r: Runner, s: Settings, steps: Any) -> dict[str, dict[str, Any]]:
+    """The cluster and its GPU pool as this run's inventory listed them (a listed Cluster carries its node
+    pools), by step name; empty without an inventory that could list them."""
+    inv = inventory_of(steps or [])
+    items = inv.listed(r, "cluster") if inv is not None else None
+    found = inv.cluster(items) if inv is not None and items is not None else None
+    if found is None:
+        return {}
+    pool = next((p for p in found.get("nodePools") or [] if p.get("name") == names.GPU_POOL), None)
+    return {CLUSTER: found, **({GPU_POOL: pool} if pool is not None else {})}
+
+
+def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
+    inv = inventory or Inventory(s)
     mode = "Autopilot" if s.autopilot else "Standard"
+
+    def pool_listed(items: list[dict]) -> bool:
+        found = inv.cluster(items)
+        return found is not None and any(p.get("name") == names.GPU_POOL for p in found.get("nodePools") or [])
+
+    nccl_word, nccl_namespace = "daemonset", kubectl.NCCL_INSTALLER[s.CLUSTER_MODE][1]
     out = [
-        Step(CLUSTER, f"{mode} cluster {s.CLUSTER_NAME}", check(gcloud.cluster_describe(s)),
+        Step(CLUSTER, f"{mode} cluster {s.CLUSTER_NAME}",
+             inv.check(CLUSTER, "cluster", lambda items: inv.cluster(items) is not None,
+                       check(gcloud.cluster_describe(s))),
              creator(gcloud.cluster_create(s), timeout=3600), deleter(gcloud.cluster_delete(s)),
              deps=(net.MAIN,), create_seconds=540 if s.autopilot else 420, delete_seconds=300),
-        Step(CREDENTIALS, f"credentials for {s.CLUSTER_NAME}", lambda r: False, _credentials(s), None,
+        Step(CREDENTIALS, f"credentials for {s.CLUSTER_NAME}", lambda r: False, _credentials(s, inv), None,
              deps=(CLUSTER,), always=True, mutating=False, parent=CLUSTER, create_seconds=2),
     ]
     if not s.autopilot:
         # Autopilot provisions GPU nodes from the pods' selectors; Standard needs the pool with its NICs.
         out.append(Step(GPU_POOL, f"GPU node pool {names.GPU_POOL} ({s.GPU_NODES} × {s.gpu.machine_type})",
-                        check(gcloud.node_pool_describe(s)), creator(gcloud.node_pool_create(s), timeout=3600),
+                        inv.check(GPU_POOL, "cluster", pool_listed, check(gcloud.node_pool_describe(s))),
+                        creator(gcloud.node_pool_create(s), timeout=3600),
                         # Deleted with the cluster: a separate 4-minute pool delete first would only add time.
                         None, deps=(CLUSTER, *net.SUBNET_STEPS), parent=CLUSTER, create_seconds=600,
                         delete_seconds=240))
+    mapping = [KubeRef(MAPPING_WORD, "GKENetworkParamSet", name, s.NAMESPACE) for name in _wanted_mapping(s)]
+    mapping_check = inv.in_cluster(NETWORK_MAPPING, mapping, lambda items: mapping_matches(s, items),
+                                   lambda r: network_mapping_present(r, s))
     out += [
-        Step(NCCL, "NCCL RDMA installer (pinned)", check(kubectl.nccl_installer_get(s)),
+        Step(NCCL, "NCCL RDMA installer (pinned)",
+             inv.in_cluster(NCCL, KubeRef(nccl_word, "DaemonSet", kubectl.NCCL_DAEMONSET, nccl_namespace), None,
+                            check(kubectl.nccl_installer_get(s))),
              creator(kubectl.nccl_installer_apply(s)), None, deps=(CREDENTIALS,), parent=CLUSTER, create_seconds=2),
-        Step(NETWORK_MAPPING, "network mapping gvnic-1, rdma-0..7", lambda r: network_mapping_present(r, s),
+        Step(NETWORK_MAPPING, "network mapping gvnic-1, rdma-0..7", mapping_check,
              _apply_network_mapping(s), None, deps=(CREDENTIALS,), parent=CLUSTER, create_seconds=2),
     ]
-    return out
-
+    return out if inventory is not None else inv.track(out)

@@ -9,7 +9,6 @@ Resources kept on purpose (the data `down` keeps without --delete-data, and what
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +16,8 @@ from typing import Any
 from .. import names
 from ..runner import NOT_FOUND, Runner, ToolError
 from ..settings import Settings
+from . import inventory
+from .inventory import Listing, parse_items
 
 Argv = list[str]
 
@@ -31,29 +32,9 @@ class Found:
         return f"{self.kind} {self.name} ({self.why})"
 
 
-@dataclass(frozen=True)
-class Listing:
-    kind: str
-    layer: str
-    argv: Argv
-
-
 def listings(s: Settings) -> list[Listing]:
-    """Read-only list commands, one per kind of resource we create (pure)."""
-    p = f"--project={s.PROJECT_ID}"
-    return [
-        Listing("network", "net", ["gcloud", "compute", "networks", "list", p, "--format=json"]),
-        Listing("subnet", "net", ["gcloud", "compute", "networks", "subnets", "list", p, "--format=json"]),
-        Listing("firewall rule", "net", ["gcloud", "compute", "firewall-rules", "list", p, "--format=json"]),
-        Listing("cluster", "cluster", ["gcloud", "container", "clusters", "list", p, "--format=json"]),
-        Listing("Lustre instance", "storage", ["gcloud", "lustre", "instances", "list", p,
-                                               f"--location={s.lustre_zone}", "--format=json"]),
-        Listing("address range", "storage", ["gcloud", "compute", "addresses", "list", p, "--global",
-                                             "--format=json"]),
-        Listing("VPC peering", "storage", ["gcloud", "services", "vpc-peerings", "list", p,
-                                           f"--network={s.NETWORK}", "--format=json"]),
-        Listing("bucket", "storage", ["gcloud", "storage", "buckets", "list", p, "--format=json"]),
-    ]
+    """Read-only list commands, one per kind of resource we create (pure): the inventory's."""
+    return inventory.listings(s)
 
 
 def our_names(s: Settings) -> dict[str, set[str]]:
@@ -120,16 +101,6 @@ def ours(kind: str, items: list[dict[str, Any]], s: Settings) -> list[Found]:
     return found
 
 
-def _parse(stdout: str) -> list[dict[str, Any]]:
-    try:
-        body = json.loads(stdout or "[]")
-    except json.JSONDecodeError:
-        return []
-    if isinstance(body, dict):
-        body = body.get("items") or body.get("instances") or [body]
-    return [item for item in body if isinstance(item, dict)]
-
-
 def _buckets(s: Settings) -> list[dict[str, Any]] | None:
     """Buckets through the google-cloud-storage client the storage layer uses (None: list with gcloud)."""
     try:
@@ -173,19 +144,24 @@ def scan(r: Runner, s: Settings, steps: Sequence[Any], *, kept: Sequence[Any] = 
                 warnings.append(f"could not check {step.title}: {str(exc).splitlines()[0]}")
             return []
 
+    snapshot = inventory.inventory_of(steps)
+
     def listed(item: Listing) -> list[Found]:
         try:
             items = _buckets(s) if item.kind == "bucket" else None
+            if items is None and snapshot is not None:
+                items = snapshot.listed(r, item.kind)  # the lists the checks by name just read
             if items is None:
                 result = r.query(item.argv)
                 if result is None or not result.ok:
                     return []
-                items = _parse(result.stdout)
+                items = parse_items(result.stdout)
         except Exception as exc:  # noqa: BLE001 - a scan that cannot list says so and goes on
             warnings.append(f"could not list {item.kind}s: {str(exc).splitlines()[0] if str(exc) else exc}")
             return []
         return [f for f in ours(item.kind, items, s) if not _expected(f, kept_titles)]
 
+    # Both from one inventory: its listings are fetched once, in parallel, by whichever asks first.
     named = r.parallel([lambda st=st: ask(st) for st in by_name])
     labelled = r.parallel([lambda it=it: listed(it) for it in selected])
     left = [found for group in named for found in group]

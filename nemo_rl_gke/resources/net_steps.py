@@ -8,7 +8,8 @@ from .. import names
 from ..commands import gcloud
 from ..graph import Step
 from ..settings import Settings
-from .step_shapes import check as _exists
+from .inventory import Inventory, named
+from .step_shapes import check as _check
 from .step_shapes import creator as _create
 from .step_shapes import delete_if_ours as _delete_if_ours
 
@@ -26,42 +27,55 @@ def rdma_sub_step(index: int) -> str:
 SUBNET_STEPS = [GVNIC_SUB] + [rdma_sub_step(n) for n in range(names.RDMA_SUBNETS)]
 
 
-def steps(s: Settings) -> list[Step]:
+def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
+    inv = inventory or Inventory(s)
     gvnic, rdma = names.gvnic_network(s), names.rdma_network(s)
+
+    def network(step: str, name: str):
+        return inv.check(step, "network", named(name), _check(gcloud.network_describe(s, name)))
+
+    def subnet(step: str, name: str):
+        return inv.check(step, "subnet", named(name, region=s.region), _check(gcloud.subnet_describe(s, name)))
+
+    def ours(step: str, kind: str, describe: list[str], delete: list[str], what: str, name: str):
+        return _delete_if_ours(describe, delete, what, listed=lambda r: inv.item(r, kind, name))
+
     out = [
-        Step(MAIN, f"main VPC {s.NETWORK}", _exists(gcloud.network_describe(s, s.NETWORK)),
+        Step(MAIN, f"main VPC {s.NETWORK}", network(MAIN, s.NETWORK),
              _create(gcloud.network_create(s, s.NETWORK, subnet_mode="auto")),
-             _delete_if_ours(gcloud.network_describe(s, s.NETWORK), gcloud.network_delete(s, s.NETWORK),
-                             f"VPC {s.NETWORK}"),
+             ours(MAIN, "network", gcloud.network_describe(s, s.NETWORK), gcloud.network_delete(s, s.NETWORK),
+                  f"VPC {s.NETWORK}", s.NETWORK),
              create_seconds=25, delete_seconds=20, shared=True),
-        Step(GVNIC_NET, f"gVNIC VPC {gvnic}", _exists(gcloud.network_describe(s, gvnic)),
+        Step(GVNIC_NET, f"gVNIC VPC {gvnic}", network(GVNIC_NET, gvnic),
              _create(gcloud.network_create(s, gvnic, subnet_mode="custom")),
-             _delete_if_ours(gcloud.network_describe(s, gvnic), gcloud.network_delete(s, gvnic), f"VPC {gvnic}"),
+             ours(GVNIC_NET, "network", gcloud.network_describe(s, gvnic), gcloud.network_delete(s, gvnic),
+                  f"VPC {gvnic}", gvnic),
              create_seconds=25, delete_seconds=20, shared=True),
-        Step(GVNIC_SUB, f"gVNIC subnet {names.gvnic_subnet(s)}",
-             _exists(gcloud.subnet_describe(s, names.gvnic_subnet(s))),
+        Step(GVNIC_SUB, f"gVNIC subnet {names.gvnic_subnet(s)}", subnet(GVNIC_SUB, names.gvnic_subnet(s)),
              _create(gcloud.subnet_create(s, names.gvnic_subnet(s), network=gvnic, ip_range=names.GVNIC_RANGE)),
-             _delete_if_ours(gcloud.subnet_describe(s, names.gvnic_subnet(s)),
-                             gcloud.subnet_delete(s, names.gvnic_subnet(s)), f"subnet {names.gvnic_subnet(s)}"),
+             ours(GVNIC_SUB, "subnet", gcloud.subnet_describe(s, names.gvnic_subnet(s)),
+                  gcloud.subnet_delete(s, names.gvnic_subnet(s)), f"subnet {names.gvnic_subnet(s)}",
+                  names.gvnic_subnet(s)),
              deps=(GVNIC_NET,), create_seconds=15, delete_seconds=15, shared=True),
         Step(GVNIC_FW, f"firewall rule {names.gvnic_firewall(s)}",
-             _exists(gcloud.firewall_describe(s, names.gvnic_firewall(s))),
+             inv.check(GVNIC_FW, "firewall rule", named(names.gvnic_firewall(s)),
+                       _check(gcloud.firewall_describe(s, names.gvnic_firewall(s)))),
              _create(gcloud.firewall_create(s)),
-             _delete_if_ours(gcloud.firewall_describe(s, names.gvnic_firewall(s)),
-                             gcloud.firewall_delete(s, names.gvnic_firewall(s)),
-                             f"firewall rule {names.gvnic_firewall(s)}"),
+             ours(GVNIC_FW, "firewall rule", gcloud.firewall_describe(s, names.gvnic_firewall(s)),
+                  gcloud.firewall_delete(s, names.gvnic_firewall(s)), f"firewall rule {names.gvnic_firewall(s)}",
+                  names.gvnic_firewall(s)),
              deps=(GVNIC_NET,), create_seconds=10, delete_seconds=10),
-        Step(RDMA_NET, f"RDMA VPC {rdma} (profile {names.rdma_profile(s)})",
-             _exists(gcloud.network_describe(s, rdma)),
+        Step(RDMA_NET, f"RDMA VPC {rdma} (profile {names.rdma_profile(s)})", network(RDMA_NET, rdma),
              _create(gcloud.network_create(s, rdma, subnet_mode="custom", profile=names.rdma_profile(s))),
-             _delete_if_ours(gcloud.network_describe(s, rdma), gcloud.network_delete(s, rdma), f"VPC {rdma}"),
+             ours(RDMA_NET, "network", gcloud.network_describe(s, rdma), gcloud.network_delete(s, rdma),
+                  f"VPC {rdma}", rdma),
              create_seconds=25, delete_seconds=20, shared=True),
     ]
     for n in range(names.RDMA_SUBNETS):
-        subnet = names.rdma_subnet(s, n)
-        out.append(Step(rdma_sub_step(n), f"RDMA subnet {subnet}", _exists(gcloud.subnet_describe(s, subnet)),
-                        _create(gcloud.subnet_create(s, subnet, network=rdma, ip_range=names.rdma_range(n))),
-                        _delete_if_ours(gcloud.subnet_describe(s, subnet), gcloud.subnet_delete(s, subnet),
-                                        f"subnet {subnet}"),
+        name, step = names.rdma_subnet(s, n), rdma_sub_step(n)
+        out.append(Step(step, f"RDMA subnet {name}", subnet(step, name),
+                        _create(gcloud.subnet_create(s, name, network=rdma, ip_range=names.rdma_range(n))),
+                        ours(step, "subnet", gcloud.subnet_describe(s, name), gcloud.subnet_delete(s, name),
+                             f"subnet {name}", name),
                         deps=(RDMA_NET,), create_seconds=15, delete_seconds=15, shared=True))
-    return out
+    return out if inventory is not None else inv.track(out)

@@ -16,6 +16,7 @@ from ..graph import Step
 from ..runner import Runner, ToolError
 from ..settings import Settings
 from . import cluster_steps as cluster
+from .inventory import Inventory, KubeRef
 
 RELEASE = "ray.release"
 # Created by the storage layer; deps outside a selection are ignored by the graph.
@@ -337,11 +338,18 @@ def uninstall(r: Runner, s: Settings) -> None:
     r.run(helm.uninstall(s), timeout=900)
 
 
-def steps(s: Settings) -> list[Step]:
+def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
+    inv = inventory or Inventory(s)
     deps = (cluster.NETWORK_MAPPING, cluster.NCCL, *STORAGE_DEPS)
     if not s.autopilot:
         deps = (cluster.GPU_POOL, *deps)
     title = f"Ray cluster {names.RAY_RELEASE} ({s.GPU_NODES} × {s.gpu.gpus_per_node} {s.gpu.short} GPUs)"
-    return [Step(RELEASE, title,
-                 lambda r: release_exists(r, s), lambda r: deploy(r, s), lambda r: uninstall(r, s), deps=deps,
-                 parent=cluster.CLUSTER, create_seconds=600, delete_seconds=30)]
+    # What the release makes, the RayCluster named after it, answers "exists" from the run's one kubectl
+    # listing; a teardown asks helm itself (a failed release without its RayCluster is still uninstalled).
+    ray_cluster = KubeRef("rayclusters.ray.io", "RayCluster", names.RAY_RELEASE, s.NAMESPACE)
+    out = [Step(RELEASE, title,
+                inv.in_cluster(RELEASE, ray_cluster, None, lambda r: release_exists(r, s)),
+                lambda r: deploy(r, s), lambda r: uninstall(r, s), deps=deps,
+                parent=cluster.CLUSTER, create_seconds=600, delete_seconds=30,
+                present=lambda r: release_exists(r, s))]
+    return out if inventory is not None else inv.track(out)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 
 from .. import names
 from ..runner import ALREADY_EXISTS, NOT_FOUND, Runner
@@ -34,13 +35,19 @@ def deleter(argv: list[str]) -> Callable[[Runner], str | None]:
     return delete
 
 
-def delete_if_ours(describe: list[str], delete: list[str], what: str) -> Callable[[Runner], str | None]:
-    """Delete only what carries our description: a pre-existing VPC named in NETWORK is the user's."""
+def delete_if_ours(describe: list[str], delete: list[str], what: str,
+                   listed: Callable[[Runner], dict[str, Any] | None] | None = None) -> Callable[[Runner], str | None]:
+    """Delete only what carries our description: a pre-existing VPC named in NETWORK is the user's.
+
+    listed: the resource as this run's inventory listed it (a description does not change), else described."""
 
     def remove(r: Runner) -> str | None:
-        found = r.query(describe)
-        if found is not None and found.ok:
-            description = json.loads(found.stdout or "{}").get("description") or ""
+        body = listed(r) if listed is not None else None
+        if body is None:
+            found = r.query(describe)
+            body = json.loads(found.stdout or "{}") if found is not None and found.ok else None
+        if body is not None:
+            description = body.get("description") or ""
             if names.DESCRIPTION not in description:
                 r.say(f"kept {what}: not created by nemo-rl-gke (its description lacks '{names.DESCRIPTION}')",
                       err=True)

@@ -21,6 +21,7 @@ from ..runner import ALREADY_EXISTS, NOT_FOUND, Runner, ToolError
 from ..settings import Settings
 from . import cluster_steps as cluster
 from . import net_steps as net
+from .inventory import Inventory, KubeRef, named, short
 from .step_shapes import check, creator, delete_if_ours, deleter
 
 BUCKET = "storage.bucket"
@@ -36,24 +37,14 @@ PVC = "storage.pvc"
 LUSTRE_TIMEOUT_SECONDS = 3600
 DRY_PROJECT_NUMBER = "PROJECT_NUMBER"
 
-_project_numbers: dict[tuple[int, str], str] = {}
 
-
-def project_number(r: Runner, s: Settings) -> str:
-    """PROJECT_NUMBER from settings, else `gcloud projects describe` (once per runner)."""
+def project_number(r: Runner, s: Settings, inventory: Inventory | None = None) -> str:
+    """PROJECT_NUMBER from settings, else `gcloud projects describe` (once per inventory, i.e. per run)."""
     if s.PROJECT_NUMBER:
         return s.PROJECT_NUMBER
     if r.dry:
         return DRY_PROJECT_NUMBER
-    key = (id(r), s.PROJECT_ID)
-    if key not in _project_numbers:
-        result = r.query(gcloud.project_number(s), ok_codes=(0,))
-        number = (result.stdout if result else "").strip()
-        if not number.isdigit():
-            raise ToolError(f"gcloud projects describe {s.PROJECT_ID} gave no project number ({number!r}); "
-                            f"set PROJECT_NUMBER in .env.", 1)
-        _project_numbers[key] = number
-    return _project_numbers[key]
+    return (inventory or Inventory(s)).project_number(r)
 
 
 # ---- Kubernetes objects through stdin --------------------------------------------------------------------
@@ -107,6 +98,14 @@ def _peering_exists(s: Settings):
         return ranges is not None and names.lustre_range(s) in ranges
 
     return exists
+
+
+def _peering_listed(s: Settings):
+    def decide(items: list[dict[str, Any]]) -> bool:
+        ranges = lustre.peering_ranges(json.dumps(items))
+        return ranges is not None and names.lustre_range(s) in ranges
+
+    return decide
 
 
 def _peering_create(s: Settings):
@@ -197,12 +196,23 @@ def _lustre_create(s: Settings):
     return create
 
 
-def _lustre_delete(s: Settings):
+def _lustre_listed(s: Settings, *, ready: bool):
+    def decide(items: list[dict[str, Any]]) -> bool:
+        found = [i for i in items if short(i.get("name")) == s.LUSTRE_NAME]
+        return bool(found) and (not ready or found[0].get("state") == lustre.LUSTRE_READY_STATE)
+
+    return decide
+
+
+def _lustre_delete(s: Settings, inv: Inventory):
     def delete(r: Runner) -> str | None:
         # Only an instance we created: one without our managed-by label is the user's (LUSTRE_NAME reused).
-        result = r.query(lustre.lustre_describe(s))
-        if result is not None and result.ok:
-            labels = json.loads(result.stdout or "{}").get("labels") or {}
+        body = inv.item(r, "Lustre instance", s.LUSTRE_NAME)
+        if body is None:
+            result = r.query(lustre.lustre_describe(s))
+            body = json.loads(result.stdout or "{}") if result is not None and result.ok else None
+        if body is not None:
+            labels = body.get("labels") or {}
             if isinstance(labels, str):  # gcloud prints a map; tolerate "k=v,k=v"
                 labels = dict(kv.split("=", 1) for kv in labels.split(",") if "=" in kv)
             if labels.get("managed-by") != names.MANAGED_BY:
@@ -265,50 +275,74 @@ def _apply_pvc(s: Settings):
     return apply
 
 
-def steps(s: Settings) -> list[Step]:
+def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
     """In the order a dry run prints them: bucket, KSA, binding, secret, range, peering, Lustre, PV, PVC."""
+    inv = inventory or Inventory(s)
+    inv.register(BUCKET, "project")
+    inv.register(BINDING, "project")
     in_cluster = {"deps": (cluster.CREDENTIALS,), "parent": cluster.CLUSTER, "create_seconds": 2,
                   "delete_seconds": 2}
+
+    def number(r: Runner) -> str:
+        return project_number(r, s, inv)
+
+    def secret_listed(items: list[dict[str, Any]]) -> bool:
+        found = [i for i in items if i.get("kind") == "Secret" and i["metadata"]["name"] == names.SECRET_NAME]
+        return bool(found) and lustre.secret_matches(s, json.dumps(found[0]))
+
+    def kube(step: str, word: str, kind: str, name: str, fallback_argv: list[str]):
+        return inv.in_cluster(step, KubeRef(word, kind, name, s.NAMESPACE), None, check(fallback_argv))
+
+    lustre_lists = {"ready": _lustre_listed(s, ready=True), "any": _lustre_listed(s, ready=False)}
     return [
         Step(BUCKET, f"bucket gs://{s.bucket} ({s.region})",
-             lambda r: gcs.bucket_exists(r, s, project_number(r, s)),
-             lambda r: gcs.create_bucket(r, s, project_number(r, s)), lambda r: gcs.delete_bucket(r, s),
+             lambda r: gcs.bucket_exists(r, s, number(r)),
+             lambda r: gcs.create_bucket(r, s, number(r)), lambda r: gcs.delete_bucket(r, s),
              holds_data=True, consent="user_owned" if s.GS_BUCKET_EXISTING else "delete_bucket",
              guard=_bucket_guard(s), shared=True, create_seconds=3, delete_seconds=5),
         Step(KSA, f"service account {s.NAMESPACE}/{s.KSA_NAME}",
-             check(kubectl.get(s, "serviceaccount", s.KSA_NAME, namespace=s.NAMESPACE)),
+             kube(KSA, "serviceaccount", "ServiceAccount", s.KSA_NAME,
+                  kubectl.get(s, "serviceaccount", s.KSA_NAME, namespace=s.NAMESPACE)),
              _apply(s, lustre.service_account(s), f"ServiceAccount {s.NAMESPACE}/{s.KSA_NAME}"),
              deleter(kubectl.delete(s, "serviceaccount", s.KSA_NAME, namespace=s.NAMESPACE)), **in_cluster),
         Step(BINDING, f"{lustre.OBJECT_USER_ROLE} on gs://{s.bucket} for {s.NAMESPACE}/{s.KSA_NAME}",
-             lambda r: gcs.binding_exists(r, s, project_number(r, s)),
-             lambda r: gcs.ensure_binding(r, s, project_number(r, s)),
-             lambda r: gcs.drop_binding(r, s, project_number(r, s)),
+             lambda r: gcs.binding_exists(r, s, number(r)),
+             lambda r: gcs.ensure_binding(r, s, number(r)),
+             lambda r: gcs.drop_binding(r, s, number(r)),
              deps=(BUCKET,), shared=True, create_seconds=5, delete_seconds=5),
-        Step(SECRET, f"Secret {s.NAMESPACE}/{names.SECRET_NAME}", lambda r: secret_present(r, s),
+        Step(SECRET, f"Secret {s.NAMESPACE}/{names.SECRET_NAME}",
+             inv.in_cluster(SECRET, KubeRef("secret", "Secret", names.SECRET_NAME, s.NAMESPACE), secret_listed,
+                            lambda r: secret_present(r, s)),
              _apply_secret(s), deleter(kubectl.delete(s, "secret", names.SECRET_NAME, namespace=s.NAMESPACE)),
              **in_cluster),
         Step(RANGE, f"peering range {names.lustre_range(s)} (/{lustre.PEERING_PREFIX_LENGTH} on {s.NETWORK})",
-             check(lustre.range_describe(s)), creator(lustre.range_create(s)),
-             delete_if_ours(lustre.range_describe(s), lustre.range_delete(s),
-                            f"range {names.lustre_range(s)}"),
+             inv.check(RANGE, "address range", named(names.lustre_range(s)), check(lustre.range_describe(s))),
+             creator(lustre.range_create(s)),
+             delete_if_ours(lustre.range_describe(s), lustre.range_delete(s), f"range {names.lustre_range(s)}",
+                            listed=lambda r: inv.item(r, "address range", names.lustre_range(s))),
              deps=(net.MAIN,), shared=True, create_seconds=30, delete_seconds=10),
-        Step(PEERING, f"VPC peering {s.NETWORK} <-> {lustre.SERVICE_NETWORKING}", _peering_exists(s),
+        Step(PEERING, f"VPC peering {s.NETWORK} <-> {lustre.SERVICE_NETWORKING}",
+             inv.check(PEERING, "VPC peering", _peering_listed(s), _peering_exists(s)),
              _peering_create(s), _peering_delete(s), deps=(RANGE,), shared=True, create_seconds=90,
              delete_seconds=60),
         Step(LUSTRE, f"Lustre instance {s.LUSTRE_NAME} ({s.LUSTRE_CAPACITY_GIB} GiB, {s.lustre_zone})",
-             _lustre_ready(s), _lustre_create(s), _lustre_delete(s), deps=(PEERING,),
-             holds_data=True, consent="delete_data", guard=_lustre_guard(s), present=_lustre_present(s),
+             inv.check(LUSTRE, "Lustre instance", lustre_lists["ready"], _lustre_ready(s)),
+             _lustre_create(s), _lustre_delete(s, inv), deps=(PEERING,),
+             holds_data=True, consent="delete_data", guard=_lustre_guard(s),
+             present=inv.check(LUSTRE, "Lustre instance", lustre_lists["any"], _lustre_present(s)),
              shared=True, create_seconds=900, delete_seconds=480),
         Step(PV, f"PersistentVolume {names.LUSTRE_PV}",
-             check(kubectl.get(s, "persistentvolume", names.LUSTRE_PV)),
+             kube(PV, "persistentvolume", "PersistentVolume", names.LUSTRE_PV,
+                  kubectl.get(s, "persistentvolume", names.LUSTRE_PV)),
              _apply_pv(s), deleter(kubectl.delete(s, "persistentvolume", names.LUSTRE_PV)),
              **{**in_cluster, "deps": (cluster.CREDENTIALS, LUSTRE)}),
         Step(PVC, f"PersistentVolumeClaim {s.NAMESPACE}/{names.LUSTRE_PVC}",
-             check(kubectl.get(s, "persistentvolumeclaim", names.LUSTRE_PVC, namespace=s.NAMESPACE)),
+             kube(PVC, "persistentvolumeclaim", "PersistentVolumeClaim", names.LUSTRE_PVC,
+                  kubectl.get(s, "persistentvolumeclaim", names.LUSTRE_PVC, namespace=s.NAMESPACE)),
              _apply_pvc(s), deleter(kubectl.delete(s, "persistentvolumeclaim", names.LUSTRE_PVC,
                                                    namespace=s.NAMESPACE)),
              **{**in_cluster, "deps": (cluster.CREDENTIALS, PV)}),
-    ]
+    ] if inventory is not None else inv.track(steps(s, inv))
 
 
 # ---- what the namespace tasks ask ------------------------------------------------------------------------

@@ -13,7 +13,11 @@ from ..core import (
     describe_resource,
     gcloud_error,
     public,
+    require,
 )
+from .gcloud_filter import filtered
+
+API = "https://www.googleapis.com/compute/v1"
 
 
 def _net_path(ctx: Ctx, name: str) -> str:
@@ -49,7 +53,8 @@ def network_describe(ctx: Ctx) -> None:
 @command("gcloud", "compute", "networks", "list", latency=1)
 def network_list(ctx: Ctx) -> None:
     ctx.work()
-    ctx.emit([public(n) for key, n in ctx.state.items("network").items() if key.startswith(f"{ctx.project}/")])
+    ctx.emit(filtered(ctx, [public(n) for key, n in ctx.state.items("network").items()
+                            if key.startswith(f"{ctx.project}/")]))
 
 
 @command("gcloud", "compute", "networks", "delete", mutating=True, latency=20)
@@ -87,16 +92,30 @@ def subnet_create(ctx: Ctx) -> None:
     create_resource(ctx, "subnet", f"{ctx.project}/{region}/{name}", obj, _subnet_path(ctx, region, name))
 
 
+def _subnet_view(subnet: dict) -> dict:
+    """A subnet as the API shows it: region and network as URLs, a selfLink."""
+    project, region, name = subnet["project"], subnet["region"], subnet["name"]
+    return {**public(subnet), "region": f"{API}/projects/{project}/regions/{region}",
+            "network": f"{API}/projects/{project}/global/networks/{subnet['network']}",
+            "selfLink": f"{API}/projects/{project}/regions/{region}/subnetworks/{name}"}
+
+
 @command("gcloud", "compute", "networks", "subnets", "describe", latency=1)
 def subnet_describe(ctx: Ctx) -> None:
     name, region = _name(ctx), _region(ctx)
-    describe_resource(ctx, "subnet", f"{ctx.project}/{region}/{name}", _subnet_path(ctx, region, name))
+    subnet = require(ctx, "subnet", f"{ctx.project}/{region}/{name}", _subnet_path(ctx, region, name))
+    ctx.work()
+    ctx.emit(_subnet_view(subnet))
 
 
 @command("gcloud", "compute", "networks", "subnets", "list", latency=1)
 def subnet_list(ctx: Ctx) -> None:
+    """Every region unless --regions names some; --network keeps one network's subnets."""
     ctx.work()
-    ctx.emit([public(s) for s in ctx.state.list("subnet") if s["project"] == ctx.project])
+    regions = [r for r in str(ctx.flag("--regions") or "").split(",") if r]
+    network = ctx.flag("--network")
+    ctx.emit(filtered(ctx, [_subnet_view(s) for s in ctx.state.list("subnet") if s["project"] == ctx.project
+                            and (not regions or s["region"] in regions) and (not network or s["network"] == network)]))
 
 
 @command("gcloud", "compute", "networks", "subnets", "delete", mutating=True, latency=15)
@@ -133,7 +152,7 @@ def firewall_describe(ctx: Ctx) -> None:
 @command("gcloud", "compute", "firewall-rules", "list", latency=1)
 def firewall_list(ctx: Ctx) -> None:
     ctx.work()
-    ctx.emit([public(f) for f in ctx.state.list("firewall") if f["project"] == ctx.project])
+    ctx.emit(filtered(ctx, [public(f) for f in ctx.state.list("firewall") if f["project"] == ctx.project]))
 
 
 @command("gcloud", "compute", "firewall-rules", "delete", mutating=True, latency=10)

@@ -16,6 +16,7 @@ from ..core import (
     public,
     require,
 )
+from .gcloud_filter import filtered
 
 
 def context_name(project: str, location: str, cluster: str) -> str:
@@ -61,16 +62,30 @@ def cluster_create_auto(ctx: Ctx) -> None:
     _create(ctx, autopilot=True)
 
 
+def _cluster_view(ctx: Ctx, key: str, cluster: dict) -> dict:
+    """A cluster as the API shows it: with its node pools (GKE's Cluster carries `nodePools`)."""
+    pools = [public(p) for k, p in sorted(ctx.state.items("nodepool").items()) if k.startswith(key + "/")]
+    return {**public(cluster), "nodePools": pools,
+            "selfLink": f"https://container.googleapis.com/v1/projects/{cluster['project']}/locations/"
+                        f"{cluster['location']}/clusters/{cluster['name']}"}
+
+
 @command("gcloud", "container", "clusters", "describe", latency=1)
 def cluster_describe(ctx: Ctx) -> None:
     name = ctx.positionals[0]
-    describe_resource(ctx, "cluster", _cluster_key(ctx, name), _cluster_path(ctx, name))
+    key = _cluster_key(ctx, name)
+    cluster = require(ctx, "cluster", key, _cluster_path(ctx, name))
+    ctx.work()
+    ctx.emit(_cluster_view(ctx, key, cluster))
 
 
 @command("gcloud", "container", "clusters", "list", latency=1)
 def cluster_list(ctx: Ctx) -> None:
+    """Every location unless --location/--region/--zone names one; each cluster with its node pools."""
     ctx.work()
-    ctx.emit([public(c) for c in ctx.state.list("cluster") if c["project"] == ctx.project])
+    location = ctx.flag("--location") or ctx.flag("--region") or ctx.flag("--zone")
+    ctx.emit(filtered(ctx, [_cluster_view(ctx, key, c) for key, c in sorted(ctx.state.items("cluster").items())
+                            if c["project"] == ctx.project and (not location or location in ("-", c["location"]))]))
 
 
 @command("gcloud", "container", "clusters", "delete", mutating=True, latency=300)
@@ -155,8 +170,10 @@ def node_pool_describe(ctx: Ctx) -> None:
 @command("gcloud", "container", "node-pools", "list", latency=1)
 def node_pool_list(ctx: Ctx) -> None:
     ctx.work()
-    prefix = f"{ctx.project}/{_location(ctx)}/{ctx.flag('--cluster')}/"
-    ctx.emit([public(p) for k, p in ctx.state.items("nodepool").items() if k.startswith(prefix)])
+    cluster = str(ctx.flag("--cluster") or "")
+    require(ctx, "cluster", _cluster_key(ctx, cluster), _cluster_path(ctx, cluster))
+    prefix = f"{ctx.project}/{_location(ctx)}/{cluster}/"
+    ctx.emit(filtered(ctx, [public(p) for k, p in ctx.state.items("nodepool").items() if k.startswith(prefix)]))
 
 
 @command("gcloud", "container", "node-pools", "delete", mutating=True, latency=240)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..core import Ctx, Fail, command, public, time_scale
 from ..core import gcloud_error as _error
+from .gcloud_filter import filtered
 
 CREATE_SECONDS = 900
 THROUGHPUTS = ("125", "250", "500", "1000")
@@ -115,9 +116,11 @@ def lustre_describe(ctx: Ctx) -> None:
 def lustre_list(ctx: Ctx) -> None:
     ctx.work()
     location = ctx.flag("--location")
-    ctx.emit([view(o) for k, o in ctx.state.items("lustre").items()
-              if k.startswith(f"{ctx.project}/")
-              and (not location or f"/locations/{location}/" in o["name"])])
+    if not location:
+        raise Fail(2, _error(ctx, "argument --location: Must be specified."))
+    ctx.emit(filtered(ctx, [view(o) for k, o in ctx.state.items("lustre").items()
+                            if k.startswith(f"{ctx.project}/")
+                            and (location == "-" or f"/locations/{location}/" in o["name"])]))
 
 
 @command("gcloud", "lustre", "instances", "delete", mutating=True, latency=480)

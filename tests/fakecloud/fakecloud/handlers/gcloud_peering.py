@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ..core import Ctx, Fail, command, create_resource, delete_resource, describe_resource, public
 from ..core import gcloud_error as _error
+from .gcloud_filter import filtered
 
 SERVICE = "servicenetworking.googleapis.com"
 
@@ -53,7 +54,9 @@ def address_describe(ctx: Ctx) -> None:
 @command("gcloud", "compute", "addresses", "list", latency=1)
 def address_list(ctx: Ctx) -> None:
     ctx.work()
-    ctx.emit([public(a) for a in ctx.state.list("address") if a["project"] == ctx.project])
+    # The fake keeps global ranges only: --regions lists none of them, --global or no scope all of them.
+    scope = [a for a in ctx.state.list("address") if a["project"] == ctx.project and not ctx.flag("--regions")]
+    ctx.emit(filtered(ctx, [public(a) for a in scope]))
 
 
 @command("gcloud", "compute", "addresses", "delete", mutating=True, latency=10)
@@ -89,7 +92,10 @@ def _key(ctx: Ctx, network: str) -> str:
 
 
 def _connection(ctx: Ctx, network: str, ranges: list[str]) -> dict:
-    return {"network": f"projects/{ctx.project}/global/networks/{network}",
+    from .gcloud_projects import project_number
+
+    # Service Networking names the consumer's network with the project's number, not its id.
+    return {"network": f"projects/{project_number(ctx.project)}/global/networks/{network}",
             "peering": "servicenetworking-googleapis-com",
             "reservedPeeringRanges": ranges, "service": f"services/{ctx.flag('--service', SERVICE)}",
             "project": ctx.project, "_network": network}

@@ -171,33 +171,54 @@ def list_objects(ctx: Ctx, kind: str, namespace: str | None, selector: str = "")
     return out
 
 
+def _named_targets(ctx: Ctx) -> list[tuple[str, str]]:
+    """(kind, name) pairs from `get KIND NAME…` or `get KIND/NAME KIND/NAME…` (kubectl refuses mixing them)."""
+    words = ctx.positionals
+    if any("/" in w for w in words):
+        if not all("/" in w for w in words):
+            raise Fail(1, "error: there is no need to specify a resource type as a separate argument when "
+                          "passing arguments in resource/name form (e.g. 'kubectl get resource/<resource_name>' "
+                          "instead of 'kubectl get resource resource/<resource_name>'")
+        return [(kind_of(w.split("/", 1)[0]), w.split("/", 1)[1]) for w in words]
+    kind = kind_of(words[0])
+    return [(kind, name) for name in words[1:]]
+
+
 @command("kubectl", "get", latency=0.3)
 def get(ctx: Ctx) -> int:
+    """One object (printed as itself), several (a List), or a whole kind; with --ignore-not-found what is
+    missing is left out (exit 0, nothing printed if nothing is found), as kubectl does."""
     if not ctx.positionals:
         raise Fail(1, "error: you must specify the type of resource to get")
-    kind = kind_of(ctx.positionals[0])
-    names = ctx.positionals[1:]
-    namespace = None if ctx.flag("--all-namespaces") else namespace_of(kind, None, ctx)
+    targets = _named_targets(ctx)
+    by_name = any("/" in w for w in ctx.positionals) or len(ctx.positionals) > 1
+    if by_name and ctx.flag("--all-namespaces"):
+        raise Fail(1, "error: a resource cannot be retrieved by name across all namespaces")
     skind = store_kind(ctx)
     ctx.work()
     selector = str(ctx.flag("--selector", ""))
     missing = []
-    if names:
+    if by_name:
         found = []
-        for name in names:
-            obj = ctx.state.get(skind, key_of(kind, namespace or "", name))
+        for kind, name in targets:
+            obj = ctx.state.get(skind, key_of(kind, namespace_of(kind, None, ctx), name))
             if obj is None:
-                missing.append(name)
+                missing.append((kind, name))
             else:
                 found.append(obj)
     else:
+        kind = kind_of(ctx.positionals[0])
+        namespace = None if ctx.flag("--all-namespaces") else namespace_of(kind, None, ctx)
         found = list_objects(ctx, kind, namespace, selector)
     views = [with_status(o) for o in found]
-    if len(names) == 1 and views:
+    ignore = bool(ctx.flag("--ignore-not-found"))
+    if len(targets) == 1 and by_name and views:
         ctx.emit(views[0])
-    elif views or not names:
+    elif views or (not by_name and not ignore):
         ctx.emit({"apiVersion": "v1", "kind": "List", "items": views})
-    for name in missing:
+    if ignore:
+        return 0
+    for kind, name in missing:
         ctx.err(f'Error from server (NotFound): {kind.lower()}s "{name}" not found')
     return 1 if missing else 0
 

@@ -1,0 +1,313 @@
+"""What exists, asked once per run: one `list` per resource kind and one `kubectl get` per namespace.
+
+Every step's existence check answers from an Inventory: the first check fetches every listing its steps
+registered, all in parallel through the Runner's pool (one round of calls), and the others read that
+snapshot. The snapshot belongs to the step list that `all_steps` built (one run), never to a module.
+
+What the snapshot cannot answer, the step's own describe does: a dry run (nothing is asked), a listing
+that failed (no kubectl context yet), and any kind this run has changed since (a step that created or
+deleted something marks its kinds, so nothing created or deleted during the run is read from a stale
+list). Waits for readiness (Lustre ACTIVE, Ray pods) always poll describe themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .. import names
+from ..commands import gcloud, kubectl, lustre
+from ..graph import Action, Check, Step
+from ..runner import Runner
+from ..settings import Settings
+
+Items = list[dict[str, Any]]
+Decide = Callable[[Items], bool]
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One read-only list command. kind: the leftover scan's word for what it lists."""
+
+    kind: str
+    layer: str
+    argv: list[str]
+    missing_ok: bool = False  # "not found" means an empty list (peerings of a network that is gone)
+
+
+def _literal(name: str) -> str:
+    """name as a regex literal (our names are letters, digits and '-', which need no escaping)."""
+    return re.sub(r"([.^$*+?{}\[\]\\|()])", r"\\\1", name)
+
+
+def name_filter(wanted: Sequence[str], *, key: str = "name", marker: str = "") -> str:
+    """A gcloud --filter selecting our names exactly (anchored regex), or what carries our marker."""
+    alternatives = "|".join(_literal(name) for name in sorted(set(wanted)))
+    expression = f'{key}~"^({alternatives})$"'
+    return f"{expression} OR {marker}" if marker else expression
+
+
+DESCRIBED = f'description~"{names.DESCRIPTION}"'
+LABELLED = f'labels.managed-by~"^{names.MANAGED_BY}$"'
+
+
+def our_networks(s: Settings) -> list[str]:
+    return [s.NETWORK, names.gvnic_network(s), names.rdma_network(s)]
+
+
+def our_subnets(s: Settings) -> list[str]:
+    return [names.gvnic_subnet(s)] + [names.rdma_subnet(s, n) for n in range(names.RDMA_SUBNETS)]
+
+
+def listings(s: Settings) -> list[Listing]:
+    """The gcloud lists of one inventory, one per kind we create (pure). The bucket is listed with the
+    storage client; its gcloud equivalent is here for the dry-run text and the gcloud parse check."""
+    p = f"--project={s.PROJECT_ID}"
+    lustre_name = f'name~"/instances/{_literal(s.LUSTRE_NAME)}$" OR {LABELLED}'
+    return [
+        Listing("network", "net", gcloud.networks_list(s, name_filter(our_networks(s), marker=DESCRIBED))),
+        Listing("subnet", "net", gcloud.subnets_list(s, name_filter(our_subnets(s), marker=DESCRIBED))),
+        Listing("firewall rule", "net",
+                gcloud.firewalls_list(s, name_filter([names.gvnic_firewall(s)], marker=DESCRIBED))),
+        Listing("cluster", "cluster", gcloud.clusters_list(s, name_filter(
+            [s.CLUSTER_NAME], marker=f'resourceLabels.managed-by~"^{names.MANAGED_BY}$"'))),
+        Listing("Lustre instance", "storage", lustre.lustre_list(s, lustre_name)),
+        Listing("address range", "storage",
+                lustre.range_list(s, name_filter([names.lustre_range(s)], marker=DESCRIBED))),
+        Listing("VPC peering", "storage", lustre.peering_list(s), missing_ok=True),
+        Listing("bucket", "storage", ["gcloud", "storage", "buckets", "list", p, "--format=json"]),
+    ]
+
+
+def short(name: Any) -> str:
+    """The last segment of a resource name or URL ('projects/p/regions/us-central1' -> 'us-central1')."""
+    return str(name or "").rstrip("/").rsplit("/", 1)[-1]
+
+
+def parse_items(stdout: str) -> Items:
+    """A list command's JSON: gcloud prints a list; kubectl a List, one object, or nothing at all."""
+    try:
+        body = json.loads(stdout or "[]")
+    except json.JSONDecodeError:
+        return []
+    if isinstance(body, dict):
+        body = body.get("items", []) if str(body.get("kind", "")).endswith("List") else [body]
+    return [item for item in body if isinstance(item, dict)]
+
+
+@dataclass(frozen=True)
+class KubeRef:
+    word: str  # kubectl's resource word: "serviceaccount", "gkenetworkparamsets.networking.gke.io"
+    kind: str  # the object's kind: "ServiceAccount"
+    name: str
+    namespace: str  # where it lives (the NAMESPACE for cluster-scoped kinds: one call asks both)
+
+
+class Inventory:
+    """The snapshot of one run. Steps register what they ask (`check`, `in_cluster`) when they are built."""
+
+    def __init__(self, s: Settings):
+        self.s = s
+        self._kinds: set[str] = set()
+        self._refs: list[KubeRef] = []
+        self._step_kinds: dict[str, set[str]] = {}
+        self._lock = threading.Lock()
+        self._items: dict[str, Items | None] | None = None  # kind -> items; None: that listing failed
+        self._changed: set[str] = set()
+        self._project_number = ""
+        self._number_lock = threading.Lock()
+
+    # ---- what the steps ask --------------------------------------------------------------------------
+    def register(self, step: str, kind: str) -> None:
+        """Step will ask the listing of kind (\"project\": the project number)."""
+        self._kinds.add(kind)
+        self._step_kinds.setdefault(step, set()).add(kind)
+
+    def check(self, step: str, kind: str, decide: Decide, fallback: Check) -> Check:
+        """An existence check answered from the listing of kind, else by fallback (the step's describe)."""
+        self.register(step, kind)
+
+        def exists(r: Runner) -> bool:
+            items = self.listed(r, kind)
+            return fallback(r) if items is None else decide(items)
+
+        return exists
+
+    def in_cluster(self, step: str, refs: KubeRef | Sequence[KubeRef], decide: Decide | None,
+                   fallback: Check) -> Check:
+        """A check of an object in the cluster, from the one `kubectl get` of its namespace. Without our
+        cluster (as listed) nothing is in it; a kubectl that cannot answer (no context yet) falls back."""
+        refs = [refs] if isinstance(refs, KubeRef) else list(refs)
+        ref = refs[0]
+        kind = f"kube:{ref.namespace}"
+        self._refs.extend(refs)
+        self.register(step, kind)
+        self.register(step, "cluster")
+
+        def found(items: Items) -> bool:
+            if decide is not None:
+                return decide(items)
+            return any(i.get("kind") == ref.kind and (i.get("metadata") or {}).get("name") == ref.name
+                       for i in items)
+
+        def exists(r: Runner) -> bool:
+            clusters = self.listed(r, "cluster")
+            if clusters is not None and self.cluster(clusters) is None:
+                return False
+            items = self.listed(r, kind)
+            return fallback(r) if items is None else found(items)
+
+        return exists
+
+    def track(self, steps: list[Step]) -> list[Step]:
+        """The steps with each create/delete marking the kinds it asks about as changed (a cluster delete
+        also takes everything in the cluster with it)."""
+
+        def marking(step: Step, action: Action | None) -> Action | None:
+            kinds = set(self._step_kinds.get(step.name, ()))
+            if "cluster" in kinds and not any(k.startswith("kube:") for k in kinds):
+                kinds |= {k for k in self._kinds if k.startswith("kube:")}
+            if action is None or not kinds or not step.mutating:
+                return action
+
+            def run(r: Runner) -> str | None:
+                if not r.dry:
+                    self.changed(kinds)
+                return action(r)
+
+            return run
+
+        return [replace(step, create=marking(step, step.create) or step.create, delete=marking(step, step.delete))
+                for step in steps]
+
+    def changed(self, kinds: set[str]) -> None:
+        with self._lock:
+            self._changed |= kinds
+
+    # ---- the snapshot --------------------------------------------------------------------------------
+    def kube_listings(self) -> dict[str, list[str]]:
+        """kind -> `kubectl get TYPE/NAME ... --ignore-not-found` argv, one per namespace."""
+        by_namespace: dict[str, list[str]] = {}
+        for ref in self._refs:
+            refs = by_namespace.setdefault(ref.namespace, [])
+            if f"{ref.word}/{ref.name}" not in refs:
+                refs.append(f"{ref.word}/{ref.name}")
+        return {f"kube:{ns}": kubectl.get_named(self.s, refs, namespace=ns) for ns, refs in by_namespace.items()}
+
+    def _fetch_all(self, r: Runner) -> dict[str, Items | None]:
+        gcloud_lists = {item.kind: item for item in listings(self.s) if item.kind in self._kinds}
+        kube = {kind: argv for kind, argv in self.kube_listings().items() if kind in self._kinds}
+        kinds = [*gcloud_lists, *kube]
+        thunks: list[Callable[[], Any]] = []
+        for kind in kinds:
+            if kind in gcloud_lists:
+                listing = gcloud_lists[kind]
+                thunks.append(lambda listing=listing: _ask(r, listing.argv, listing.missing_ok))
+            else:
+                thunks.append(lambda argv=kube[kind]: _ask(r, argv, False))
+        # The project number (the bucket's owner, the binding's principal) comes after: from the peering's
+        # listing when there is one, else from `gcloud projects describe`.
+        return dict(zip(kinds, r.parallel(thunks), strict=True))
+
+    def listed(self, r: Runner, kind: str) -> Items | None:
+        """The snapshot's items of kind (fetched on first use), or None: no answer from the snapshot."""
+        if r.dry or kind in self._changed:
+            return None
+        with self._lock:
+            if self._items is None:
+                self._items = self._fetch_all(r)
+            if kind in self._changed:
+                return None
+            return self._items.get(kind)
+
+    def item(self, r: Runner, kind: str, name: str) -> dict[str, Any] | None:
+        """Our listed resource of kind by name, from the snapshot even after changes (for what a resource
+        keeps for life: its description, its labels); None if the snapshot has no answer or no such item."""
+        if r.dry:
+            return None
+        with self._lock:
+            if self._items is None:
+                self._items = self._fetch_all(r)
+            items = self._items.get(kind)
+        return next((i for i in items or [] if short(i.get("name")) == name), None)
+
+    def kube_answered(self) -> bool:
+        """Every kubectl listing of the snapshot answered (the kubeconfig context works)."""
+        with self._lock:
+            items = self._items
+        kube = [kind for kind in self._kinds if kind.startswith("kube:")]
+        return items is not None and bool(kube) and all(items.get(kind) is not None for kind in kube)
+
+    def project_number(self, r: Runner) -> str:
+        """PROJECT_NUMBER from settings, else `gcloud projects describe` once for this inventory."""
+        if self.s.PROJECT_NUMBER:
+            return self.s.PROJECT_NUMBER
+        if r.dry:
+            return "PROJECT_NUMBER"
+        with self._number_lock:
+            if not self._project_number:
+                self._project_number = self._number_from_peering(r)
+            if not self._project_number:
+                from ..runner import ToolError
+
+                result = r.query(gcloud.project_number(self.s), ok_codes=(0,))
+                number = (result.stdout if result else "").strip()
+                if not number.isdigit():
+                    raise ToolError(f"gcloud projects describe {self.s.PROJECT_ID} gave no project number "
+                                    f"({number!r}); set PROJECT_NUMBER in .env.", 1)
+                self._project_number = number
+            return self._project_number
+
+    def _number_from_peering(self, r: Runner) -> str:
+        """The project number in the listed peering's network ("projects/NUMBER/global/networks/NAME": Service
+        Networking names the consumer project by number); "" without a peering in the snapshot."""
+        if "VPC peering" not in self._kinds:
+            return ""
+        for item in self.listed(r, "VPC peering") or []:
+            match = re.fullmatch(r"projects/(\d+)/global/networks/[^/]+", str(item.get("network") or ""))
+            if match:
+                return match.group(1)
+        return ""
+
+    def restrict(self, steps: Sequence[Step]) -> None:
+        """Fetch only what these steps ask (a layer's task lists nothing of the other layers)."""
+        wanted = {step.name for step in steps}
+        self._kinds = {kind for name, kinds in self._step_kinds.items() if name in wanted for kind in kinds}
+
+    # ---- reading the listings ------------------------------------------------------------------------
+    def cluster(self, items: Items) -> dict[str, Any] | None:
+        return next((c for c in items if c.get("name") == self.s.CLUSTER_NAME
+                     and short(c.get("location") or c.get("zone")) == self.s.region), None)
+
+
+def _ask(r: Runner, argv: list[str], missing_ok: bool) -> Items | None:
+    result = r.query(argv, ok_codes=range(256))
+    if result is None:
+        return None
+    if result.ok:
+        return parse_items(result.stdout)
+    return [] if missing_ok and result.not_found else None
+
+
+def named(name: str, *, region: str = "") -> Decide:
+    """Decide: an item with this name (and, for regional kinds, in this region) is listed."""
+    return lambda items: any(short(i.get("name")) == name and (not region or short(i.get("region")) == region)
+                             for i in items)
+
+
+def inventory_of(steps: Sequence[Step]) -> Inventory | None:
+    """The inventory a step list was built with (`all_steps`, `layer_steps`), if any."""
+    found = getattr(steps, "inventory", None)
+    return found if isinstance(found, Inventory) else None
+
+
+class StepList(list[Step]):
+    """Steps with the inventory their checks share."""
+
+    def __init__(self, steps: Sequence[Step], inventory: Inventory):
+        super().__init__(steps)
+        self.inventory = inventory

@@ -1,0 +1,109 @@
+"""The inventory's `--filter` expressions against the real gcloud: each one parses in gcloud's filter engine
+(offline, through a list command that needs no account), and selects exactly what the fake cloud's filter
+selects, evaluated by gcloud's own engine (its bundled Python and SDK library) on the same items: ours by
+name, ours by marker, and look-alikes that must not match."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+from fakecloud.handlers import gcloud_filter
+from nemo_rl_gke.resources import inventory
+from support.fake import read_env_example
+
+MARKED = {"description": "managed-by=nemo-rl-gke deployment=other"}
+LABELLED = {"labels": {"managed-by": "nemo-rl-gke"}, "resourceLabels": {"managed-by": "nemo-rl-gke"}}
+
+
+def settings(**overrides: str):
+    from nemo_rl_gke.settings import Settings, coerce, validate
+
+    values = {k: v for k, v in read_env_example().items() if k in Settings.__dataclass_fields__}
+    return validate(Settings(**coerce({**values, **overrides})))
+
+
+def _samples(s) -> list[dict]:
+    """Our names, items carrying our marker, and near misses (prefixes, suffixes, other markers)."""
+    ours = [*inventory.our_networks(s), *inventory.our_subnets(s), s.CLUSTER_NAME, f"{s.LUSTRE_NAME}-range",
+            f"{s.GVNIC_NETWORK_PREFIX}-{s.CLUSTER_NAME}-internal"]
+    items = [{"name": name} for name in ours]
+    items += [{"name": f"projects/p/locations/{s.lustre_zone}/instances/{s.LUSTRE_NAME}"}]
+    items += [{"name": f"{name}-9", "lookalike": True} for name in ours]
+    items += [{"name": f"x{name}", "lookalike": True} for name in ours]
+    items += [{"name": f"projects/p/locations/z/instances/{s.LUSTRE_NAME}-old", "lookalike": True}]
+    items += [{"name": "someone-else", **MARKED}, {"name": "labelled", **LABELLED},
+              {"name": "other-marker", "description": "managed-by=another-tool"},
+              {"name": "other-label", "labels": {"managed-by": "nemo-rl-gke-fork"},
+               "resourceLabels": {"managed-by": "terraform"}}]
+    return items
+
+
+def _sdk(gcloud: str, env: dict[str, str]) -> tuple[str, str]:
+    out = subprocess.run([gcloud, "info", "--format=value(installation.sdk_root,basic.python_location)"],
+                         env=env, capture_output=True, text=True, timeout=120).stdout.split()
+    if len(out) != 2:
+        pytest.skip("gcloud info gave no SDK root and Python")
+    return out[0], out[1]
+
+
+EVALUATE = """
+import json, sys
+root = sys.argv[1]
+sys.path[:0] = [root + "/lib", root + "/lib/third_party"]
+from googlecloudsdk.core.resource import resource_filter
+cases = json.load(sys.stdin)
+print(json.dumps([[i for i, item in enumerate(case["items"]) if resource_filter.Compile(case["filter"]).Evaluate(item)]
+                  for case in cases]))
+"""
+
+
+@pytest.fixture(scope="module")
+def real_gcloud():
+    binary = shutil.which("gcloud")
+    if binary is None or "fakecloud" in binary:
+        if os.environ.get("CI"):
+            pytest.fail("the real gcloud must be installed on the CI machine")
+        pytest.skip("needs the real Google Cloud CLI on PATH")
+    env = {**os.environ, "CLOUDSDK_CONFIG": tempfile.mkdtemp(prefix="gcloud-config-"),
+           "CLOUDSDK_CORE_DISABLE_PROMPTS": "1"}
+    return binary, env
+
+
+def _filters(s) -> list[str]:
+    return [arg.split("=", 1)[1] for item in inventory.listings(s) for arg in item.argv if arg.startswith("--filter=")]
+
+
+def test_gcloud_filters_parse_in_real_gcloud(real_gcloud):
+    binary, env = real_gcloud
+    filters = _filters(settings())
+    assert len(filters) == 6  # networks, subnets, firewall rules, clusters, Lustre, address ranges
+    for expression in filters:
+        # A list that needs no account applies --filter with gcloud's own parser: a bad one exits 1.
+        done = subprocess.run([binary, "config", "configurations", "list", f"--filter={expression}",
+                               "--format=json"], env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, (expression, done.stderr)
+
+
+def test_gcloud_filters_select_what_the_fake_selects(real_gcloud):
+    binary, env = real_gcloud
+    root, python = _sdk(binary, env)
+    s = settings()
+    items = _samples(s)
+    cases = [{"filter": expression, "items": items} for expression in _filters(s)]
+    done = subprocess.run([python, "-c", EVALUATE, root], input=json.dumps(cases), env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    real = json.loads(done.stdout)
+    for case, chosen in zip(cases, real, strict=True):
+        fake = [i for i, item in enumerate(items) if gcloud_filter.matches(case["filter"], item)]
+        assert fake == chosen, (case["filter"], [items[i]["name"] for i in fake], [items[i]["name"] for i in chosen])
+        names = {items[i]["name"] for i in chosen}
+        assert "someone-else" in names or "labelled" in names, case["filter"]  # the marker half matches
+        lookalikes = {item["name"] for item in items if item.get("lookalike")}
+        assert not names & ({"other-marker", "other-label"} | lookalikes), case["filter"]

@@ -1,0 +1,103 @@
+"""The inventory: every step's existence answered from one listing per kind, fetched once, in parallel; what
+the run itself created or deleted asked again by describe; the leftover scan reading the same lists."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+from rounds import call_rounds  # noqa: E402
+
+
+def _ok(done, what):
+    assert done.code == 0, f"{what}:\n{done.output[-3000:]}"
+    return done
+
+
+def _words(call) -> str:
+    return " ".join([call["tool"], *call["argv"]])
+
+
+def test_inventory_rerun_of_up_lists_once_in_one_round(cloud):
+    _ok(cloud.invoke("up", "--yes"), "up")
+    before = len(cloud.calls())
+    _ok(cloud.invoke("up", "--yes"), "up again")
+    # The model prefetch step asks its own `kubectl get jobs --selector` (not from the inventory): left out.
+    calls = [c for c in cloud.calls()[before:] if "jobs" not in c["argv"]]
+    assert len(calls) <= 10, "\n".join(_words(c)[:150] for c in calls)
+    assert not [c for c in calls if c["mutating"]]
+    # Only what a list cannot tell: the GPU pool's size now (its instance groups), after the cluster's list.
+    asked = [_words(c) for c in calls if " describe " in _words(c) or "get-credentials" in _words(c)]
+    assert all("instance-groups managed describe" in w for w in asked), asked
+    assert call_rounds(calls) <= 2, [(_words(c)[:60], c["start"], c["end"]) for c in calls]
+    assert call_rounds([c for c in calls if "instance-groups" not in c["argv"]]) == 1
+    gcloud_lists = [c for c in calls if c["tool"] == "gcloud" and "list" in c["argv"]]
+    assert len(gcloud_lists) == 7 and all(any(a.startswith("--filter=") for a in c["argv"]) or "vpc-peerings"
+                                          in c["argv"] for c in gcloud_lists)
+
+
+def test_inventory_plan_and_status_ask_the_lists(cloud):
+    _ok(cloud.invoke("up", "--yes"), "up")
+    for task in ("plan", "status"):
+        before = len(cloud.calls())
+        done = _ok(cloud.invoke(task), task)
+        asked = [_words(c) for c in cloud.calls()[before:]]
+        assert not [w for w in asked if "networks describe" in w or "subnets describe" in w], (task, asked)
+        if task == "plan":
+            assert "up would create 0 of" in done.stdout, done.stdout
+
+
+def test_inventory_first_up_answers_everything_from_lists_and_nothing_in_a_missing_cluster(cloud):
+    _ok(cloud.invoke("up", "--yes"), "up")
+    calls = cloud.calls()
+    first_create = next(i for i, c in enumerate(calls) if c["mutating"])
+    asked = [_words(c) for c in calls[:first_create]]
+    # The questions before anything is created: the lists (and kubectl, which finds no context yet).
+    assert not [w for w in asked if " describe " in w and "projects describe" not in w], asked
+    assert sum(" list " in w for w in asked) == 7
+
+
+def _steps_and_runner(cloud, monkeypatch):
+    from nemo_rl_gke.resources import all_steps
+    from nemo_rl_gke.runner import Runner
+    from nemo_rl_gke.settings import load
+    from support.inprocess import FakeTools
+
+    for key, value in cloud.process_env().items():
+        monkeypatch.setenv(key, value)
+    s = load(allow_example=False, cwd=cloud.workdir, environ={})
+    runner = Runner(out=io.StringIO(), err=io.StringIO(), poll_seconds=0, backoff_seconds=0, tools=FakeTools())
+    return all_steps(s), runner
+
+
+def test_inventory_what_the_run_created_is_asked_again(cloud, monkeypatch):
+    steps, r = _steps_and_runner(cloud, monkeypatch)
+    by_name = {st.name: st for st in steps}
+    network = by_name["net.gvnic-network"]
+    assert network.exists(r) is False  # from the lists
+    before = len(cloud.calls())
+    assert by_name["net.rdma-network"].exists(r) is False
+    assert len(cloud.calls()) == before  # the same snapshot: nothing asked
+    network.create(r)  # through the step: its kind is now changed for this run
+    after_create = len(cloud.calls())
+    assert network.exists(r) is True  # not the stale "absent" of the list
+    assert "networks describe" in _words(cloud.calls()[after_create])
+    # A kind nobody changed still answers from the snapshot.
+    before = len(cloud.calls())
+    assert by_name["net.gvnic-firewall"].exists(r) is False and len(cloud.calls()) == before
+
+
+def test_inventory_down_scan_lists_instead_of_describing(cloud):
+    _ok(cloud.invoke("up", "--yes"), "up")
+    before = len(cloud.calls())
+    _ok(cloud.invoke("down", "--yes", "--delete-data"), "down")
+    calls = cloud.calls()[before:]
+    last_delete = max(i for i, c in enumerate(calls) if c["mutating"])
+    scan = [_words(c) for c in calls[last_delete + 1:]]
+    # The bucket (kept) is asked by the storage client, which needs the project number: the peering that
+    # told it is gone.
+    assert not [w for w in scan if " describe " in w and "projects describe" not in w], scan
+    assert sum(" list " in w for w in scan) == 7, scan
