@@ -1,11 +1,11 @@
 """Invoke entry point: composes the namespaces. `invoke --list` to see them."""
 
-from invoke import Collection
+from invoke.collection import Collection
 
-from nemo_rl_gke.tasks import clean, cluster, context, job, lifecycle, net, overview, ray, storage
+from nemo_rl_gke.tasks import clean, cli, cluster, job, lifecycle, net, overview, ray, storage
 
 # Usage errors (unknown flag, bad value, missing NAME) exit 2, and -h/--help print usage on every task.
-context.install_usage_exit_codes()
+cli.install_usage_exit_codes()
 
 ns = Collection()
 for module in (net, cluster, storage, ray, job, clean):

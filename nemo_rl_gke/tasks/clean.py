@@ -14,6 +14,7 @@ Examples:
 
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import replace
 from typing import Any
@@ -61,7 +62,7 @@ def live_data(c: Context, s: Settings, steps: list[Any], layer: str) -> set[str]
         return None
     ours = {step.name for step in steps if step.layer == layer}
     data = [step for step in steps if step.holds_data and needed_by(steps, [step.name]) & ours]
-    found = r.parallel([lambda step=step: step.is_present(r) for step in data])
+    found = r.parallel([functools.partial(step.is_present, r) for step in data])
     return {step.name for step, here in zip(data, found, strict=True) if here}
 
 
@@ -81,7 +82,8 @@ def clean_layer(c: Context, layer: str, *, yes: bool, delete_data: bool = False,
 
 
 @context.task(name="all", default=True, help=HELP)
-def all_(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes=False, force_unlock=False):
+def all_(c: Context, delete_data: bool = False, delete_unexported: bool = False, delete_bucket: bool = False,
+         yes: bool = False, force_unlock: bool = False) -> None:
     """Delete everything (same as `down`), then scan for leftovers; Lustre and bucket kept by default."""
     from ..resources import all_steps
     from .lifecycle import tear_down
@@ -104,7 +106,8 @@ def cluster(c: Context, yes: bool = False, force_unlock: bool = False) -> None:
 
 
 @context.task(help=HELP)
-def storage(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes=False, force_unlock=False):
+def storage(c: Context, delete_data: bool = False, delete_unexported: bool = False, delete_bucket: bool = False,
+            yes: bool = False, force_unlock: bool = False) -> None:
     """Delete the storage layer: PV/PVC, KSA, Secret, binding; Lustre and bucket only with their own flags."""
     clean_layer(c, "storage", yes=yes, delete_data=delete_data, delete_unexported=delete_unexported,
                 delete_bucket=delete_bucket, force_unlock=force_unlock)

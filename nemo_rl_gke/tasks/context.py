@@ -10,16 +10,22 @@ import contextlib
 import functools
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from invoke import Exit
-from invoke import task as invoke_task
+from invoke.exceptions import Exit
+from invoke.tasks import task as invoke_task
 
 from ..settings import ConfigError, Settings
 from .cli import CheckedArgument, CliTask, install_usage_exit_codes  # noqa: F401 - re-exported for tasks.py
 
+if TYPE_CHECKING:
+    from invoke.context import Context
 
-def is_dry(c: Any) -> bool:
+    from ..graph import Report, Step
+    from ..runner import Runner
+
+
+def is_dry(c: Context) -> bool:
     # Invoke's own --dry; c.run would honour it, but we run through sh, so we read it ourselves.
     return bool(c.config.run.dry)
 
@@ -28,9 +34,9 @@ def task(*args: Any, **kwargs: Any) -> Callable[..., Any]:
     """invoke.task (as CliTask), plus: ConfigError -> exit 2, tool failure -> the tool's exit code, one clear
     message, never a traceback."""
 
-    def decorate(body: Callable[..., Any]) -> Any:
+    def decorate(body: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(body)
-        def guarded(c: Any, *a: Any, **kw: Any) -> Any:
+        def guarded(c: Context, *a: Any, **kw: Any) -> Any:
             from ..render import RenderError
             from ..runner import ToolError
 
@@ -45,7 +51,8 @@ def task(*args: Any, **kwargs: Any) -> Callable[..., Any]:
             except KeyboardInterrupt:
                 raise Exit("interrupted", code=130) from None
 
-        return invoke_task(*args, klass=CliTask, **kwargs)(guarded)
+        made: Callable[..., Any] = invoke_task(*args, klass=CliTask, **kwargs)(guarded)
+        return made
 
     if len(args) == 1 and callable(args[0]) and not kwargs:
         body, args = args[0], ()
@@ -56,7 +63,7 @@ def task(*args: Any, **kwargs: Any) -> Callable[..., Any]:
 _NOTED_EXAMPLE = False  # say "using .env.example" once per process, not once per task
 
 
-def settings(c: Any, *, offline: bool = False, **overrides: Any) -> Settings:
+def settings(c: Context, *, offline: bool = False, **overrides: Any) -> Settings:
     """Settings for this task: .env (or ENV_FILE), then the environment, then the flags.
 
     Dry runs and offline tasks fall back to .env.example (and say so); real runs refuse without a .env.
@@ -73,7 +80,7 @@ def settings(c: Any, *, offline: bool = False, **overrides: Any) -> Settings:
     return loaded
 
 
-def runner(c: Any, s: Settings) -> Any:
+def runner(c: Context, s: Settings) -> Runner:
     from ..runner import Runner
 
     # The Invoke config's `runner` section (invoke.yaml, -f FILE, INVOKE_RUNTIME_CONFIG): poll/backoff seconds,
@@ -82,7 +89,7 @@ def runner(c: Any, s: Settings) -> Any:
                   **Runner.options(c.config.get("runner")))
 
 
-def confirm(c: Any, question: str, *, yes: bool) -> None:
+def confirm(c: Context, question: str, *, yes: bool) -> None:
     """Ask before destroying or spending. --yes answers; no terminal and no --yes: exit 2. Dry runs never ask."""
     if yes or is_dry(c):
         return
@@ -98,7 +105,7 @@ UNLOCK_HELP = ("Take over the deployment's lock even if another run (on any mach
 
 
 @contextlib.contextmanager
-def deployment_locked(c: Any, s: Settings, what: str, *, force: bool = False) -> Iterator[None]:
+def deployment_locked(c: Context, s: Settings, what: str, *, force: bool = False) -> Iterator[None]:
     """A changing task's turn: the deployment's lock (this machine's, and the lease in the bucket every machine
     sees), so two changing runs never interleave; a dry run changes nothing and takes none."""
     if is_dry(c):
@@ -110,7 +117,7 @@ def deployment_locked(c: Any, s: Settings, what: str, *, force: bool = False) ->
         yield
 
 
-def apply_steps(c: Any, s: Settings, steps: list[Any], *, title: str = "create") -> Any:
+def apply_steps(c: Context, s: Settings, steps: list[Step], *, title: str = "create") -> Report:
     """Create what is missing among steps, in parallel, with the live board."""
     from .. import graph
 
@@ -123,7 +130,8 @@ def apply_steps(c: Any, s: Settings, steps: list[Any], *, title: str = "create")
         return graph.apply(r, steps, listener=board.listener)
 
 
-def destroy_steps(c: Any, s: Settings, steps: list[Any], *, delete_data: bool = False, title: str = "delete") -> Any:
+def destroy_steps(c: Context, s: Settings, steps: list[Step], *, delete_data: bool = False,
+                  title: str = "delete") -> Report:
     from .. import graph
 
     r = runner(c, s)
@@ -135,20 +143,21 @@ def destroy_steps(c: Any, s: Settings, steps: list[Any], *, delete_data: bool = 
         return graph.destroy(r, steps, delete_data=delete_data, listener=board.listener)
 
 
-def status_states(c: Any, s: Settings, steps: list[Any]) -> list[tuple[Any, str]]:
+def status_states(c: Context, s: Settings, steps: list[Step]) -> list[tuple[Step, str]]:
     """(step, present|absent) for each resource step, asked in parallel (a dry run asks nothing: absent)."""
     r = runner(c, s)
     checked = [step for step in steps if not step.always]
-    found = r.parallel([lambda step=step: step.exists(r) for step in checked])
+    found = r.parallel([functools.partial(step.exists, r) for step in checked])
     return [(step, "present" if ok else "absent") for step, ok in zip(checked, found, strict=True)]
 
 
-def status_rows(c: Any, s: Settings, steps: list[Any]) -> list[tuple[str, str]]:
+def status_rows(c: Context, s: Settings, steps: list[Step]) -> list[tuple[str, str]]:
     """(title, present|absent) for each resource step, asked in parallel."""
     return [(step.title, state) for step, state in status_states(c, s, steps)]
 
 
-def status_task(c: Any, title: str, steps_of: Callable[[Settings], list[Any]], *, as_json: bool, kind: str) -> None:
+def status_task(c: Context, title: str, steps_of: Callable[[Settings], list[Step]], *, as_json: bool,
+                kind: str) -> None:
     """A layer's `status`: a table, or with --json `{"version": 1, "kind": ..., "dry_run": ..., "resources":
     [{"name", "title", "state"}]}` (state: present or absent; a dry run asks nothing, so all absent)."""
     with json_output(as_json) as out:

@@ -8,6 +8,7 @@ resources/pool_size.py.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -125,7 +126,7 @@ def existing(r: Runner, s: Settings, present: dict[str, bool | None]) -> Found:
 
     asks = {CLUSTER: gcloud.cluster_describe(s), GPU_POOL: gcloud.node_pool_describe(s)}
     wanted = [(name, argv) for name, argv in asks.items() if present.get(name)]
-    answers = r.parallel([lambda argv=argv: r.query(argv) for _, argv in wanted])
+    answers = r.parallel([functools.partial(r.query, argv) for _, argv in wanted])
     bodies = {name: json.loads(result.stdout or "{}") for (name, _), result in zip(wanted, answers, strict=True)
               if result is not None and result.ok}
     mode = read_cluster(bodies[CLUSTER]).mode if CLUSTER in bodies else None

@@ -14,18 +14,22 @@ Examples:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from invoke.collection import Collection
 from invoke.context import Context
 
+from ..runner import Result, Runner
 from ..settings import Settings
 from . import context
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 ID_HELP = "Run id, also given bare (`invoke job.status ID`); default: the latest submitted run."
 
 
-def _kubectl_exec(s: Any, pod: str) -> list[str]:
+def _kubectl_exec(s: Settings, pod: str) -> list[str]:
     from .. import jobscript
     from ..commands import kubectl
 
@@ -33,7 +37,7 @@ def _kubectl_exec(s: Any, pod: str) -> list[str]:
                               f"--container={jobscript.HEAD_CONTAINER}", "--", "bash"]
 
 
-def _pods_argv(s: Any) -> list[str]:
+def _pods_argv(s: Settings) -> list[str]:
     from .. import names
     from ..commands import kubectl
 
@@ -41,7 +45,7 @@ def _pods_argv(s: Any) -> list[str]:
                        output="json")
 
 
-def _head(r: Any, s: Any) -> tuple[str, int | None]:
+def _head(r: Runner, s: Settings) -> tuple[str, int | None]:
     """(head pod name, GPUs on Running Ray workers or None if unknown). Dry runs: a placeholder, None."""
     import json
 
@@ -67,7 +71,7 @@ def _head(r: Any, s: Any) -> tuple[str, int | None]:
     return head, _ray_gpus(r, s, head, items)
 
 
-def _ray_gpus(r: Any, s: Any, head: str, items: list[dict]) -> int | None:
+def _ray_gpus(r: Runner, s: Settings, head: str, items: list[dict[str, Any]]) -> int | None:
     """What Ray in the head reports (one cheap exec); the Running workers' GPU limits if Ray cannot say."""
     import json
 
@@ -82,7 +86,7 @@ def _ray_gpus(r: Any, s: Any, head: str, items: list[dict]) -> int | None:
     return _worker_gpus(items)
 
 
-def _worker_gpus(items: list[dict]) -> int | None:
+def _worker_gpus(items: list[dict[str, Any]]) -> int | None:
     """nvidia.com/gpu over Running worker pods; None when no worker declares any (GPU_NODES then decides)."""
     total, declared = 0, False
     for pod in items:
@@ -99,16 +103,24 @@ def _worker_gpus(items: list[dict]) -> int | None:
     return total if declared else None
 
 
-def _query(r: Any, s: Any, script: str) -> Any:
+def _query(r: Runner, s: Settings, script: str) -> Result | None:
     """Pipe a read-only script into the head pod. Dry run: show it, return None. 'No such run' is exit 3."""
-    from ..runner import ToolError
 
     if r.dry:
         r.say("# dry run: would ask the head pod (read-only):")
         r.show_command(_kubectl_exec(s, "HEAD_POD"), stdin=script, stdin_label="run-dir reader")
         return None
+    return _ask(r, s, script)
+
+
+def _ask(r: Runner, s: Settings, script: str) -> Result:
+    """_query's real run (not dry): the reader's answer, 'no such run' (exit 3) as an error."""
+    from ..runner import ToolError
+
     pod, _ = _head(r, s)
     result = r.query(_kubectl_exec(s, pod), stdin=script, ok_codes=(0, 3))
+    if result is None:
+        raise ToolError("the head pod was not asked (a dry run reads nothing)", 1)
     if result.exit_code == 3:
         raise ToolError(result.stderr.strip().removeprefix("error: "), 1)
     return result
@@ -128,7 +140,8 @@ def _utc_stamp() -> str:
     "follow": "Stream the driver log after submitting; Ctrl-C stops the streaming, not the job.",
     "max_restarts": "Restarts after a lost node (Spot) before the run ends failed (default: the job file's, 3).",
 })
-def submit(c, name, set_=None, id_=None, follow=False, max_restarts=-1):
+def submit(c: Context, name: str, set_: list[str] | None = None, id_: str | None = None, follow: bool = False,
+           max_restarts: int = -1) -> None:
     """Validate a job and start it detached in the Ray head pod, under a supervisor; prints the run id."""
     from .. import jobrules, jobscript, jobspec
     from ..resources.prefetch_steps import wait_for_model
@@ -143,7 +156,8 @@ def submit(c, name, set_=None, id_=None, follow=False, max_restarts=-1):
     if not 0 <= restarts <= 999:
         raise ConfigError("--max-restarts", max_restarts, "a whole number from 0 to 999.")
     overrides = jobspec.final_overrides(spec, run_id, extra)
-    checks = {"gpu_nodes": s.GPU_NODES, "gpus_per_node": s.gpu.gpus_per_node, "gpu_name": s.gpu.accelerator}
+    checks: dict[str, Any] = {"gpu_nodes": s.GPU_NODES, "gpus_per_node": s.gpu.gpus_per_node,
+                              "gpu_name": s.gpu.accelerator}
     values = jobspec.validate(spec, overrides, **checks)  # before any command, even a query
     r = context.runner(c, s)
     if spec.gated and not s.HF_TOKEN:
@@ -175,10 +189,10 @@ def submit(c, name, set_=None, id_=None, follow=False, max_restarts=-1):
         r.stream(_kubectl_exec(s, head), stdin=jobscript.logs_script(run_id, follow=True))
 
 
-def _runs_rows(runs: list[dict]) -> list[tuple[str, ...]]:
+def _runs_rows(runs: list[dict[str, Any]]) -> list[tuple[str, ...]]:
     from datetime import UTC, datetime
 
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for run in runs:
         submitted = run.get("submitted")
         when = datetime.fromtimestamp(submitted, UTC).strftime("%Y-%m-%d %H:%M") if submitted else "-"
@@ -188,13 +202,13 @@ def _runs_rows(runs: list[dict]) -> list[tuple[str, ...]]:
     return rows
 
 
-def _state_text(run: dict) -> str:
+def _state_text(run: dict[str, Any]) -> str:
     if run["state"] == "failed":
         return f"failed (exit code {run['exit_code']})"
-    return run["state"]
+    return str(run["state"])
 
 
-def _status_lines(run: dict) -> list[str]:
+def _status_lines(run: dict[str, Any]) -> list[str]:
     """job.status's text: state, step, checkpoint, restarts and why it failed; every figure is in `run`."""
     lines = [f"run {run['id']} ({run.get('job')}): {_state_text(run)}"]
     if run.get("phase") and run["phase"] not in ("running", "ended"):
@@ -215,7 +229,7 @@ def _status_lines(run: dict) -> list[str]:
     return lines
 
 
-def _step_text(run: dict) -> str:
+def _step_text(run: dict[str, Any]) -> str:
     if run.get("step") is None:
         return "-"
     return f"{run['step']}/{run['max_steps']}" if run.get("max_steps") else str(run["step"])
@@ -294,7 +308,7 @@ def status(c: Context, id_: str | None = None, json_: bool = False) -> None:
                     "lines": "How many of the last lines to show first (default 200).",
                     "ray": "Instead: Ray's own logs on /data/ray-logs/<pod>/ (they outlive the pods), the tail of "
                            "each file with errors."})
-def logs(c, id_=None, follow=False, lines=200, ray=False):
+def logs(c: Context, id_: str | None = None, follow: bool = False, lines: int = 200, ray: bool = False) -> None:
     """Print the driver log of a run (the latest by default); --follow streams it; --ray shows Ray's errors."""
     from .. import jobscript
     from ..settings import ConfigError
@@ -316,7 +330,7 @@ def logs(c, id_=None, follow=False, lines=200, ray=False):
         raise ToolError(f"reading the driver log failed (exit code {code})", code)
 
 
-def _ray_logs(r: Any, s: Any, run_id: str, lines: int) -> None:
+def _ray_logs(r: Runner, s: Settings, run_id: str, lines: int) -> None:
     import json
 
     from .. import jobscript
@@ -347,7 +361,7 @@ def _check_id(id_: Any) -> None:
 
 
 @context.task(help={"id_": ID_HELP, "grace": "Seconds between SIGTERM and SIGKILL (default 30)."})
-def stop(c, id_=None, grace=30):
+def stop(c: Context, id_: str | None = None, grace: int = 30) -> None:
     """Stop a run: its supervisor and driver (the whole process group); a stopped run is never restarted."""
     import json
 
@@ -376,7 +390,7 @@ def stop(c, id_=None, grace=30):
 
 
 @context.task(help={"id_": ID_HELP})
-def checkpoints(c, id_=None):
+def checkpoints(c: Context, id_: str | None = None) -> None:
     """List a run's checkpoints on Lustre (training_info.json figures) and what was exported to the bucket."""
     import json
 
@@ -408,7 +422,7 @@ def _number(value: Any) -> str:
     return f"{value:.4f}" if isinstance(value, int | float) else "-" if value is None else str(value)
 
 
-def _exported(r: Any, s: Any, run_id: str) -> None:
+def _exported(r: Runner, s: Settings, run_id: str) -> None:
     """What `storage.export` copied to gs://BUCKET/runs/<id>/ (best effort: no bucket is no error)."""
     from .. import gcs
     from ..commands import lustre
@@ -434,7 +448,7 @@ def _exported(r: Any, s: Any, run_id: str) -> None:
     "id_": ID_HELP,
     "plot": "Also write a PNG plot of reward, accuracy and step time: to FILE.png, or with no value to "
             "metrics-<run id>.png here."})
-def metrics(c, id_=None, plot=None):
+def metrics(c: Context, id_: str | None = None, plot: str | bool | None = None) -> None:
     """Per-step reward, validation accuracy and step time from the driver log, as a table (and a PNG)."""
     from .. import jobmetrics, jobscript
     from ..settings import ConfigError
@@ -453,7 +467,7 @@ def metrics(c, id_=None, plot=None):
     r.say(jobmetrics.summary(parsed))
     if path is not None:
         if plot is True:
-            run_id = id_ or _query(r, s, jobscript.reader_script("resolve", "")).stdout.strip()
+            run_id = id_ or _ask(r, s, jobscript.reader_script("resolve", "")).stdout.strip()
             path = path.with_name(f"metrics-{run_id}.png")
         try:
             jobmetrics.plot(parsed, str(path), title=f"run {id_ or 'latest'}")
@@ -462,7 +476,7 @@ def metrics(c, id_=None, plot=None):
         r.say(f"plot written to {path}")
 
 
-def _plot_path(plot: Any) -> Any:
+def _plot_path(plot: str | bool) -> Path:
     """--plot's file, checked before anything runs: a .png in a directory that exists and can be written."""
     import os
     from pathlib import Path
@@ -496,7 +510,7 @@ def latest_run(c: Context, s: Settings) -> dict[str, Any] | None:
     if r.dry:
         return None
     try:
-        result = _query(r, s, jobscript.reader_script("status", ""))
+        result = _ask(r, s, jobscript.reader_script("status", ""))
     except ToolError:
         return None
     return run_document(json.loads(result.stdout))
@@ -513,7 +527,7 @@ def latest_summary(c: Context, s: Settings) -> list[str]:
     if r.dry:
         return []
     try:
-        result = _query(r, s, jobscript.reader_script("status", ""))
+        result = _ask(r, s, jobscript.reader_script("status", ""))
     except ToolError as exc:
         return [f"latest job: none ({str(exc).splitlines()[0]})"]
     run = json.loads(result.stdout)

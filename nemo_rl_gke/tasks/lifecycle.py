@@ -19,12 +19,15 @@ Examples:
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any
 
 from invoke.context import Context
 from invoke.exceptions import Exit
 
+from ..cost import Estimate
+from ..graph import Consent, Step
 from ..lock import bucket_lease, deployment_lock, state_lock
 from ..runner import Runner
 from ..settings import Settings
@@ -43,13 +46,13 @@ TEARDOWN_HELP = {"delete_data": DATA_HELP, "delete_unexported": UNEXPORTED_HELP,
 
 
 # ---- helpers shared with clean.py ----------------------------------------------------------------
-def describe(s: Any) -> str:
+def describe(s: Settings) -> str:
     capacity = f"reservation {s.RESERVATION}" if s.RESERVATION else "spot" if s.SPOT else "on-demand"
     return (f"project {s.PROJECT_ID}, cluster {s.CLUSTER_NAME} ({s.CLUSTER_MODE}) in {s.region}, "
             f"{s.GPU_NODES} × {s.gpu.machine_type} ({s.gpu.short}, {capacity}) in {s.zone}")
 
 
-def present_map(r: Any, steps: list[Any], *, any_state: bool = False) -> dict[str, bool | None]:
+def present_map(r: Runner, steps: list[Step], *, any_state: bool = False) -> dict[str, bool | None]:
     """step name -> exists, asked in parallel (read-only); `always` steps count as absent.
 
     None: the check could not tell (a peering cannot be listed before its network exists); `up` then
@@ -64,7 +67,7 @@ def present_map(r: Any, steps: list[Any], *, any_state: bool = False) -> dict[st
             return None
 
     checked = [step for step in steps if not step.always]
-    found = r.parallel([lambda step=step: ask(step) for step in checked])
+    found = r.parallel([functools.partial(ask, step) for step in checked])
     answer: dict[str, bool | None] = {step.name: False for step in steps}
     answer.update({step.name: ok for step, ok in zip(checked, found, strict=True)})
     return answer
@@ -74,7 +77,7 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
-def _say_cost(r: Any, est: Any, *, prefix: str) -> None:
+def _say_cost(r: Runner, est: Estimate, *, prefix: str) -> None:
     from .. import cost
 
     r.say(f"{prefix}estimated cost while up:", err=not r.dry)
@@ -189,7 +192,8 @@ def kept_message(kept: list[Any]) -> str:
     return text
 
 
-def consent(c: Any, *, delete_data: bool, delete_unexported: bool, delete_bucket: bool, yes: bool) -> Any:
+def consent(c: Context, *, delete_data: bool, delete_unexported: bool, delete_bucket: bool,
+            yes: bool) -> Consent:
     """The teardown's consent from its flags; the guards ask through context.confirm (`--yes` answers)."""
     from ..graph import Consent
     from ..settings import ConfigError
@@ -201,7 +205,7 @@ def consent(c: Any, *, delete_data: bool, delete_unexported: bool, delete_bucket
                    ask=lambda question: context.confirm(c, question, yes=yes))
 
 
-def _bucket_line(s: Any) -> str:
+def _bucket_line(s: Settings) -> str:
     """The bucket left behind, with what it holds and costs ('' if there is none)."""
     from .. import cost, gcs
     from ..resources.storage_steps import size_text
@@ -216,7 +220,7 @@ def _bucket_line(s: Any) -> str:
             f"{cost.money(cost.bucket_monthly(held['bytes']))}/month); `--delete-bucket` deletes it.")
 
 
-def tear_down(c: Any, s: Any, steps: list[Any], *, delete_data: bool, yes: bool, what: str,
+def tear_down(c: Context, s: Settings, steps: list[Step], *, delete_data: bool, yes: bool, what: str,
               layers: tuple[str, ...] = (), delete_unexported: bool = False, delete_bucket: bool = False,
               force_unlock: bool = False) -> None:
     """`down` and `clean.*`: list what will go, confirm, destroy in parallel with the board, scan for leftovers."""
@@ -307,7 +311,8 @@ def up(c: Context, gpu: str | None = None, mode: str | None = None, nodes: int |
 
 
 @context.task(help=TEARDOWN_HELP)
-def down(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes=False, force_unlock=False):
+def down(c: Context, delete_data: bool = False, delete_unexported: bool = False, delete_bucket: bool = False,
+         yes: bool = False, force_unlock: bool = False) -> None:
     """Delete everything `up` made, in parallel, then scan for leftovers (Lustre and bucket kept by default)."""
     from ..resources import all_steps
 

@@ -9,6 +9,7 @@ Examples:
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from invoke.context import Context
@@ -57,7 +58,7 @@ def plan(c: Context, gpu: str | None = None, mode: str | None = None, nodes: int
         differences = drift.differences(s, found)
         differs = drift.by_step(differences)
         now = drift.cost_now(s, found, steps, present)
-        resources = []
+        resources: list[dict[str, Any]] = []
         for step in steps:
             known = present[step.name]
             action = "run" if step.always else "leave" if known else "create" if known is False else "unknown"
@@ -104,7 +105,7 @@ def status(c: Context, json_: bool = False) -> None:
         est = cost.estimate(s)
         hourly = cost.hourly_by_step(est, steps)
         ages = _ages(r, s, steps, present)
-        resources = []
+        resources: list[dict[str, Any]] = []
         for step in steps:
             if step.always:
                 continue
@@ -155,7 +156,7 @@ def _ages(r: Runner, s: Settings, steps: list[Any], present: dict[str, bool | No
     if lustre_step:
         asks[lustre_step] = lustre.lustre_describe(s)
     wanted = [(name, argv) for name, argv in asks.items() if present.get(name)]
-    answers = r.parallel([lambda argv=argv: r.query(argv) for _, argv in wanted])
+    answers = r.parallel([functools.partial(r.query, argv) for _, argv in wanted])
     out = {}
     for (name, _), result in zip(wanted, answers, strict=True):
         if result is None or not result.ok:

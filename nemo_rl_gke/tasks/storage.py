@@ -14,17 +14,22 @@ Examples:
     invoke storage.export && invoke storage.delete --delete-data --yes   # the bucket stays
 """
 
+from __future__ import annotations
+
 import re
+from typing import Any
 
 from invoke.collection import Collection
+from invoke.context import Context
 
+from ..settings import Settings
 from . import context
 from .lifecycle import TEARDOWN_HELP, UNLOCK_HELP
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
-def _steps(s):
+def _steps(s: Settings) -> list[Any]:
     from ..resources import cluster_steps as cluster
     from ..resources import storage_steps as storage
 
@@ -33,7 +38,7 @@ def _steps(s):
 
 
 @context.task(help={"force_unlock": UNLOCK_HELP})
-def create(c, force_unlock=False):
+def create(c: Context, force_unlock: bool = False) -> None:
     """Create the bucket, KSA and its binding, the Secret, and Lustre with its PV/PVC (skips what exists)."""
     from ..lock import deployment_lock
     from ..resources import storage_steps
@@ -49,7 +54,7 @@ def create(c, force_unlock=False):
 
 
 @context.task
-def status(c):
+def status(c: Context) -> None:
     """Show the bucket (location, size), Lustre (state, capacity, IP), the PVC phase and the Secret."""
     from ..resources import storage_steps
 
@@ -62,7 +67,8 @@ def status(c):
 
 
 @context.task(help=TEARDOWN_HELP)
-def delete(c, delete_data=False, delete_unexported=False, delete_bucket=False, yes=False, force_unlock=False):
+def delete(c: Context, delete_data: bool = False, delete_unexported: bool = False, delete_bucket: bool = False,
+           yes: bool = False, force_unlock: bool = False) -> None:
     """Delete PV/PVC, KSA, Secret, binding; Lustre with --delete-data (export checked), bucket with --delete-bucket."""
     import sys
 
@@ -81,7 +87,7 @@ def delete(c, delete_data=False, delete_unexported=False, delete_bucket=False, y
 
 
 @context.task(help={"run": "Export only this run (/data/runs/ID); default: every run.", "force_unlock": UNLOCK_HELP})
-def export(c, run=None, force_unlock=False):
+def export(c: Context, run: str | None = None, force_unlock: bool = False) -> None:
     """Copy checkpoints from Lustre to gs://GS_BUCKET/runs/ and list what the bucket holds there."""
     from ..resources import storage_steps
     from ..settings import ConfigError
