@@ -328,7 +328,7 @@ def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
         Step(LUSTRE, f"Lustre instance {s.LUSTRE_NAME} ({s.LUSTRE_CAPACITY_GIB} GiB, {s.lustre_zone})",
              inv.check(LUSTRE, "Lustre instance", lustre_lists["ready"], _lustre_ready(s)),
              _lustre_create(s), _lustre_delete(s, inv), deps=(PEERING,),
-             holds_data=True, consent="delete_data", guard=_lustre_guard(s),
+             holds_data=True, consent="delete_data", guard=_lustre_guard(s, inv),
              present=inv.check(LUSTRE, "Lustre instance", lustre_lists["any"], _lustre_present(s)),
              shared=True, create_seconds=900, delete_seconds=480),
         Step(PV, f"PersistentVolume {names.LUSTRE_PV}",
@@ -353,11 +353,19 @@ def credentials_if_cluster(r: Runner, s: Settings) -> None:
 
 
 # ---- the export check: the Lustre instance's guard -------------------------------------------------------
-def head_pod(r: Runner, s: Settings) -> str | None:
-    """The Running Ray head pod, which mounts the Lustre volume at /data; None without cluster, Ray or pod."""
-    if not r.exists(gcloud.cluster_describe(s)):
+def head_pod(r: Runner, s: Settings, inv: Inventory | None = None) -> str | None:
+    """The Running Ray head pod, which mounts the Lustre volume at /data; None without cluster, Ray or pod.
+
+    inv: this run's inventory: its cluster listing says whether there is a cluster, and a kubectl that
+    answered its listings needs no fresh credentials (two calls less before a teardown can start)."""
+    clusters = inv.listed(r, "cluster") if inv is not None else None
+    if clusters is not None and inv is not None:
+        if inv.cluster(clusters) is None:
+            return None
+    elif not r.exists(gcloud.cluster_describe(s)):
         return None
-    r.run(gcloud.get_credentials(s))
+    if inv is None or not inv.kube_answered():
+        r.run(gcloud.get_credentials(s))
     result = r.query(kubectl.get(s, "pods", namespace=s.NAMESPACE,
                                  selector=f"ray.io/cluster={names.RAY_RELEASE},ray.io/node-type=head"),
                      ok_codes=range(256))
@@ -375,9 +383,9 @@ def head_exec(s: Settings, pod: str) -> list[str]:
                               f"--container={jobscript.HEAD_CONTAINER}", "--", "bash"]
 
 
-def lustre_runs(r: Runner, s: Settings) -> tuple[dict[str, int], set[str], str] | None:
+def lustre_runs(r: Runner, s: Settings, inv: Inventory | None = None) -> tuple[dict[str, int], set[str], str] | None:
     """(files under /data/runs -> size, running run ids, the pod asked), or None with no head pod to ask."""
-    pod = head_pod(r, s)
+    pod = head_pod(r, s, inv)
     if pod is None:
         return None
     result = r.query(head_exec(s, pod), stdin=lustre.RUNS_LISTING_SCRIPT, ok_codes=(0,), timeout=300)
@@ -387,7 +395,7 @@ def lustre_runs(r: Runner, s: Settings) -> tuple[dict[str, int], set[str], str] 
     return files, running, pod
 
 
-def export_check(r: Runner, s: Settings) -> tuple[dict[str, str], str]:
+def export_check(r: Runner, s: Settings, inv: Inventory | None = None) -> tuple[dict[str, str], str]:
     """(run id -> why it is not safely in the bucket, how that was established). Empty: every run is there.
 
     With a head pod: /data/runs and gs://BUCKET/runs/ listed now, file by file. Without one (the cluster is
@@ -395,7 +403,7 @@ def export_check(r: Runner, s: Settings) -> tuple[dict[str, str], str]:
     less than a day old, and every file it saw on /data (or in the bucket) is still in the bucket."""
     bucket_files = lustre.bucket_run_files(gcs.list_prefix(s, lustre.RUNS_PREFIX))
     where = f"gs://{s.bucket}/{lustre.RUNS_PREFIX}"
-    listed = lustre_runs(r, s)
+    listed = lustre_runs(r, s, inv)
     if listed is not None:
         files, running, pod = listed
         runs = {path.split("/", 1)[0] for path in files}
@@ -441,15 +449,17 @@ def record_check(r: Runner, s: Settings, files: dict[str, int]) -> None:
               err=True)
 
 
-def _lustre_guard(s: Settings):
+def _lustre_guard(s: Settings, inv: Inventory | None = None):
     def guard(r: Runner, consent: Any) -> None:
         if r.dry:
             r.say(f"# a real run first checks that every run under /data/runs is in gs://{s.bucket}/"
                   f"{lustre.RUNS_PREFIX} (same files and sizes) and that none is running")
             return
-        if lustre_state(r, s) is None:
+        listed = inv.listed(r, "Lustre instance") if inv is not None else None
+        if (not any(short(i.get("name")) == s.LUSTRE_NAME for i in listed) if listed is not None
+                else lustre_state(r, s) is None):
             return
-        missing, how = export_check(r, s)
+        missing, how = export_check(r, s, inv)
         if not missing:
             r.say(f"export verified: every run on Lustre {s.LUSTRE_NAME} is in gs://{s.bucket}/"
                   f"{lustre.RUNS_PREFIX} ({how}).", err=True)

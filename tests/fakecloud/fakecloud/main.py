@@ -100,8 +100,12 @@ def _injected_failure(state: core.State, ctx: core.Ctx) -> tuple[int, str] | Non
     return None
 
 
-def dispatch(tool: str, argv: list[str], *, stdin: str | None, stdout: TextIO, stderr: TextIO) -> int:
-    """One call of a fake tool: stdin None means "read the process's stdin if a handler asks"."""
+def dispatch(tool: str, argv: list[str], *, stdin: str | None, stdout: TextIO, stderr: TextIO,
+             launched: float | None = None) -> int:
+    """One call of a fake tool: stdin None means "read the process's stdin if a handler asks".
+
+    launched: when the process was started (before Python's start-up), logged beside `start` so a log reader
+    can tell a call that waited for another from one that only waited for a CPU."""
     root = os.environ.get("FAKECLOUD_STATE")
     if not root:
         stderr.write(f"fake {tool}: FAKECLOUD_STATE is not set\n")
@@ -131,7 +135,8 @@ def dispatch(tool: str, argv: list[str], *, stdin: str | None, stdout: TextIO, s
             except core.Fail as fail:
                 code = fail.code
                 stderr.write(fail.stderr.rstrip("\n") + "\n")
-    record = {"tool": tool, "argv": argv, "start": started, "end": time.time(), "exit": code,
+    record = {"tool": tool, "argv": argv, "start": started, "launched": launched or started, "end": time.time(),
+              "exit": code,
               "mutating": bool(registered and registered.mutating)}
     with state.locked():
         with open(state.root / "calls.jsonl", "a") as log:
@@ -140,5 +145,15 @@ def dispatch(tool: str, argv: list[str], *, stdin: str | None, stdout: TextIO, s
     return code
 
 
+def process_started() -> float | None:
+    """This process's start time (epoch seconds) from /proc, or None where there is no /proc."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])  # since boot
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return time.time() - (uptime - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def main(tool: str, argv: list[str]) -> int:
-    return dispatch(tool, argv, stdin=None, stdout=sys.stdout, stderr=sys.stderr)
+    return dispatch(tool, argv, stdin=None, stdout=sys.stdout, stderr=sys.stderr, launched=process_started())
