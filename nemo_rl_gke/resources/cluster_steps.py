@@ -8,7 +8,7 @@ from typing import Any
 
 from .. import names, render
 from ..commands import gcloud, kubectl
-from ..graph import Step
+from ..graph import Action, Step
 from ..runner import Runner
 from ..settings import Settings
 from . import net_steps as net
@@ -22,7 +22,7 @@ NCCL = "cluster.nccl-installer"
 NETWORK_MAPPING = "cluster.network-mapping"
 
 
-def _credentials(s: Settings, inv: Inventory):
+def _credentials(s: Settings, inv: Inventory) -> Action:
     def fetch(r: Runner) -> str | None:
         # The run's kubectl listings already answered through the kubeconfig context: nothing to refresh
         # (the auth plugin gets a fresh token on every kubectl call).
@@ -37,12 +37,12 @@ def _credentials(s: Settings, inv: Inventory):
 MAPPING_WORD = "gkenetworkparamsets.networking.gke.io"
 
 
-def _wanted_mapping(s: Settings) -> dict[str, dict]:
+def _wanted_mapping(s: Settings) -> dict[str, dict[str, Any]]:
     return {doc["metadata"]["name"]: doc["spec"] for doc in render.load_all(render.network_mapping(s))
             if doc["kind"] == "GKENetworkParamSet"}
 
 
-def mapping_matches(s: Settings, items: list[dict]) -> bool:
+def mapping_matches(s: Settings, items: list[dict[str, Any]]) -> bool:
     """All nine GKENetworkParamSets are among items and point at our VPCs and subnets."""
     found = {item["metadata"]["name"]: item.get("spec", {}) for item in items
              if item.get("kind") == "GKENetworkParamSet"}
@@ -63,7 +63,7 @@ def network_mapping_present(r: Runner, s: Settings) -> bool:
     return mapping_matches(s, items)
 
 
-def _apply_network_mapping(s: Settings):
+def _apply_network_mapping(s: Settings) -> Action:
     def apply(r: Runner) -> None:
         text = render.network_mapping(s)
         r.run(kubectl.apply_stdin(s), stdin=text, stdin_label=f"manifests/network-mapping.yaml rendered "
@@ -114,7 +114,7 @@ def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
     inv = inventory or Inventory(s)
     mode = "Autopilot" if s.autopilot else "Standard"
 
-    def pool_listed(items: list[dict]) -> bool:
+    def pool_listed(items: list[dict[str, Any]]) -> bool:
         found = inv.cluster(items)
         return found is not None and any(p.get("name") == names.GPU_POOL for p in found.get("nodePools") or [])
 

@@ -12,6 +12,7 @@ list). Waits for readiness (Lustre ACTIVE, Ray pods) always poll describe themse
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
@@ -206,9 +207,9 @@ class Inventory:
         for kind in kinds:
             if kind in gcloud_lists:
                 listing = gcloud_lists[kind]
-                thunks.append(lambda listing=listing: _ask(r, listing.argv, listing.missing_ok))
+                thunks.append(functools.partial(_ask, r, listing.argv, listing.missing_ok))
             else:
-                thunks.append(lambda argv=kube[kind]: _ask(r, argv, False))
+                thunks.append(functools.partial(_ask, r, kube[kind], False))
         # The project number (the bucket's owner, the binding's principal) comes after: from the peering's
         # listing when there is one, else from `gcloud projects describe`.
         return dict(zip(kinds, r.parallel(thunks), strict=True))

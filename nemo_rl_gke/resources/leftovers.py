@@ -9,6 +9,7 @@ Resources kept on purpose (the data `down` keeps without --delete-data, and what
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -107,7 +108,7 @@ def _buckets(s: Settings) -> list[dict[str, Any]] | None:
         from .. import gcs
     except ImportError:
         return None
-    return gcs.list_buckets(s)
+    return [dict(bucket) for bucket in gcs.list_buckets(s)]
 
 
 def _tokens(title: str) -> set[str]:
@@ -162,8 +163,8 @@ def scan(r: Runner, s: Settings, steps: Sequence[Any], *, kept: Sequence[Any] = 
         return [f for f in ours(item.kind, items, s) if not _expected(f, kept_titles)]
 
     # Both from one inventory: its listings are fetched once, in parallel, by whichever asks first.
-    named = r.parallel([lambda st=st: ask(st) for st in by_name])
-    labelled = r.parallel([lambda it=it: listed(it) for it in selected])
+    named = r.parallel([functools.partial(ask, st) for st in by_name])
+    labelled = r.parallel([functools.partial(listed, it) for it in selected])
     left = [found for group in named for found in group]
     present = [found.name for found in left]
     seen: set[str] = set()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .. import names
 from ..commands import gcloud
-from ..graph import Step
+from ..graph import Action, Check, Step
 from ..settings import Settings
 from .inventory import Inventory, named
 from .step_shapes import check as _check
@@ -31,13 +31,13 @@ def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
     inv = inventory or Inventory(s)
     gvnic, rdma = names.gvnic_network(s), names.rdma_network(s)
 
-    def network(step: str, name: str):
+    def network(step: str, name: str) -> Check:
         return inv.check(step, "network", named(name), _check(gcloud.network_describe(s, name)))
 
-    def subnet(step: str, name: str):
+    def subnet(step: str, name: str) -> Check:
         return inv.check(step, "subnet", named(name, region=s.region), _check(gcloud.subnet_describe(s, name)))
 
-    def ours(step: str, kind: str, describe: list[str], delete: list[str], what: str, name: str):
+    def ours(step: str, kind: str, describe: list[str], delete: list[str], what: str, name: str) -> Action:
         return _delete_if_ours(describe, delete, what, listed=lambda r: inv.item(r, kind, name))
 
     out = [

@@ -4,6 +4,7 @@ in its `instanceGroupUrls`), read with `gcloud compute instance-groups managed d
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any
@@ -23,7 +24,7 @@ def group_sizes(r: Runner, s: Settings, pool: dict[str, Any]) -> list[int] | Non
     found = [g for g in groups if g is not None]
     if not groups or len(found) != len(groups):
         return None
-    answers = r.parallel([lambda g=g: r.query(gcloud.instance_group_describe(s, g["name"], g["zone"]))
+    answers = r.parallel([functools.partial(r.query, gcloud.instance_group_describe(s, g["name"], g["zone"]))
                           for g in found])
     sizes = []
     for result in answers:

@@ -286,7 +286,8 @@ def wait_ready(r: Runner, s: Settings, *, timeout: float = READY_TIMEOUT_SECONDS
         return False
 
     r.poll(f"Ray head and {s.GPU_NODES} GPU workers Ready", check, timeout=float("inf"))
-    return last["states"]
+    states: list[PodState] = last["states"]
+    return states
 
 
 def verify_gpus(r: Runner, s: Settings, states: list[PodState], *, timeout: float | None = None) -> float:
@@ -340,7 +341,7 @@ def uninstall(r: Runner, s: Settings) -> None:
 
 def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
     inv = inventory or Inventory(s)
-    deps = (cluster.NETWORK_MAPPING, cluster.NCCL, *STORAGE_DEPS)
+    deps: tuple[str, ...] = (cluster.NETWORK_MAPPING, cluster.NCCL, *STORAGE_DEPS)
     if not s.autopilot:
         deps = (cluster.GPU_POOL, *deps)
     title = f"Ray cluster {names.RAY_RELEASE} ({s.GPU_NODES} × {s.gpu.gpus_per_node} {s.gpu.short} GPUs)"

@@ -15,7 +15,7 @@ def check(argv: list[str]) -> Callable[[Runner], bool]:
     return lambda r: r.exists(argv)
 
 
-def creator(argv: list[str], **run_options) -> Callable[[Runner], str | None]:
+def creator(argv: list[str], **run_options: Any) -> Callable[[Runner], str | None]:
     """Run a create; 'already exists' (a race with another run) counts as done."""
 
     def create(r: Runner) -> str | None:

@@ -16,12 +16,12 @@ from typing import Any
 
 from .. import gcs, names
 from ..commands import gcloud, kubectl, lustre
-from ..graph import Step
+from ..graph import Action, Check, Guard, Step
 from ..runner import ALREADY_EXISTS, NOT_FOUND, Runner, ToolError
 from ..settings import Settings
 from . import cluster_steps as cluster
 from . import net_steps as net
-from .inventory import Inventory, KubeRef, named, short
+from .inventory import Decide, Inventory, KubeRef, named, short
 from .step_shapes import check, creator, delete_if_ours, deleter
 
 BUCKET = "storage.bucket"
@@ -48,7 +48,7 @@ def project_number(r: Runner, s: Settings, inventory: Inventory | None = None) -
 
 
 # ---- Kubernetes objects through stdin --------------------------------------------------------------------
-def _apply(s: Settings, docs: list[dict[str, Any]], label: str):
+def _apply(s: Settings, docs: list[dict[str, Any]], label: str) -> Action:
     def apply(r: Runner) -> None:
         r.run(kubectl.apply_stdin(s), stdin=lustre.to_yaml(docs), stdin_label=label)
 
@@ -71,7 +71,7 @@ def secret_present(r: Runner, s: Settings) -> bool:
                     result.exit_code)
 
 
-def _apply_secret(s: Settings):
+def _apply_secret(s: Settings) -> Action:
     def apply(r: Runner) -> None:
         keys = ", ".join(lustre.secret_values(s))
         r.run(kubectl.apply_stdin(s), stdin=lustre.to_yaml([lustre.secret(s)]),
@@ -92,7 +92,7 @@ def existing_peering_ranges(r: Runner, s: Settings) -> list[str] | None:
     return lustre.peering_ranges(result.stdout)
 
 
-def _peering_exists(s: Settings):
+def _peering_exists(s: Settings) -> Check:
     def exists(r: Runner) -> bool:
         ranges = existing_peering_ranges(r, s)
         return ranges is not None and names.lustre_range(s) in ranges
@@ -100,7 +100,7 @@ def _peering_exists(s: Settings):
     return exists
 
 
-def _peering_listed(s: Settings):
+def _peering_listed(s: Settings) -> Decide:
     def decide(items: list[dict[str, Any]]) -> bool:
         ranges = lustre.peering_ranges(json.dumps(items))
         return ranges is not None and names.lustre_range(s) in ranges
@@ -108,7 +108,7 @@ def _peering_listed(s: Settings):
     return decide
 
 
-def _peering_create(s: Settings):
+def _peering_create(s: Settings) -> Action:
     def create(r: Runner) -> str | None:
         action, ranges = lustre.peering_plan(existing_peering_ranges(r, s), names.lustre_range(s))
         if action == "connect":
@@ -123,7 +123,7 @@ def _peering_create(s: Settings):
     return create
 
 
-def _peering_delete(s: Settings):
+def _peering_delete(s: Settings) -> Action:
     def delete(r: Runner) -> str | None:
         if r.dry:
             r.run(lustre.peering_delete(s))
@@ -154,7 +154,7 @@ def lustre_state(r: Runner, s: Settings) -> dict[str, Any] | None:
     raise r.failure(result)
 
 
-def _lustre_present(s: Settings):
+def _lustre_present(s: Settings) -> Check:
     def present(r: Runner) -> bool:
         # Any state: a CREATING instance already bills, holds the network, and must be deleted or kept.
         return lustre_state(r, s) is not None
@@ -162,7 +162,7 @@ def _lustre_present(s: Settings):
     return present
 
 
-def _lustre_ready(s: Settings):
+def _lustre_ready(s: Settings) -> Check:
     def exists(r: Runner) -> bool:
         # An instance still CREATING (an interrupted run) is not done: create() then waits for it.
         info = lustre_state(r, s)
@@ -171,7 +171,7 @@ def _lustre_ready(s: Settings):
     return exists
 
 
-def _lustre_create(s: Settings):
+def _lustre_create(s: Settings) -> Action:
     def create(r: Runner) -> str | None:
         result = r.run(lustre.lustre_create(s), accept=ALREADY_EXISTS, timeout=600)
         seen: dict[str, str] = {}
@@ -196,7 +196,7 @@ def _lustre_create(s: Settings):
     return create
 
 
-def _lustre_listed(s: Settings, *, ready: bool):
+def _lustre_listed(s: Settings, *, ready: bool) -> Decide:
     def decide(items: list[dict[str, Any]]) -> bool:
         found = [i for i in items if short(i.get("name")) == s.LUSTRE_NAME]
         return bool(found) and (not ready or found[0].get("state") == lustre.LUSTRE_READY_STATE)
@@ -204,7 +204,7 @@ def _lustre_listed(s: Settings, *, ready: bool):
     return decide
 
 
-def _lustre_delete(s: Settings, inv: Inventory):
+def _lustre_delete(s: Settings, inv: Inventory) -> Action:
     def delete(r: Runner) -> str | None:
         # Only an instance we created: one without our managed-by label is the user's (LUSTRE_NAME reused).
         body = inv.item(r, "Lustre instance", s.LUSTRE_NAME)
@@ -242,7 +242,7 @@ def check_bucket_owner(r: Runner, s: Settings) -> None:
                                                  f"it); or pick another GS_BUCKET.")
 
 
-def _apply_pv(s: Settings):
+def _apply_pv(s: Settings) -> Action:
     def apply(r: Runner) -> None:
         # In a dry run the describe is printed and the PV gets a placeholder address.
         described = r.run(lustre.lustre_describe(s), dry_stdout=lustre.dry_describe(s))
@@ -265,7 +265,7 @@ def pv_capacity_gib(r: Runner, s: Settings) -> int:
     return int(storage[:-2]) if storage.endswith("Gi") and storage[:-2].isdigit() else s.LUSTRE_CAPACITY_GIB
 
 
-def _apply_pvc(s: Settings):
+def _apply_pvc(s: Settings) -> Action:
     def apply(r: Runner) -> None:
         capacity = pv_capacity_gib(r, s)
         _, pvc = lustre.pv_pvc_yaml(s, lustre.DRY_RUN_IP, capacity)
@@ -280,7 +280,7 @@ def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
     inv = inventory or Inventory(s)
     inv.register(BUCKET, "project")
     inv.register(BINDING, "project")
-    in_cluster = {"deps": (cluster.CREDENTIALS,), "parent": cluster.CLUSTER, "create_seconds": 2,
+    in_cluster: dict[str, Any] = {"deps": (cluster.CREDENTIALS,), "parent": cluster.CLUSTER, "create_seconds": 2,
                   "delete_seconds": 2}
 
     def number(r: Runner) -> str:
@@ -290,7 +290,7 @@ def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
         found = [i for i in items if i.get("kind") == "Secret" and i["metadata"]["name"] == names.SECRET_NAME]
         return bool(found) and lustre.secret_matches(s, json.dumps(found[0]))
 
-    def kube(step: str, word: str, kind: str, name: str, fallback_argv: list[str]):
+    def kube(step: str, word: str, kind: str, name: str, fallback_argv: list[str]) -> Check:
         return inv.in_cluster(step, KubeRef(word, kind, name, s.NAMESPACE), None, check(fallback_argv))
 
     lustre_lists = {"ready": _lustre_listed(s, ready=True), "any": _lustre_listed(s, ready=False)}
@@ -428,7 +428,7 @@ def export_check(r: Runner, s: Settings, inv: Inventory | None = None) -> tuple[
                f"the last full export is from {record.get('time')} (more than "
                f"{lustre.EXPORT_FRESH.total_seconds() / 3600:.0f} h ago, or of one run only)")
         return {"(every run)": why}, how
-    record = max(usable, key=lambda rec: rec["when"])
+    record = max((rec for rec in usable if rec is not None), key=lambda rec: rec["when"])
     seen = record.get("lustre_files")
     seen = seen if isinstance(seen, dict) else record.get("objects") or {}
     return lustre.unexported_runs({k: int(v) for k, v in seen.items()}, bucket_files,
@@ -449,7 +449,7 @@ def record_check(r: Runner, s: Settings, files: dict[str, int]) -> None:
               err=True)
 
 
-def _lustre_guard(s: Settings, inv: Inventory | None = None):
+def _lustre_guard(s: Settings, inv: Inventory | None = None) -> Guard:
     def guard(r: Runner, consent: Any) -> None:
         if r.dry:
             r.say(f"# a real run first checks that every run under /data/runs is in gs://{s.bucket}/"
@@ -479,7 +479,7 @@ def _lustre_guard(s: Settings, inv: Inventory | None = None):
     return guard
 
 
-def _bucket_guard(s: Settings):
+def _bucket_guard(s: Settings) -> Guard:
     def guard(r: Runner, consent: Any) -> None:
         if r.dry:
             r.say(f"# a real run first asks, naming gs://{s.bucket} with its object count and size")
@@ -554,7 +554,7 @@ def status_rows(r: Runner, s: Settings) -> list[tuple[str, str]]:
     return rows
 
 
-def size_text(n: int) -> str:
+def size_text(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
