@@ -107,8 +107,8 @@ def advice(found: list[Difference]) -> str:
     hints = []
     if any(d.field == "nodes" for d in found):
         nodes = next(d for d in found if d.field == "nodes")
-        hints.append(f"`invoke up --resize` resizes the GPU pool to {nodes.want} nodes (or set GPU_NODES="
-                     f"{nodes.have} / --nodes={nodes.have} to keep it)")
+        hints.append(f"add --resize to resize the GPU pool to {nodes.want} nodes (`invoke up --nodes={nodes.want} "
+                     f"--resize`; asks first), or set GPU_NODES={nodes.have} / --nodes={nodes.have} to keep it")
     others = [d for d in found if d.field != "nodes"]
     if others:
         flags = {"mode": "CLUSTER_MODE / --mode", "gpu": "GPU_TYPE / --gpu", "capacity": "SPOT, RESERVATION / "

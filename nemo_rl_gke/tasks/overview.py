@@ -102,7 +102,7 @@ def status(c: Context, json_: bool = False) -> None:
         r = context.runner(c, s)
         # Any state: a Lustre instance still CREATING already bills (plan asks "ready?": what up would do).
         present = present_map(r, steps, any_state=True)
-        est = cost.estimate(s)
+        est = cost.estimate(drift.as_found(s, drift.existing(r, s, present)))  # priced as it is, not as set
         hourly = cost.hourly_by_step(est, steps)
         ages = _ages(r, s, steps, present)
         resources: list[dict[str, Any]] = []

@@ -47,7 +47,7 @@ def test_up_drift_node_count_needs_resize(cloud):
     done = cloud.invoke("up", "--yes", "--nodes=3")
     assert done.code == 2, done.output[-2000:]
     assert "GPU node pool: 2 nodes, the settings say 3" in done.stderr
-    assert "`invoke up --resize` resizes the GPU pool to 3 nodes" in done.stderr
+    assert "add --resize to resize the GPU pool to 3 nodes (`invoke up --nodes=3 --resize`" in done.stderr
     assert cloud.mutating_calls(since=before) == []
 
 
@@ -72,6 +72,9 @@ def test_up_resize_applies_the_node_count_and_upgrades_ray(cloud):
     assert again.code == 0, again.output[-2000:]
     status = cloud.invoke("status", GPU_NODES="3")
     assert "Ray sees 24 of 24 GPUs" in status.stdout, status.output[-2000:]
+    priced = cloud.invoke("status", "--json")  # the .env says 2 nodes: status prices the 3 that run
+    pool = next(row for row in json.loads(priced.stdout)["resources"] if row["name"] == "cluster.gpu-pool")
+    assert pool["cost_per_hour"] == 171.0, pool
     plan = cloud.invoke("plan", "--json")  # the .env still says 2
     document = json.loads(plan.stdout)
     assert [(d["field"], d["have"], d["want"]) for d in document["drift"]] == [("nodes", "3", "2")]

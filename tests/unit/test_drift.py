@@ -52,7 +52,7 @@ def test_drift_advice_names_resize_only_for_a_node_count():
     found = drift.differences(s, drift.read_pool(POOL, [2]))
     assert [d.field for d in found] == ["gpu", "nodes"]
     text = drift.advice(found)
-    assert "`invoke up --resize` resizes the GPU pool to 4 nodes" in text and "GPU_TYPE / --gpu" in text
+    assert "add --resize to resize the GPU pool to 4 nodes" in text and "GPU_TYPE / --gpu" in text
 
 
 def test_drift_prices_what_exists():
