@@ -38,8 +38,7 @@ def status(c: Context, json_: bool = False) -> None:
 @context.task(help={"yes": "Answer yes to the confirmation (needed without a terminal).",
                     "force_unlock": context.UNLOCK_HELP})
 def delete(c: Context, yes: bool = False, force_unlock: bool = False) -> None:
-    """Delete our subnets, firewall rule and VPCs (never a VPC we did not create; the main VPC stays while the
-    Lustre instance, in any state, is kept on it)."""
+    """Delete our subnets, firewall rule and VPCs (never one we did not create; the main VPC stays under Lustre)."""
     from .clean import clean_layer
 
     # clean.net's teardown: what goes is listed, the lock is taken, a Lustre instance still CREATING counts
