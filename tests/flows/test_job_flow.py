@@ -164,7 +164,8 @@ def test_job_flow_job_outlives_its_client_then_stops(cloud, tmp_path):
     assert 0 < len(kept) <= 4, kept
     # val:accuracy from training_info.json (the stand-in's accuracy is 0.2 + 0.03 x step, at most 0.95: a slow
     # machine reaches step 25 before the stop)
-    assert f"step_{kept[-1]}" in ckpts.stdout and f"{min(0.95, 0.2 + 0.03 * kept[-1]):.4f}" in ckpts.stdout, (kept, ckpts.stdout)
+    accuracy = f"{min(0.95, 0.2 + 0.03 * kept[-1]):.4f}"
+    assert f"step_{kept[-1]}" in ckpts.stdout and accuracy in ckpts.stdout, (kept, ckpts.stdout)
     png = tmp_path / "long.png"
     metrics = cloud.invoke("job.metrics", "--id=long", f"--plot={png}")
     assert metrics.code == 0, metrics.output

@@ -116,9 +116,9 @@ class FakeCloud:
         """The fake cloud's Cloud Storage, when the test gave none: a GCS emulator of its own (started on first
         use, in memory, owned by the fake project's number; it stops with the test process)."""
         if getattr(self, "_emulator_host", None) is None:
-            from fakecloud.handlers.gcloud_projects import project_number
             from gcp_storage_emulator.server import create_server
 
+            from fakecloud.handlers.gcloud_projects import project_number
             from support.gcs_emulator import _free_port
 
             port = _free_port()
