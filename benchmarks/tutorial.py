@@ -55,23 +55,6 @@ class Timed:
     seconds: float
 
 
-def _names(order: Sequence[str | tuple[str, ...]]) -> list[str]:
-    return [n for item in order for n in ((item,) if isinstance(item, str) else item)]
-
-
-def check_orders(step_names: Sequence[str], autopilot: bool = False) -> list[str]:
-    """Problems with UP_ORDER/DOWN_ORDER against the graph's steps (empty = they name every resource once)."""
-    problems = []
-    wanted = set(step_names)
-    up = _names(UP_ORDER)
-    if autopilot:
-        up = [n for n in up if n != "cluster.gpu-pool"]
-    if sorted(up) != sorted(wanted):
-        problems.append(f"UP_ORDER differs from the graph: missing {sorted(wanted - set(up))}, "
-                        f"extra {sorted(set(up) - wanted)}")
-    return problems
-
-
 def bound_seconds(steps, order: Sequence[str | tuple[str, ...]], attr: str) -> float:
     """The tutorial's wall time from the typical latencies alone: a sum over the order (a group: its max)."""
     by_name = {s.name: s for s in steps}

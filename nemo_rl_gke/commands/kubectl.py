@@ -75,7 +75,3 @@ def nccl_installer_apply(s: Settings) -> Argv:
 
 def nccl_installer_get(s: Settings) -> Argv:
     return get(s, "daemonset", NCCL_DAEMONSET, namespace=NCCL_INSTALLER[s.CLUSTER_MODE][1])
-
-
-def nccl_installer_delete(s: Settings) -> Argv:
-    return base(s) + ["delete", f"--filename={nccl_installer_url(s)}", "--ignore-not-found"]

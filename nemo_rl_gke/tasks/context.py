@@ -130,19 +130,6 @@ def apply_steps(c: Context, s: Settings, steps: list[Step], *, title: str = "cre
         return graph.apply(r, steps, listener=board.listener)
 
 
-def destroy_steps(c: Context, s: Settings, steps: list[Step], *, delete_data: bool = False,
-                  title: str = "delete") -> Report:
-    from .. import graph
-
-    r = runner(c, s)
-    if r.dry:
-        return graph.destroy(r, steps, delete_data=delete_data)
-    from ..board import Board
-
-    with Board(steps, title=f"{title} {s.CLUSTER_NAME}", runner=r) as board:
-        return graph.destroy(r, steps, delete_data=delete_data, listener=board.listener)
-
-
 def status_states(c: Context, s: Settings, steps: list[Step]) -> list[tuple[Step, str]]:
     """(step, present|absent) for each resource step, asked in parallel (a dry run asks nothing: absent)."""
     r = runner(c, s)
