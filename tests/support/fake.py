@@ -114,7 +114,7 @@ class FakeCloud:
 
     def _storage(self) -> str:
         """The fake cloud's Cloud Storage, when the test gave none: a GCS emulator of its own (started on first
-        use, in memory, owned by the fake project's number; it stops with the test process)."""
+        use, in memory, owned by the fake project's number; a daemon thread, so it ends with the test process)."""
         if getattr(self, "_emulator_host", None) is None:
             from gcp_storage_emulator.server import create_server
 
@@ -124,6 +124,7 @@ class FakeCloud:
             port = _free_port()
             server = create_server("127.0.0.1", port, in_memory=True,
                                    project_number=project_number(read_env_example()["PROJECT_ID"]))
+            server._api.daemon = True  # its serve_forever thread must not keep a pytest run from exiting
             server.start()
             self._emulator_host = f"http://127.0.0.1:{port}"
         return str(self._emulator_host)
