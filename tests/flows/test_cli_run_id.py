@@ -4,11 +4,9 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 
 import pytest
-from flows.test_job_flow import FAST, finished, pod_root, seed_cluster, wait_for
+from flows.test_job_flow import FAST, finished, kill_runs, pod_root, seed_cluster, wait_for
 
 from nemo_rl_gke.tasks.job import RUN_FIELDS
 from support.fake import FakeCloud
@@ -24,11 +22,7 @@ def cloud(tmp_path_factory):
         assert done.code == 0, done.output
         wait_for(lambda run_id=run_id: finished(fake, run_id), f"run {run_id} to finish")
     yield fake
-    for pid_file in (pod_root(fake) / "data" / "runs").glob("*/pid"):
-        try:
-            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
-        except (ProcessLookupError, ValueError, PermissionError):
-            pass
+    kill_runs(fake)
 
 
 def first_line(done) -> str:

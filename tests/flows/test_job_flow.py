@@ -62,6 +62,15 @@ def pod_root(fake: FakeCloud) -> Path:
     return fake.state_dir / "podfs" / CONTEXT
 
 
+def kill_runs(fake: FakeCloud) -> None:
+    """Stop whatever a test left running: only the launchers these tests started, by their process group."""
+    for pid_file in (pod_root(fake) / "data" / "runs").glob("*/pid"):
+        try:
+            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+        except (ProcessLookupError, ValueError, PermissionError):
+            pass
+
+
 def run_dir(fake: FakeCloud, run_id: str) -> Path:
     return pod_root(fake) / "data" / "runs" / run_id
 
@@ -106,12 +115,7 @@ def finished(fake: FakeCloud, run_id: str) -> bool:
 def cloud(fake):
     seed_cluster(fake)
     yield fake
-    # Stop whatever a test left running: only the launchers these tests started, by their process group.
-    for pid_file in (pod_root(fake) / "data" / "runs").glob("*/pid"):
-        try:
-            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
-        except (ProcessLookupError, ValueError, PermissionError):
-            pass
+    kill_runs(fake)
 
 
 # ---- the issue's "done when" ---------------------------------------------------------------------------

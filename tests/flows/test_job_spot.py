@@ -9,12 +9,10 @@ makes it fail with an exception of the job's own. Also: gated models, the in-pod
 from __future__ import annotations
 
 import json
-import os
-import signal
 import time
 
 import pytest
-from flows.test_job_flow import finished, pod_root, run_dir, seed_cluster, wait_for
+from flows.test_job_flow import finished, kill_runs, run_dir, seed_cluster, wait_for
 
 QUICK = {"NRG_SUPERVISOR_BACKOFF_SECONDS": "0.2", "NRG_SUPERVISOR_POLL_SECONDS": "0.1",
          "NRG_SUPERVISOR_WATCH_SECONDS": "0.3", "FAKECLOUD_WORKER_RETURN_SECONDS": "1"}
@@ -25,11 +23,7 @@ SHORT = ["--set", "grpo.max_num_steps=6", "--set", "checkpointing.save_period=2"
 def cloud(fake):
     seed_cluster(fake)
     yield fake
-    for pid_file in (pod_root(fake) / "data" / "runs").glob("*/pid"):
-        try:
-            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
-        except (ProcessLookupError, ValueError, PermissionError):
-            pass
+    kill_runs(fake)
 
 
 def status(fake, run_id: str) -> tuple[str, str]:
