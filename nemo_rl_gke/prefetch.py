@@ -97,7 +97,12 @@ def job_states(list_json: str) -> dict[str, JobState]:
     """model -> state of the prefetch Jobs in a `kubectl get jobs -o json` listing (Jobs of other models too)."""
     body = json.loads(list_json or "{}")
     items = body.get("items", [body]) if body.get("kind", "").endswith("List") else [body]
-    states = [job_state(item) for item in items if item]
+    return states_of(items)
+
+
+def states_of(items: list[dict[str, Any]]) -> dict[str, JobState]:
+    """model -> state of the prefetch Jobs among listed objects (objects of other kinds are skipped)."""
+    states = [job_state(item) for item in items if item and item.get("kind", "Job") == "Job"]
     return {state.model: state for state in states if state.model}
 
 

@@ -18,7 +18,7 @@ def all_steps(s: Settings) -> list[Step]:
     from .inventory import Inventory, StepList
 
     inv = Inventory(s)
-    steps = (net.steps(s, inv) + cluster.steps(s, inv) + storage.steps(s, inv) + prefetch.steps(s)
+    steps = (net.steps(s, inv) + cluster.steps(s, inv) + storage.steps(s, inv) + prefetch.steps(s, inv)
              + ray.steps(s, inv))
     return StepList(inv.track(steps), inv)
 

@@ -16,6 +16,7 @@ from ..runner import Runner
 from ..settings import Settings
 from . import cluster_steps as cluster
 from . import storage_steps as storage
+from .inventory import Inventory, KubeRef
 
 PREFETCH = "storage.model-prefetch"
 
@@ -76,19 +77,25 @@ def stop(r: Runner, s: Settings) -> None:
     r.run(delete_all_argv(s))
 
 
-def steps(s: Settings) -> list[Step]:
-    """The prefetch step, or none when PREFETCH_MODELS is empty (its existence: one `kubectl get jobs`)."""
+def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
+    """The prefetch step, or none when PREFETCH_MODELS is empty. Its existence comes from the inventory's one
+    `kubectl get` of the namespace (the Jobs by name); what is present, for a delete, from our label (Jobs of
+    models no longer listed too)."""
     models = prefetch.models(s)
     if not models:
         return []
+    inv = inventory or Inventory(s)
+    refs = [KubeRef("jobs.batch", "Job", prefetch.job_name(m), s.NAMESPACE) for m in models]
+    exists = inv.in_cluster(PREFETCH, refs, lambda items: not missing_models(s, prefetch.states_of(items)),
+                            lambda r: not missing_models(s, listed(r, s)))
     title = f"model prefetch {', '.join(models)} -> {prefetch.HF_HOME} (Job on the CPU pool)"
-    return [Step(PREFETCH, title,
-                 lambda r: not missing_models(s, listed(r, s)), lambda r: start(r, s), lambda r: stop(r, s),
-                 # The namespace (with the KSA), the token and the claim the Jobs use.
-                 deps=(cluster.CREDENTIALS, storage.KSA, storage.SECRET, storage.PVC), parent=cluster.CLUSTER,
-                 present=lambda r: bool(listed(r, s)),
-                 # `up` only applies the Jobs (seconds); the download itself runs on in the cluster.
-                 create_seconds=2, delete_seconds=2)]
+    step = Step(PREFETCH, title, exists, lambda r: start(r, s), lambda r: stop(r, s),
+                # The namespace (with the KSA), the token and the claim the Jobs use.
+                deps=(cluster.CREDENTIALS, storage.KSA, storage.SECRET, storage.PVC), parent=cluster.CLUSTER,
+                present=lambda r: bool(listed(r, s)),
+                # `up` only applies the Jobs (seconds); the download itself runs on in the cluster.
+                create_seconds=2, delete_seconds=2)
+    return [step] if inventory is not None else inv.track([step])
 
 
 # ---- job.submit ----------------------------------------------------------------------------------

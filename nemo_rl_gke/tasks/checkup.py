@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 from invoke.context import Context
 from invoke.exceptions import Exit
 
-from ..runner import Result, Runner
 from ..settings import Settings
 from . import context
 
 if TYPE_CHECKING:
     from ..readiness import AdcAnswer, Check, WebAnswer
+    from ..runner import Result, Runner
 
 WEB_TIMEOUT = 5.0  # seconds for one HTTP answer
 ADC_TIMEOUT = 10.0  # seconds to find and refresh Application Default Credentials

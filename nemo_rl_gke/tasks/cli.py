@@ -217,9 +217,11 @@ def install_usage_exit_codes(program: Any = None) -> None:
     parse_tasks = as_usage_error(program.parse_tasks)
 
     def parse_tasks_with_help() -> None:
-        contexts = program.collection.to_contexts(ignore_unknown_help=program.config.tasks.ignore_unknown_help)
-        program.core.unparsed[:] = bare_run_ids(list(program.core.unparsed), contexts,
-                                                program.initial_context.flags)
+        if program.core.unparsed:  # nothing to rewrite for `invoke --list` (building the contexts costs ms)
+            contexts = program.collection.to_contexts(
+                ignore_unknown_help=program.config.tasks.ignore_unknown_help)
+            program.core.unparsed[:] = bare_run_ids(list(program.core.unparsed), contexts,
+                                                    program.initial_context.flags)
         parse_tasks()
         for ctx in program.tasks:
             for arg in ctx.positional_args:

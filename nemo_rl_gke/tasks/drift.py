@@ -11,12 +11,14 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..resources.cluster_steps import CLUSTER, GPU_POOL
-from ..resources.pool_size import group_sizes, pool_nodes
-from ..runner import Runner
 from ..settings import GPU_PROFILES, Settings
+
+if TYPE_CHECKING:
+    from ..runner import Runner
+
+# The graph's steps and the pool-size reader are imported where used: `invoke --list` imports this module.
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,8 @@ class Difference:
         return f"{self.have}, the settings say {self.want}"
 
     def document(self) -> dict[str, str]:
+        from ..resources.cluster_steps import CLUSTER
+
         title = "GKE cluster" if self.step == CLUSTER else "GPU node pool"
         return {"name": self.step, "title": title, "field": self.field, "have": self.have, "want": self.want}
 
@@ -66,6 +70,8 @@ def read_cluster(body: dict[str, Any]) -> Found:
 
 def read_pool(body: dict[str, Any], group_sizes: list[int] | None = None) -> Found:
     """The GPU pool from its describe; group_sizes: its instance groups' targetSize, when they were read."""
+    from ..resources.pool_size import pool_nodes
+
     config = body.get("config") or {}
     affinity = config.get("reservationAffinity") or {}
     reservation = ""
@@ -78,6 +84,8 @@ def read_pool(body: dict[str, Any], group_sizes: list[int] | None = None) -> Fou
 
 def differences(s: Settings, found: Found) -> list[Difference]:
     """Each way what exists differs from the settings, in a fixed order (mode, gpu, nodes, capacity)."""
+    from ..resources.cluster_steps import CLUSTER, GPU_POOL
+
     out = []
     if found.mode is not None and found.mode != s.CLUSTER_MODE:
         out.append(Difference(CLUSTER, "mode", found.mode, s.CLUSTER_MODE))
@@ -124,7 +132,8 @@ def existing(r: Runner, s: Settings, present: dict[str, bool | None], steps: Any
     """Describe the cluster and the GPU pool (those present; steps: their inventory's listing answers instead),
     and the pool's instance groups, in parallel."""
     from ..commands import gcloud
-    from ..resources.cluster_steps import listed_bodies
+    from ..resources.cluster_steps import CLUSTER, GPU_POOL, listed_bodies
+    from ..resources.pool_size import group_sizes
 
     asks = {CLUSTER: gcloud.cluster_describe(s), GPU_POOL: gcloud.node_pool_describe(s)}
     listed = listed_bodies(r, s, steps)

@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING, Any
 from invoke.collection import Collection
 from invoke.context import Context
 
-from ..runner import Result, Runner
 from ..settings import Settings
 from . import context
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from ..runner import Result, Runner
 
 ID_HELP = "Run id, also given bare (`invoke job.status ID`); default: the latest submitted run."
 

@@ -10,15 +10,17 @@ Examples:
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from invoke.context import Context
 
-from ..runner import Runner
 from ..settings import Settings
 from . import context, drift
 from .cluster import FLAG_HELP, cluster_settings
 from .lifecycle import describe, present_map
+
+if TYPE_CHECKING:
+    from ..runner import Runner
 
 PLAN_JSON_HELP = (context.JSON_HELP + " Shape: {version, kind: plan, dry_run, project, cluster, settings, resources: "
                   "[{name, title, action: create|leave|run|unknown, differs, cost_per_hour}], create, leave, "

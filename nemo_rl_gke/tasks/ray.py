@@ -17,14 +17,16 @@ Examples:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from invoke.collection import Collection
 from invoke.context import Context
 
-from ..runner import Runner
 from ..settings import Settings
 from . import context
+
+if TYPE_CHECKING:
+    from ..runner import Runner
 
 SIZE_HELP = {
     "nodes": "GPU workers (one per 8-GPU node); overrides GPU_NODES.",

@@ -26,8 +26,7 @@ def test_inventory_rerun_of_up_lists_once_in_one_round(cloud):
     before = len(cloud.calls())
     # Real processes: their launch times tell a call that waited for another from one that waited for a CPU.
     _ok(cloud.invoke("up", "--yes", process=True), "up again")
-    # The model prefetch step asks its own `kubectl get jobs --selector` (not from the inventory): left out.
-    calls = [c for c in cloud.calls()[before:] if "jobs" not in c["argv"]]
+    calls = cloud.calls()[before:]
     assert len(calls) <= 10, "\n".join(_words(c)[:150] for c in calls)
     assert not [c for c in calls if c["mutating"]]
     # Only what a list cannot tell: the GPU pool's size now (its instance groups), after the cluster's list.
