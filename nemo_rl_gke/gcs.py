@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 P = ParamSpec("P")
 R = TypeVar("R")
 
+# The project number, or the call that finds it (a `gcloud projects describe` when nothing listed it).
+Number = str | Callable[[], str]
 EQUIVALENT_NOTE = "# google-cloud-storage client call; the equivalent gcloud command:"
 PUBLIC_ENDPOINT = "https://storage.googleapis.com"
 # Bounded: an endpoint that does not answer fails in seconds, naming it (the library's default is 120 s of
@@ -157,8 +159,9 @@ def new_bucket(gcs: Client, s: Settings) -> Bucket:
 
 
 @bounded
-def get_bucket(gcs: Client, s: Settings, project_number: str | None = None) -> Bucket | None:
-    """Our bucket, or None if there is none. Raises ConfigError if it exists and is another project's."""
+def get_bucket(gcs: Client, s: Settings, project_number: Number | None = None) -> Bucket | None:
+    """Our bucket, or None if there is none. Raises ConfigError if it exists and is another project's
+    (project_number, or the call that finds it, is asked only then: a first `up` needs no number to start)."""
     from google.api_core import exceptions
 
     try:
@@ -170,20 +173,21 @@ def get_bucket(gcs: Client, s: Settings, project_number: str | None = None) -> B
     except exceptions.GoogleAPICallError as exc:
         raise _api_error(f"reading gs://{s.bucket}", exc) from None
     owner = str(bucket.project_number or "")
-    if project_number and owner and owner != str(project_number):
-        raise unreachable(s, f"it belongs to project number {owner}, not {project_number}")
+    wanted = project_number() if callable(project_number) else project_number
+    if wanted and owner and owner != str(wanted):
+        raise unreachable(s, f"it belongs to project number {owner}, not {wanted}")
     return bucket
 
 
 @bounded
-def bucket_exists(r: Runner, s: Settings, project_number: str | None = None) -> bool:
+def bucket_exists(r: Runner, s: Settings, project_number: Number | None = None) -> bool:
     if r.dry:
         return False
     return get_bucket(client(s), s, project_number) is not None
 
 
 @bounded
-def create_bucket(r: Runner, s: Settings, project_number: str | None = None) -> str | None:
+def create_bucket(r: Runner, s: Settings, project_number: Number | None = None) -> str | None:
     """Create the bucket; "exists" if it appeared meanwhile and is ours; ConfigError if another's."""
     from google.api_core import exceptions
 
@@ -337,11 +341,15 @@ def remove_binding(bucket: Bucket, member: str, role: str = lustre.OBJECT_USER_R
 
 
 @bounded
-def binding_exists(r: Runner, s: Settings, project_number: str) -> bool:
+def binding_exists(r: Runner, s: Settings, project_number: Number) -> bool:
+    """Without the bucket there is no binding (and no need to know the project number)."""
     if r.dry:
         return False
     bucket = get_bucket(client(s), s)
-    return bucket is not None and has_binding(bucket, lustre.workload_principal(s, project_number))
+    if bucket is None:
+        return False
+    number = project_number() if callable(project_number) else project_number
+    return has_binding(bucket, lustre.workload_principal(s, number))
 
 
 @bounded

@@ -11,6 +11,7 @@ after a confirmation naming it with its object count and size.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -296,8 +297,8 @@ def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
     lustre_lists = {"ready": _lustre_listed(s, ready=True), "any": _lustre_listed(s, ready=False)}
     return [
         Step(BUCKET, f"bucket gs://{s.bucket} ({s.region})",
-             lambda r: gcs.bucket_exists(r, s, number(r)),
-             lambda r: gcs.create_bucket(r, s, number(r)), lambda r: gcs.delete_bucket(r, s),
+             lambda r: gcs.bucket_exists(r, s, functools.partial(number, r)),
+             lambda r: gcs.create_bucket(r, s, functools.partial(number, r)), lambda r: gcs.delete_bucket(r, s),
              holds_data=True, consent="user_owned" if s.GS_BUCKET_EXISTING else "delete_bucket",
              guard=_bucket_guard(s), shared=True, create_seconds=3, delete_seconds=5),
         Step(KSA, f"service account {s.NAMESPACE}/{s.KSA_NAME}",
@@ -306,7 +307,7 @@ def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
              _apply(s, lustre.service_account(s), f"ServiceAccount {s.NAMESPACE}/{s.KSA_NAME}"),
              deleter(kubectl.delete(s, "serviceaccount", s.KSA_NAME, namespace=s.NAMESPACE)), **in_cluster),
         Step(BINDING, f"{lustre.OBJECT_USER_ROLE} on gs://{s.bucket} for {s.NAMESPACE}/{s.KSA_NAME}",
-             lambda r: gcs.binding_exists(r, s, number(r)),
+             lambda r: gcs.binding_exists(r, s, functools.partial(number, r)),
              lambda r: gcs.ensure_binding(r, s, number(r)),
              lambda r: gcs.drop_binding(r, s, number(r)),
              deps=(BUCKET,), shared=True, create_seconds=5, delete_seconds=5),

@@ -55,9 +55,21 @@ def test_inventory_first_up_answers_everything_from_lists_and_nothing_in_a_missi
     calls = cloud.calls()
     first_create = next(i for i, c in enumerate(calls) if c["mutating"])
     asked = [_words(c) for c in calls[:first_create]]
-    # The questions before anything is created: the lists (and kubectl, which finds no context yet).
+    # The questions before anything is created: the lists (and kubectl, which finds no context yet). The
+    # project number is asked once, by the bucket's binding, which starts with the first creates.
     assert not [w for w in asked if " describe " in w and "projects describe" not in w], asked
     assert sum(" list " in w for w in asked) == 7
+    assert sum("projects describe" in _words(c) for c in calls) == 1
+
+
+def test_inventory_existence_in_an_empty_project_needs_no_project_number(cloud, monkeypatch):
+    # `up` asks every step whether it exists before it starts anything: with no bucket, neither the bucket
+    # nor its binding needs the project number, so no `gcloud projects describe` delays the start.
+    steps, runner = _steps_and_runner(cloud, monkeypatch)
+    before = len(cloud.calls())
+    assert not any(step.exists(runner) for step in steps if not step.always)
+    asked = [_words(c) for c in cloud.calls()[before:]]
+    assert asked and not [w for w in asked if "projects describe" in w], asked
 
 
 def _steps_and_runner(cloud, monkeypatch):
