@@ -108,15 +108,8 @@ def bring_up(c: Context, s: Settings, *, yes: bool, force_unlock: bool = False, 
     with state_lock(s, "up"):
         # Both read-only: the bucket's owner (google-cloud-storage's import alone is 0.3 s) while the lists run.
         found: dict[str, dict[str, bool | None]] = {}
-
-        def owner() -> None:
-            if owner_check:
-                storage_steps.check_bucket_owner(r, s)
-
-        def listed() -> None:
-            found["present"] = present_map(r, steps)
-
-        r.parallel([owner, listed])
+        r.parallel([lambda: storage_steps.check_bucket_owner(r, s) if owner_check else None,
+                    lambda: found.update(present=present_map(r, steps))])
         present = found["present"]
         resizing = _drift_check(r, s, present, resize=resize, steps=steps)  # exit 2 on a difference, before any change
         missing = [step for step in steps if not step.always and not present[step.name]]
@@ -263,9 +256,14 @@ def tear_down(c: Context, s: Settings, steps: list[Step], *, delete_data: bool, 
     with deployment_lock(s, what, force=force_unlock):
         from ..resources import cluster_steps
 
-        others = cluster_steps.other_deployments(r, s, steps)
+        # Both read-only, at once: the steps that ask their tool directly (helm, the prefetch Jobs' label)
+        # need not wait for the inventory's lists, which both read.
+        found: dict[str, Any] = {}
+        r.parallel([lambda: found.update(others=cluster_steps.other_deployments(r, s, steps)),
+                    lambda: found.update(present=present_map(r, steps, any_state=True))])
+        others: list[str] = found["others"]
+        present: dict[str, bool | None] = found["present"]
         shared = [step.name for step in steps if step.shared] if others else []
-        present = present_map(r, steps, any_state=True)
         keep = graph.kept_steps(steps, given, shared)
         going = [step.title for step in steps if step.delete is not None and step.name not in keep
                  and present.get(step.name) is not False and not step.always]
