@@ -12,133 +12,30 @@ anonymous credentials: the tests and the fake-cloud flows use gcp-storage-emulat
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, ParamSpec, TypedDict, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypedDict
 
 from . import names
-from .commands import lustre
-from .runner import Runner, ToolError
+from .commands import buckets, exports
+from .gcs_client import CALL_TIMEOUT, api_error, bounded, client, retry
+from .runner import Runner
 from .settings import ConfigError, Settings
 
 if TYPE_CHECKING:
     # google-cloud-storage has no type information: these are Any to mypy, named for the reader.
     from google.api_core.iam import Policy
-    from google.api_core.retry import Retry
     from google.cloud.storage import Bucket, Client
 
-P = ParamSpec("P")
-R = TypeVar("R")
 
 # The project number, or the call that finds it (a `gcloud projects describe` when nothing listed it).
 Number = str | Callable[[], str]
 EQUIVALENT_NOTE = "# google-cloud-storage client call; the equivalent gcloud command:"
-PUBLIC_ENDPOINT = "https://storage.googleapis.com"
-# Bounded: an endpoint that does not answer fails in seconds, naming it (the library's default is 120 s of
-# retries ending in a RetryError). Each call: connect and read timeouts, retries for DEADLINE_SECONDS in all.
-DEADLINE_SECONDS = 8.0
-CALL_TIMEOUT = (3.05, 60.0)
-CONNECT_SECONDS = 3.0
-_reachable: set[str] = set()
-
-
-class StorageError(ToolError):
-    """A Cloud Storage API call failed (exit 1), with the API's message and what to do."""
-
-    def __init__(self, message: str):
-        super().__init__(message, 1)
-
-
-def endpoint() -> str:
-    return os.environ.get("STORAGE_EMULATOR_HOST") or PUBLIC_ENDPOINT
-
-
-def unreachable_endpoint(detail: str) -> StorageError:
-    return StorageError(f"Cloud Storage at {endpoint()} did not answer ({detail}). Check this machine's network "
-                        f"(or STORAGE_EMULATOR_HOST, if set) and run the task again.")
-
-
-def _probe(url: str) -> None:
-    """One TCP connect to the endpoint, once per process: an unreachable one fails here in seconds."""
-    import socket
-    from urllib.parse import urlsplit
-
-    if url in _reachable:
-        return
-    parts = urlsplit(url if "://" in url else f"http://{url}")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    try:
-        with socket.create_connection((parts.hostname or "", port), timeout=CONNECT_SECONDS):
-            pass
-    except (OSError, ValueError) as exc:
-        raise unreachable_endpoint(f"no connection within {CONNECT_SECONDS:.0f} s: "
-                                   f"{exc.strerror or exc.__class__.__name__ if isinstance(exc, OSError) else exc}"
-                                   ) from None
-    _reachable.add(url)
-
-
-def retry() -> Retry:
-    from google.cloud.storage.retry import DEFAULT_RETRY
-
-    bounded_retry: Retry = DEFAULT_RETRY.with_timeout(DEADLINE_SECONDS)
-    return bounded_retry
-
-
-@contextmanager
-def calling(what: str) -> Iterator[None]:
-    """Turn a call that ran out of retries, or never connected, into one StorageError naming the endpoint."""
-    import requests
-    from google.api_core import exceptions
-
-    try:
-        yield
-    except exceptions.RetryError as exc:
-        cause = exc.cause if exc.cause is not None else exc
-        raise unreachable_endpoint(f"{what}: gave up after {DEADLINE_SECONDS:.0f} s: "
-                                   f"{str(cause).splitlines()[0][:200] if str(cause) else type(cause).__name__}"
-                                   ) from None
-    except requests.exceptions.RequestException as exc:
-        raise unreachable_endpoint(f"{what}: {type(exc).__name__}") from None
-
-
-def bounded(function: Callable[P, R]) -> Callable[P, R]:
-    """Decorate a public function of this module: see `calling`."""
-    import functools
-
-    @functools.wraps(function)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        with calling(function.__name__.replace("_", " ")):
-            return function(*args, **kwargs)
-
-    return wrapper
-
-
-def client(s: Settings) -> Client:
-    from google.cloud import storage
-
-    _probe(endpoint())
-    if os.environ.get("STORAGE_EMULATOR_HOST"):
-        from google.auth.credentials import AnonymousCredentials
-
-        anonymous = AnonymousCredentials()  # type: ignore[no-untyped-call]  # google-auth leaves its __init__ untyped
-        return storage.Client(project=s.PROJECT_ID, credentials=anonymous)
-    try:
-        return storage.Client(project=s.PROJECT_ID)
-    except Exception as exc:  # google.auth.exceptions.DefaultCredentialsError, imported lazily
-        raise StorageError(f"no Google Cloud credentials for the storage client ({exc}). Run "
-                           f"`gcloud auth application-default login` and try again.") from None
 
 
 def show(r: Runner, argv: Sequence[str]) -> None:
     """The equivalent command: on stdout in a dry run (the plan), on stderr otherwise (the log)."""
     r.say(EQUIVALENT_NOTE, err=not r.dry)
     r.show_command(list(argv))
-
-
-def _api_error(what: str, exc: Exception) -> StorageError:
-    message = getattr(exc, "message", None) or str(exc)
-    return StorageError(f"Cloud Storage: {what} failed: {message}")
 
 
 def unreachable(s: Settings, detail: str) -> ConfigError:
@@ -171,7 +68,7 @@ def get_bucket(gcs: Client, s: Settings, project_number: Number | None = None) -
     except exceptions.Forbidden as exc:
         raise unreachable(s, f"access denied: {getattr(exc, 'message', exc)}") from None
     except exceptions.GoogleAPICallError as exc:
-        raise _api_error(f"reading gs://{s.bucket}", exc) from None
+        raise api_error(f"reading gs://{s.bucket}", exc) from None
     owner = str(bucket.project_number or "")
     wanted = project_number() if callable(project_number) else project_number
     if wanted and owner and owner != str(wanted):
@@ -191,7 +88,7 @@ def create_bucket(r: Runner, s: Settings, project_number: Number | None = None) 
     """Create the bucket; "exists" if it appeared meanwhile and is ours; ConfigError if another's."""
     from google.api_core import exceptions
 
-    show(r, lustre.bucket_create_equivalent(s))
+    show(r, buckets.bucket_create_equivalent(s))
     if r.dry:
         return None
     gcs = client(s)
@@ -206,7 +103,7 @@ def create_bucket(r: Runner, s: Settings, project_number: Number | None = None) 
     except exceptions.Forbidden as exc:
         raise unreachable(s, f"access denied: {getattr(exc, 'message', exc)}") from None
     except exceptions.GoogleAPICallError as exc:
-        raise _api_error(f"creating gs://{s.bucket}", exc) from None
+        raise api_error(f"creating gs://{s.bucket}", exc) from None
     import json
 
     gcs.bucket(s.bucket).blob(MARKER_OBJECT).upload_from_string(
@@ -232,7 +129,7 @@ def delete_bucket(r: Runner, s: Settings) -> str | None:
     """Delete every object, then the bucket; only a bucket we created ("kept" otherwise)."""
     from google.api_core import exceptions
 
-    show(r, lustre.bucket_delete_equivalent(s))
+    show(r, buckets.bucket_delete_equivalent(s))
     if r.dry:
         return None
     gcs = client(s)
@@ -250,7 +147,7 @@ def delete_bucket(r: Runner, s: Settings) -> str | None:
     except exceptions.NotFound:
         return "absent"
     except exceptions.GoogleAPICallError as exc:
-        raise _api_error(f"deleting gs://{s.bucket}", exc) from None
+        raise api_error(f"deleting gs://{s.bucket}", exc) from None
     return None
 
 
@@ -290,7 +187,7 @@ def list_prefix(s: Settings, prefix: str) -> list[tuple[str, int]]:
     except exceptions.NotFound:
         return []
     except exceptions.GoogleAPICallError as exc:
-        raise _api_error(f"listing gs://{s.bucket}/{prefix}", exc) from None
+        raise api_error(f"listing gs://{s.bucket}/{prefix}", exc) from None
 
 
 @bounded
@@ -306,11 +203,11 @@ def _policy(bucket: Bucket) -> Policy:
     return policy
 
 
-def has_binding(bucket: Bucket, member: str, role: str = lustre.OBJECT_USER_ROLE) -> bool:
+def has_binding(bucket: Bucket, member: str, role: str = buckets.OBJECT_USER_ROLE) -> bool:
     return any(b.get("role") == role and member in b.get("members", ()) for b in _policy(bucket).bindings)
 
 
-def add_binding(bucket: Bucket, member: str, role: str = lustre.OBJECT_USER_ROLE) -> bool:
+def add_binding(bucket: Bucket, member: str, role: str = buckets.OBJECT_USER_ROLE) -> bool:
     """Add member to role (read-modify-write; the policy's etag guards a concurrent change). True if added."""
     policy = _policy(bucket)
     for binding in policy.bindings:
@@ -325,7 +222,7 @@ def add_binding(bucket: Bucket, member: str, role: str = lustre.OBJECT_USER_ROLE
     return True
 
 
-def remove_binding(bucket: Bucket, member: str, role: str = lustre.OBJECT_USER_ROLE) -> bool:
+def remove_binding(bucket: Bucket, member: str, role: str = buckets.OBJECT_USER_ROLE) -> bool:
     """Remove member from role, leaving every other member and role alone. True if removed."""
     policy = _policy(bucket)
     changed = False
@@ -349,20 +246,20 @@ def binding_exists(r: Runner, s: Settings, project_number: Number) -> bool:
     if bucket is None:
         return False
     number = project_number() if callable(project_number) else project_number
-    return has_binding(bucket, lustre.workload_principal(s, number))
+    return has_binding(bucket, buckets.workload_principal(s, number))
 
 
 @bounded
 def ensure_binding(r: Runner, s: Settings, project_number: str) -> str | None:
     from google.api_core import exceptions
 
-    show(r, lustre.binding_add_equivalent(s, project_number))
+    show(r, buckets.binding_add_equivalent(s, project_number))
     if r.dry:
         return None
     try:
-        added = add_binding(client(s).bucket(s.bucket), lustre.workload_principal(s, project_number))
+        added = add_binding(client(s).bucket(s.bucket), buckets.workload_principal(s, project_number))
     except exceptions.GoogleAPICallError as exc:
-        raise _api_error(f"granting {lustre.OBJECT_USER_ROLE} on gs://{s.bucket}", exc) from None
+        raise api_error(f"granting {buckets.OBJECT_USER_ROLE} on gs://{s.bucket}", exc) from None
     return None if added else "exists"
 
 
@@ -370,15 +267,15 @@ def ensure_binding(r: Runner, s: Settings, project_number: str) -> str | None:
 def drop_binding(r: Runner, s: Settings, project_number: str) -> str | None:
     from google.api_core import exceptions
 
-    show(r, lustre.binding_remove_equivalent(s, project_number))
+    show(r, buckets.binding_remove_equivalent(s, project_number))
     if r.dry:
         return None
     try:
-        removed = remove_binding(client(s).bucket(s.bucket), lustre.workload_principal(s, project_number))
+        removed = remove_binding(client(s).bucket(s.bucket), buckets.workload_principal(s, project_number))
     except exceptions.NotFound:
         return "absent"
     except exceptions.GoogleAPICallError as exc:
-        raise _api_error(f"removing {lustre.OBJECT_USER_ROLE} on gs://{s.bucket}", exc) from None
+        raise api_error(f"removing {buckets.OBJECT_USER_ROLE} on gs://{s.bucket}", exc) from None
     return None if removed else "absent"
 
 
@@ -394,22 +291,22 @@ def generations(s: Settings, prefix: str) -> dict[str, int]:
     except exceptions.NotFound:
         return {}
     except exceptions.GoogleAPICallError as exc:
-        raise _api_error(f"listing gs://{s.bucket}/{prefix}", exc) from None
+        raise api_error(f"listing gs://{s.bucket}/{prefix}", exc) from None
 
 
 @bounded
-def write_export_record(s: Settings, record_json: str, name: str = lustre.EXPORT_MARKER) -> None:
+def write_export_record(s: Settings, record_json: str, name: str = exports.EXPORT_MARKER) -> None:
     from google.api_core import exceptions
 
     try:
         client(s).bucket(s.bucket).blob(name).upload_from_string(
             record_json, content_type="application/json", timeout=CALL_TIMEOUT, retry=retry())
     except exceptions.GoogleAPICallError as exc:
-        raise _api_error(f"writing gs://{s.bucket}/{name}", exc) from None
+        raise api_error(f"writing gs://{s.bucket}/{name}", exc) from None
 
 
 @bounded
-def read_export_record(s: Settings, name: str = lustre.EXPORT_MARKER) -> str | None:
+def read_export_record(s: Settings, name: str = exports.EXPORT_MARKER) -> str | None:
     from google.api_core import exceptions
 
     try:
@@ -420,4 +317,4 @@ def read_export_record(s: Settings, name: str = lustre.EXPORT_MARKER) -> str | N
     except UnicodeDecodeError:
         return None  # not ours to read: proves no export
     except exceptions.GoogleAPICallError as exc:
-        raise _api_error(f"reading gs://{s.bucket}/{name}", exc) from None
+        raise api_error(f"reading gs://{s.bucket}/{name}", exc) from None

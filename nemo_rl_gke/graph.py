@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 
-from .runner import NOT_FOUND, Runner, ToolError
+from .runner import NOT_FOUND, Runner
+from .tools import ToolError
 
 # An action may return an outcome word ("exists" when a create raced another, "kept" when a delete found
 # the resource is not ours); None means the plain outcome ("created", "deleted").

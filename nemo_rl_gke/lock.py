@@ -124,9 +124,9 @@ def bucket_lease(s: Settings, what: str, *, force: bool = False) -> Iterator[int
     import socket
     import time
 
-    from . import gcs
+    from . import gcs, gcs_client
 
-    bucket = gcs.get_bucket(gcs.client(s), s)
+    bucket = gcs.get_bucket(gcs_client.client(s), s)
     if bucket is None:
         yield None
         return
@@ -135,7 +135,7 @@ def bucket_lease(s: Settings, what: str, *, force: bool = False) -> Iterator[int
         return bucket.blob(lease_name(s))
 
     now = time.time()
-    with gcs.calling("taking the lock"):
+    with gcs_client.calling("taking the lock"):
         generation, note = take_lease(blob_of, lease_body(what, now, host=socket.gethostname(), pid=os.getpid()),
                                       now, force=force)
     if generation is None:
@@ -149,7 +149,7 @@ def bucket_lease(s: Settings, what: str, *, force: bool = False) -> Iterator[int
     try:
         yield generation
     finally:
-        with gcs.calling("releasing the lock"):
+        with gcs_client.calling("releasing the lock"):
             release_lease(blob_of(), generation)
 
 

@@ -1,7 +1,6 @@
-"""The only place that starts processes: the Runner and its one process seam (`Tools`).
-
-Every external command is an argv list handed to the seam (never a shell string); the default seam,
-`Processes`, starts it with `sh`. Tests may hand the Runner another seam (the fake cloud in-process).
+"""The Runner: every external command goes through it, as an argv list handed to its one process seam
+(`tools.Tools`; the default, `tools.Processes`, starts it with `sh`, never a shell string). Tests may hand
+the Runner another seam (the fake cloud in-process).
 The runner owns the cross-cutting behaviour: Invoke's `--dry` (print, run nothing, assume nothing exists),
 redaction of secrets everywhere it prints, retries of transient cloud errors with backoff, one clear error
 for a failure, timing of every call, parallel fan-out, progress for long waits, and stopping them on Ctrl-C.
@@ -9,19 +8,20 @@ for a failure, timing of every call, parallel fan-out, progress for long waits, 
 
 from __future__ import annotations
 
-import os
+import functools
 import re
 import shlex
-import shutil
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import IO, Any, Protocol, TypeVar
+from typing import IO, Any, TypeVar
+
+from .tools import Processes, ToolError, Tools
+from .waits import WaitDisplay, Waiting, showing
 
 # Errors worth another try: per-minute quotas and rate limits, 429/5xx, and "another operation is running on
 # this resource" (GCE's resourceNotReady, GKE's "Operation ... is currently upgrading cluster X. Please wait and
@@ -40,106 +40,16 @@ TRANSIENT = re.compile(
 ALREADY_EXISTS = re.compile(r"already exists|alreadyExists|AlreadyExists", re.IGNORECASE)
 NOT_FOUND = re.compile(r"not found|notFound|NotFound|was not found|does not exist|404", re.IGNORECASE)
 
-INSTALL_HINTS = {
-    "gcloud": "install the Google Cloud CLI: https://cloud.google.com/sdk/docs/install",
-    "kubectl": "run `gcloud components install kubectl` or install kubectl from your package manager",
-    "helm": "install helm 3.14 or later: https://helm.sh/docs/intro/install/ (or run `python scripts/fetch_helm.py`)",
-    "gke-gcloud-auth-plugin": "run `gcloud components install gke-gcloud-auth-plugin`",
-}
 
-
-# Tools fetched for this checkout (`python scripts/fetch_helm.py` puts helm here): searched after PATH.
-PROJECT_TOOLS = Path(__file__).resolve().parents[1] / ".tools" / "bin"
 # The longest the runner sleeps in one go while waiting, so Ctrl-C and progress stay prompt.
 WAIT_SLICE_SECONDS = 0.5
 T = TypeVar("T")
-
-
-class ToolError(Exception):
-    """An external command failed; exit_code is the tool's own."""
-
-    def __init__(self, message: str, exit_code: int):
-        super().__init__(message)
-        self.exit_code = exit_code or 1
-
-
-class MissingTool(ToolError):
-    def __init__(self, tool: str):
-        hint = INSTALL_HINTS.get(tool, f"install {tool} and put it on PATH")
-        super().__init__(f"{tool} is not on PATH: {hint}.", 127)
-        self.tool = tool
 
 
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C reached the runner: waits stop and no new command starts."""
 
 
-def find_tool(tool: str) -> str:
-    """The executable for tool, resolved now: PATH first, then this checkout's .tools/bin. MissingTool if neither."""
-    if os.sep in tool:
-        return tool
-    search = os.pathsep.join(p for p in (os.environ.get("PATH", ""), str(PROJECT_TOOLS)) if p)
-    found = shutil.which(tool, path=search)
-    if found is None:
-        raise MissingTool(tool)
-    return found
-
-
-@dataclass
-class Ran:
-    """What the seam reports for one finished command."""
-
-    exit_code: int
-    stdout: str = ""
-    stderr: str = ""
-
-
-class Tools(Protocol):
-    """The one process seam: run a command to the end, or stream its output lines as they come."""
-
-    def run(self, argv: list[str], *, stdin: str | None, timeout: float | None) -> Ran: ...
-
-    def stream(self, argv: list[str], *, stdin: str | None, out: Callable[[str], None],
-               err: Callable[[str], None]) -> int: ...
-
-
-class Processes:
-    """The real seam: each command is a process started with `sh`, the executable resolved at call time."""
-
-    def run(self, argv: list[str], *, stdin: str | None, timeout: float | None) -> Ran:
-        import sh
-
-        command = sh.Command(find_tool(argv[0]))
-        try:
-            proc = command(*argv[1:], _in=stdin, _ok_code=list(range(256)), _return_cmd=True, _tty_out=False,
-                           _timeout=timeout, _env=dict(os.environ))
-        except sh.TimeoutException:
-            return Ran(124, "", f"timed out after {timeout:.0f} s")
-        return Ran(proc.exit_code, _text(proc.stdout), _text(proc.stderr))
-
-    def stream(self, argv: list[str], *, stdin: str | None, out: Callable[[str], None],
-               err: Callable[[str], None]) -> int:
-        """Ctrl-C stops the local command only: 130."""
-        import sh
-
-        command = sh.Command(find_tool(argv[0]))
-        proc = command(*argv[1:], _in=stdin, _out=out, _err=err, _ok_code=list(range(256)), _bg=True,
-                       _bg_exc=False, _return_cmd=True, _env=dict(os.environ))
-        try:
-            proc.wait()
-            return int(proc.exit_code)
-        except KeyboardInterrupt:
-            try:
-                proc.terminate()
-            except Exception:  # noqa: BLE001 - already gone
-                pass
-            return 130
-
-
-# What a long wait shows instead of the runner's own spinner (a live board, say): called with the label, the
-# seconds waited and `done`: False at the start and about every WAIT_SLICE_SECONDS, then at the end True (got
-# what it waited for) or why not ("timed out after 60 s", "interrupted", "failed").
-WaitDisplay = Callable[[str, float, "bool | str"], None]
 RUNNER_OPTIONS = ("tools", "poll_seconds", "backoff_seconds", "attempts", "wait_display")
 
 
@@ -379,52 +289,12 @@ class Runner:
                 raise error
         return [f.result() for f in futures]
 
-    @contextmanager
-    def waiting(self, label: str) -> Iterator[Waiting]:
-        """Show a long wait: through wait_display when set (the live board), else a rich spinner with elapsed time
+    def waiting(self, label: str) -> AbstractContextManager[Waiting]:
+        """Show a long wait (waits.showing): through wait_display when set (the live board), else a rich spinner
         on a terminal, else start/end lines. Yields a Waiting: tick() while waiting; set outcome (say, "timed
         out after 60 s") when the wait ends without what it waited for, so it ends with ✗ and that, not ✓."""
-        wait = Waiting(label, time.monotonic(), self.wait_display)
-        if self.dry:
-            yield wait
-            return
-        if self.wait_display is not None:
-            self.wait_display(label, 0.0, False)
-            try:
-                yield wait
-            except KeyboardInterrupt:
-                wait.outcome = wait.outcome or "interrupted"
-                raise
-            except Exception:
-                wait.outcome = wait.outcome or "failed"
-                raise
-            finally:
-                self.wait_display(label, wait.elapsed(), wait.outcome or True)
-            return
-        if _isatty(self.err):
-            from rich.console import Console
-
-            console = Console(file=self.err)
-            with console.status(f"{label}…") as status:
-                stop = threading.Event()
-
-                def tick() -> None:
-                    while not stop.wait(1.0):
-                        status.update(f"{label}… {wait.elapsed():.0f} s")
-
-                ticker = threading.Thread(target=tick, daemon=True)
-                ticker.start()
-                try:
-                    yield wait
-                finally:
-                    stop.set()
-        else:
-            self.say(f"… {label}", err=True)
-            yield wait
-        if wait.outcome:
-            self.say(f"✗ {label}: {wait.outcome}", err=True)
-        else:
-            self.say(f"✓ {label} ({wait.elapsed():.1f} s)", err=True)
+        return showing(label, dry=self.dry, display=self.wait_display, err=self.err,
+                       say=functools.partial(self.say, err=True))
 
     def poll(self, label: str, check: Callable[[], bool], *, timeout: float, interval: float | None = None) -> bool:
         """Call check() until it returns True or timeout seconds pass. In a dry run: True at once.
@@ -453,38 +323,6 @@ class Runner:
                     wait.tick()
                     if time.monotonic() >= until:
                         break
-
-
-@dataclass
-class Waiting:
-    """One wait being shown (Runner.waiting)."""
-
-    label: str
-    started: float
-    display: WaitDisplay | None = None
-    outcome: str | None = None  # None: ended with what it waited for
-
-    def elapsed(self) -> float:
-        return time.monotonic() - self.started
-
-    def tick(self) -> None:
-        if self.display is not None:
-            self.display(self.label, self.elapsed(), False)
-
-
-def _isatty(stream: IO[str]) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
-def _text(data: bytes | str | None) -> str:
-    if data is None:
-        return ""
-    if isinstance(data, bytes):
-        return data.decode("utf-8", errors="replace")
-    return data
 
 
 def _last_lines(text: str, count: int) -> str:

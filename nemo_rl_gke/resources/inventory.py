@@ -253,7 +253,7 @@ class Inventory:
             if not self._project_number:
                 self._project_number = self._number_from_peering(r)
             if not self._project_number:
-                from ..runner import ToolError
+                from ..tools import ToolError
 
                 result = r.query(gcloud.project_number(self.s), ok_codes=(0,))
                 number = (result.stdout if result else "").strip()

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import names
-from ..runner import NOT_FOUND, Runner, ToolError
+from ..runner import NOT_FOUND, Runner
 from ..settings import Settings
+from ..tools import ToolError
 from . import inventory
 from .inventory import Listing, parse_items
 

@@ -2,9 +2,9 @@
 Kubernetes service account and Secret, and Managed Lustre end to end (peering range -> VPC peering ->
 instance -> PV/PVC). The bucket and the Lustre instance hold data: `destroy` keeps them without consent.
 
-The data guard lives here, in the Lustre step, so every path to the delete (down, clean, clean.storage,
-storage.delete) goes through it: the instance goes only with --delete-data and a verified export (every run
-under /data/runs in gs://BUCKET/runs/ with the same files and sizes, none running), or with
+The data guard (data_guard.py) is the Lustre step's guard, so every path to the delete (down, clean,
+clean.storage, storage.delete) goes through it: the instance goes only with --delete-data and a verified
+export (every run under /data/runs in gs://BUCKET/runs/ with the same files and sizes, none running), or with
 --delete-unexported after a confirmation that lists what is lost. The bucket goes only with --delete-bucket,
 after a confirmation naming it with its object count and size.
 """
@@ -15,12 +15,14 @@ import functools
 import json
 from typing import Any
 
-from .. import gcs, names
-from ..commands import gcloud, kubectl, lustre
-from ..graph import Action, Check, Guard, Step
-from ..runner import ALREADY_EXISTS, NOT_FOUND, Runner, ToolError
+from .. import gcs, gcs_client, names
+from ..commands import buckets, gcloud, kube_objects, kubectl, lustre
+from ..graph import Action, Check, Step
+from ..runner import ALREADY_EXISTS, Runner
 from ..settings import Settings
+from ..tools import ToolError
 from . import cluster_steps as cluster
+from . import data_guard, peering
 from . import net_steps as net
 from .inventory import Decide, Inventory, KubeRef, named, short
 from .step_shapes import check, creator, delete_if_ours, deleter
@@ -51,7 +53,7 @@ def project_number(r: Runner, s: Settings, inventory: Inventory | None = None) -
 # ---- Kubernetes objects through stdin --------------------------------------------------------------------
 def _apply(s: Settings, docs: list[dict[str, Any]], label: str) -> Action:
     def apply(r: Runner) -> None:
-        r.run(kubectl.apply_stdin(s), stdin=lustre.to_yaml(docs), stdin_label=label)
+        r.run(kubectl.apply_stdin(s), stdin=kube_objects.to_yaml(docs), stdin_label=label)
 
     return apply
 
@@ -65,7 +67,7 @@ def secret_present(r: Runner, s: Settings) -> bool:
     if result is None:
         return False
     if result.ok:
-        return lustre.secret_matches(s, result.stdout)
+        return kube_objects.secret_matches(s, result.stdout)
     if result.not_found:
         return False
     raise ToolError(r.redact(f"kubectl could not read Secret {names.SECRET_NAME}: {result.stderr.strip()}"),
@@ -74,72 +76,13 @@ def secret_present(r: Runner, s: Settings) -> bool:
 
 def _apply_secret(s: Settings) -> Action:
     def apply(r: Runner) -> None:
-        keys = ", ".join(lustre.secret_values(s))
-        r.run(kubectl.apply_stdin(s), stdin=lustre.to_yaml([lustre.secret(s)]),
+        keys = ", ".join(kube_objects.secret_values(s))
+        r.run(kubectl.apply_stdin(s), stdin=kube_objects.to_yaml([kube_objects.secret(s)]),
               stdin_label=f"Secret {names.SECRET_NAME} ({keys}; values hidden)")
 
     return apply
 
 
-# ---- the peering -----------------------------------------------------------------------------------------
-def existing_peering_ranges(r: Runner, s: Settings) -> list[str] | None:
-    """Our network's Service Networking ranges; None without a peering, or without the network itself (after a
-    complete `down`, `vpc-peerings list --network=…` says the network is not found: then there is no peering)."""
-    result = r.query(lustre.peering_list(s), ok_codes=range(256))
-    if result is None or result.not_found:
-        return None
-    if not result.ok:
-        raise r.failure(result)
-    return lustre.peering_ranges(result.stdout)
-
-
-def _peering_exists(s: Settings) -> Check:
-    def exists(r: Runner) -> bool:
-        ranges = existing_peering_ranges(r, s)
-        return ranges is not None and names.lustre_range(s) in ranges
-
-    return exists
-
-
-def _peering_listed(s: Settings) -> Decide:
-    def decide(items: list[dict[str, Any]]) -> bool:
-        ranges = lustre.peering_ranges(json.dumps(items))
-        return ranges is not None and names.lustre_range(s) in ranges
-
-    return decide
-
-
-def _peering_create(s: Settings) -> Action:
-    def create(r: Runner) -> str | None:
-        action, ranges = lustre.peering_plan(existing_peering_ranges(r, s), names.lustre_range(s))
-        if action == "connect":
-            r.run(lustre.peering_connect(s), timeout=1800)
-        elif action == "update":
-            # Another service's peering on this VPC: keep its ranges and add ours.
-            r.run(lustre.peering_update(s, ranges), timeout=1800)
-        else:
-            return "exists"
-        return None
-
-    return create
-
-
-def _peering_delete(s: Settings) -> Action:
-    def delete(r: Runner) -> str | None:
-        if r.dry:
-            r.run(lustre.peering_delete(s))
-            return None
-        action, remaining = lustre.peering_teardown(existing_peering_ranges(r, s), names.lustre_range(s))
-        if action == "delete":
-            r.run(lustre.peering_delete(s), accept=NOT_FOUND, timeout=1800)
-        elif action == "update":
-            # Others still use the peering: remove only our range (removing one needs --force).
-            r.run(lustre.peering_update(s, remaining, force=True), timeout=1800)
-        else:
-            return "absent"
-        return None
-
-    return delete
 
 
 # ---- Managed Lustre --------------------------------------------------------------------------------------
@@ -232,7 +175,7 @@ def check_bucket_owner(r: Runner, s: Settings) -> None:
 
     if r.dry:
         return
-    bucket = gcs.get_bucket(gcs.client(s), s)
+    bucket = gcs.get_bucket(gcs_client.client(s), s)
     if bucket is None and s.GS_BUCKET_EXISTING:
         raise ConfigError("GS_BUCKET_EXISTING", "true", f"gs://{s.bucket} does not exist. Create it, or set "
                                                         f"GS_BUCKET_EXISTING=false to let `up` create it.")
@@ -250,7 +193,7 @@ def _apply_pv(s: Settings) -> Action:
         info = lustre.lustre_info(described.stdout)
         ip = lustre.mount_ip(info["mount_point"])
         capacity = info["capacity_gib"] or s.LUSTRE_CAPACITY_GIB
-        pv, _ = lustre.pv_pvc_yaml(s, ip, capacity)
+        pv, _ = kube_objects.pv_pvc_yaml(s, ip, capacity)
         r.run(kubectl.apply_stdin(s), stdin=pv,
               stdin_label=f"manifests/lustre-pv.yaml rendered (ip {ip}{' placeholder' if r.dry else ''}, "
                           f"{capacity}Gi)")
@@ -269,7 +212,7 @@ def pv_capacity_gib(r: Runner, s: Settings) -> int:
 def _apply_pvc(s: Settings) -> Action:
     def apply(r: Runner) -> None:
         capacity = pv_capacity_gib(r, s)
-        _, pvc = lustre.pv_pvc_yaml(s, lustre.DRY_RUN_IP, capacity)
+        _, pvc = kube_objects.pv_pvc_yaml(s, lustre.DRY_RUN_IP, capacity)
         r.run(kubectl.apply_stdin(s), stdin=pvc,
               stdin_label=f"manifests/lustre-pvc.yaml rendered ({capacity}Gi)")
 
@@ -289,7 +232,7 @@ def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
 
     def secret_listed(items: list[dict[str, Any]]) -> bool:
         found = [i for i in items if i.get("kind") == "Secret" and i["metadata"]["name"] == names.SECRET_NAME]
-        return bool(found) and lustre.secret_matches(s, json.dumps(found[0]))
+        return bool(found) and kube_objects.secret_matches(s, json.dumps(found[0]))
 
     def kube(step: str, word: str, kind: str, name: str, fallback_argv: list[str]) -> Check:
         return inv.in_cluster(step, KubeRef(word, kind, name, s.NAMESPACE), None, check(fallback_argv))
@@ -300,13 +243,13 @@ def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
              lambda r: gcs.bucket_exists(r, s, functools.partial(number, r)),
              lambda r: gcs.create_bucket(r, s, functools.partial(number, r)), lambda r: gcs.delete_bucket(r, s),
              holds_data=True, consent="user_owned" if s.GS_BUCKET_EXISTING else "delete_bucket",
-             guard=_bucket_guard(s), shared=True, create_seconds=3, delete_seconds=5),
+             guard=data_guard.bucket_guard(s), shared=True, create_seconds=3, delete_seconds=5),
         Step(KSA, f"service account {s.NAMESPACE}/{s.KSA_NAME}",
              kube(KSA, "serviceaccount", "ServiceAccount", s.KSA_NAME,
                   kubectl.get(s, "serviceaccount", s.KSA_NAME, namespace=s.NAMESPACE)),
-             _apply(s, lustre.service_account(s), f"ServiceAccount {s.NAMESPACE}/{s.KSA_NAME}"),
+             _apply(s, kube_objects.service_account(s), f"ServiceAccount {s.NAMESPACE}/{s.KSA_NAME}"),
              deleter(kubectl.delete(s, "serviceaccount", s.KSA_NAME, namespace=s.NAMESPACE)), **in_cluster),
-        Step(BINDING, f"{lustre.OBJECT_USER_ROLE} on gs://{s.bucket} for {s.NAMESPACE}/{s.KSA_NAME}",
+        Step(BINDING, f"{buckets.OBJECT_USER_ROLE} on gs://{s.bucket} for {s.NAMESPACE}/{s.KSA_NAME}",
              lambda r: gcs.binding_exists(r, s, functools.partial(number, r)),
              lambda r: gcs.ensure_binding(r, s, number(r)),
              lambda r: gcs.drop_binding(r, s, number(r)),
@@ -323,13 +266,13 @@ def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
                             listed=lambda r: inv.item(r, "address range", names.lustre_range(s))),
              deps=(net.MAIN,), shared=True, create_seconds=30, delete_seconds=10),
         Step(PEERING, f"VPC peering {s.NETWORK} <-> {lustre.SERVICE_NETWORKING}",
-             inv.check(PEERING, "VPC peering", _peering_listed(s), _peering_exists(s)),
-             _peering_create(s), _peering_delete(s), deps=(RANGE,), shared=True, create_seconds=90,
+             inv.check(PEERING, "VPC peering", peering.listed(s), peering.exists(s)),
+             peering.create(s), peering.delete(s), deps=(RANGE,), shared=True, create_seconds=90,
              delete_seconds=60),
         Step(LUSTRE, f"Lustre instance {s.LUSTRE_NAME} ({s.LUSTRE_CAPACITY_GIB} GiB, {s.lustre_zone})",
              inv.check(LUSTRE, "Lustre instance", lustre_lists["ready"], _lustre_ready(s)),
              _lustre_create(s), _lustre_delete(s, inv), deps=(PEERING,),
-             holds_data=True, consent="delete_data", guard=_lustre_guard(s, inv),
+             holds_data=True, consent="delete_data", guard=data_guard.lustre_guard(s, inv, lustre_state),
              present=inv.check(LUSTRE, "Lustre instance", lustre_lists["any"], _lustre_present(s)),
              shared=True, create_seconds=900, delete_seconds=480),
         Step(PV, f"PersistentVolume {names.LUSTRE_PV}",
@@ -353,194 +296,12 @@ def credentials_if_cluster(r: Runner, s: Settings) -> None:
         r.run(gcloud.get_credentials(s))
 
 
-# ---- the export check: the Lustre instance's guard -------------------------------------------------------
-def head_pod(r: Runner, s: Settings, inv: Inventory | None = None) -> str | None:
-    """The Running Ray head pod, which mounts the Lustre volume at /data; None without cluster, Ray or pod.
-
-    inv: this run's inventory: its cluster listing says whether there is a cluster, and a kubectl that
-    answered its listings needs no fresh credentials (two calls less before a teardown can start)."""
-    clusters = inv.listed(r, "cluster") if inv is not None else None
-    if clusters is not None and inv is not None:
-        if inv.cluster(clusters) is None:
-            return None
-    elif not r.exists(gcloud.cluster_describe(s)):
-        return None
-    if inv is None or not inv.kube_answered():
-        r.run(gcloud.get_credentials(s))
-    result = r.query(kubectl.get(s, "pods", namespace=s.NAMESPACE,
-                                 selector=f"ray.io/cluster={names.RAY_RELEASE},ray.io/node-type=head"),
-                     ok_codes=range(256))
-    if result is None or not result.ok:
-        return None
-    items = json.loads(result.stdout or "{}").get("items", [])
-    running = [p["metadata"]["name"] for p in items if p.get("status", {}).get("phase") == "Running"]
-    return running[0] if running else None
-
-
-def head_exec(s: Settings, pod: str) -> list[str]:
-    from .. import jobscript
-
-    return kubectl.base(s) + ["exec", "-i", pod, f"--namespace={s.NAMESPACE}",
-                              f"--container={jobscript.HEAD_CONTAINER}", "--", "bash"]
-
-
-def lustre_runs(r: Runner, s: Settings, inv: Inventory | None = None) -> tuple[dict[str, int], set[str], str] | None:
-    """(files under /data/runs -> size, running run ids, the pod asked), or None with no head pod to ask."""
-    pod = head_pod(r, s, inv)
-    if pod is None:
-        return None
-    result = r.query(head_exec(s, pod), stdin=lustre.RUNS_LISTING_SCRIPT, ok_codes=(0,), timeout=300)
-    if result is None:
-        return None
-    files, _, running = lustre.parse_runs_listing(result.stdout)
-    return files, running, pod
-
-
-def export_check(r: Runner, s: Settings, inv: Inventory | None = None) -> tuple[dict[str, str], str]:
-    """(run id -> why it is not safely in the bucket, how that was established). Empty: every run is there.
-
-    With a head pod: /data/runs and gs://BUCKET/runs/ listed now, file by file. Without one (the cluster is
-    gone, nothing can write to /data any more): the last full export's record, if it wrote something, is
-    less than a day old, and every file it saw on /data (or in the bucket) is still in the bucket."""
-    bucket_files = lustre.bucket_run_files(gcs.list_prefix(s, lustre.RUNS_PREFIX))
-    where = f"gs://{s.bucket}/{lustre.RUNS_PREFIX}"
-    listed = lustre_runs(r, s, inv)
-    if listed is not None:
-        files, running, pod = listed
-        runs = {path.split("/", 1)[0] for path in files}
-        missing = lustre.unexported_runs(files, bucket_files, running)
-        if not missing:
-            record_check(r, s, files)
-        return missing, f"listed /data/runs in pod {pod} ({len(runs)} runs, {len(files)} files) and {where}"
-    from datetime import UTC, datetime
-
-    now = datetime.now(UTC)
-    how = f"no Ray head pod to list /data; the records in gs://{s.bucket}/nemo-rl-gke/"
-    check = gcs.read_export_record(s, lustre.CHECK_MARKER)
-    text = gcs.read_export_record(s)
-    usable = [lustre.parse_export_record(t) for t, ok in ((check, lustre.check_is_fresh(check, now)),
-                                                          (text, lustre.export_is_fresh(text, now))) if ok]
-    if not usable:
-        record = lustre.parse_export_record(text)
-        if record is None:
-            return {"(every run)": "no export recorded, and no Ray head pod to list /data/runs"}, how
-        copied = int(record.get("copied") or 0)
-        why = (f"the last export ({record.get('time')}) copied nothing" if copied == 0 else
-               f"the last full export is from {record.get('time')} (more than "
-               f"{lustre.EXPORT_FRESH.total_seconds() / 3600:.0f} h ago, or of one run only)")
-        return {"(every run)": why}, how
-    record = max((rec for rec in usable if rec is not None), key=lambda rec: rec["when"])
-    seen = record.get("lustre_files")
-    seen = seen if isinstance(seen, dict) else record.get("objects") or {}
-    return lustre.unexported_runs({k: int(v) for k, v in seen.items()}, bucket_files,
-                                  set(record.get("running") or ())), f"{how}, of {record.get('time')}"
-
-
-def record_check(r: Runner, s: Settings, files: dict[str, int]) -> None:
-    """Remember a verification by listing (for a re-run after the head pod is gone); best effort: without a
-    bucket there is nowhere to keep it, and the check itself stands."""
-    from datetime import UTC, datetime
-
-    lustre_path, uri, _ = lustre.export_paths(s, None)
-    try:
-        gcs.write_export_record(s, lustre.export_record(s, lustre_path, uri, datetime.now(UTC), copied=-1,
-                                                        lustre_files=files), lustre.CHECK_MARKER)
-    except gcs.StorageError as exc:
-        r.say(f"note: the export check was not recorded in the bucket ({str(exc).splitlines()[0][:160]})",
-              err=True)
-
-
-def _lustre_guard(s: Settings, inv: Inventory | None = None) -> Guard:
-    def guard(r: Runner, consent: Any) -> None:
-        if r.dry:
-            r.say(f"# a real run first checks that every run under /data/runs is in gs://{s.bucket}/"
-                  f"{lustre.RUNS_PREFIX} (same files and sizes) and that none is running")
-            return
-        listed = inv.listed(r, "Lustre instance") if inv is not None else None
-        if (not any(short(i.get("name")) == s.LUSTRE_NAME for i in listed) if listed is not None
-                else lustre_state(r, s) is None):
-            return
-        missing, how = export_check(r, s, inv)
-        if not missing:
-            r.say(f"export verified: every run on Lustre {s.LUSTRE_NAME} is in gs://{s.bucket}/"
-                  f"{lustre.RUNS_PREFIX} ({how}).", err=True)
-            return
-        lines = "\n".join(f"  - {run}: {why}" for run, why in missing.items())
-        if not consent.delete_unexported:
-            raise ToolError(f"refusing to delete Lustre instance {s.LUSTRE_NAME}: these runs are not safely in "
-                            f"gs://{s.bucket}/{lustre.RUNS_PREFIX} ({how}):\n{lines}\nRun `invoke storage.export` "
-                            f"(stop running jobs first: `invoke job.stop ID`), then run this again; or add "
-                            f"--delete-unexported to delete them anyway.", 1)
-        r.say(f"--delete-unexported: deleting Lustre instance {s.LUSTRE_NAME} loses these runs ({how}):\n{lines}",
-              err=True)
-        if consent.ask is None:
-            raise ToolError("refusing to lose unexported runs without a confirmation (nobody to ask).", 1)
-        consent.ask(f"Delete Lustre instance {s.LUSTRE_NAME} and lose the {len(missing)} run(s) listed above?")
-
-    return guard
-
-
-def _bucket_guard(s: Settings) -> Guard:
-    def guard(r: Runner, consent: Any) -> None:
-        if r.dry:
-            r.say(f"# a real run first asks, naming gs://{s.bucket} with its object count and size")
-            return
-        bucket = gcs.get_bucket(gcs.client(s), s)
-        if bucket is None or not gcs.is_ours(bucket):
-            return  # nothing to delete, or the user's own (its delete keeps it and says so)
-        held = gcs.summary(s)
-        if held is None:
-            return
-        question = (f"Delete bucket gs://{s.bucket} with its {held['objects']} objects ({size_text(held['bytes'])}), "
-                    f"the exported checkpoints among them?")
-        r.say(f"--delete-bucket: gs://{s.bucket} holds {held['objects']} objects, {size_text(held['bytes'])}.",
-              err=True)
-        if consent.ask is None:
-            raise ToolError(f"refusing to delete gs://{s.bucket} without a confirmation (nobody to ask).", 1)
-        consent.ask(question)
-
-    return guard
-
-
-def export(r: Runner, s: Settings, run: str | None) -> list[tuple[str, int]]:
-    """Managed Lustre's export-data to the bucket, then what the bucket holds there, and a record of both.
-
-    The record counts as an export only if this export wrote objects (new generations): an export of nothing
-    proves nothing. With a head pod, /data/runs is listed too and any run missing from the bucket is named."""
-    from datetime import UTC, datetime
-
-    lustre_path, uri, prefix = lustre.export_paths(s, run)
-    before = {} if r.dry else gcs.generations(s, prefix)
-    r.run(lustre.lustre_export(s, lustre_path, uri), timeout=6 * 3600)
-    if r.dry:
-        gcs.show(r, lustre.list_equivalent(s, prefix))
-        return []
-    after = gcs.generations(s, prefix)
-    copied = sum(1 for name, gen in after.items() if before.get(name) != gen)
-    objects = gcs.list_prefix(s, prefix)
-    listed = lustre_runs(r, s) if run is None else None
-    files, running = (listed[0], sorted(listed[1])) if listed is not None else (None, [])
-    gcs.write_export_record(s, lustre.export_record(
-        s, lustre_path, uri, datetime.now(UTC), copied=copied, objects=lustre.bucket_run_files(objects),
-        lustre_files=files, running=running))
-    total = sum(size for _, size in objects)
-    r.say(f"gs://{s.bucket}/{prefix}: {len(objects)} objects, {size_text(total)} ({copied} written by this export)")
-    for name, size in objects:
-        r.say(f"  {size_text(size):>10}  gs://{s.bucket}/{name}")
-    if files is not None:
-        missing = lustre.unexported_runs(files, lustre.bucket_run_files(objects), set(running))
-        for run_id, why in missing.items():
-            r.say(f"not exported: {run_id}: {why}", err=True)
-    if copied == 0:
-        r.say("this export copied nothing, so it does not count as an export of /data/runs.", err=True)
-    return objects
-
-
+# ---- storage.status -------------------------------------------------------------------------------------
 def status_rows(r: Runner, s: Settings) -> list[tuple[str, str]]:
     rows: list[tuple[str, str]] = []
     bucket = gcs.summary(s)
     rows.append((f"bucket gs://{s.bucket}", "absent" if bucket is None else
-                 f"{bucket['location']}, {bucket['objects']} objects, {size_text(bucket['bytes'])}"))
+                 f"{bucket['location']}, {bucket['objects']} objects, {data_guard.size_text(bucket['bytes'])}"))
     info = lustre_state(r, s)
     rows.append((f"Lustre {s.LUSTRE_NAME}", "absent" if info is None else
                  f"{info['state']}, {info['capacity_gib']} GiB, IP {info['ip'] or '-'}"))
@@ -553,11 +314,3 @@ def status_rows(r: Runner, s: Settings) -> list[tuple[str, str]]:
     rows.append((f"Secret {s.NAMESPACE}/{names.SECRET_NAME}", "present" if secret is not None and secret.ok
                  else "absent"))
     return rows
-
-
-def size_text(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"

@@ -167,7 +167,7 @@ def run_checks(r: Runner, s: Settings, chosen: Probes | None = None) -> list[Che
 def _tool(r: Runner, name: str, argv: list[str], parse: Callable[[str], Check]) -> Check:
     """A local tool's version: a missing or failing tool is a failed check, with how to install it."""
     from .. import readiness as verdicts
-    from ..runner import INSTALL_HINTS, MissingTool
+    from ..tools import INSTALL_HINTS, MissingTool
 
     try:
         result = r.query(argv)
@@ -183,7 +183,7 @@ def _tool(r: Runner, name: str, argv: list[str], parse: Callable[[str], Check]) 
 def _cloud(r: Runner, name: str, argv: list[str], parse: Callable[[Result], Check]) -> Check:
     """A gcloud question whose every exit code is an answer; without gcloud, a failed check."""
     from .. import readiness as verdicts
-    from ..runner import INSTALL_HINTS, MissingTool
+    from ..tools import INSTALL_HINTS, MissingTool
 
     try:
         result = r.query(argv, ok_codes=range(256))
@@ -247,7 +247,7 @@ def _web_checks(s: Settings, chosen: Probes) -> list[Callable[[], Check]]:
                                                  for url in kubectl.nccl_installer_urls(s)})
 
     def storage_credentials() -> Check:
-        # The storage client's own switch (gcs.client): with an emulator, no Google credentials are used.
+        # The storage client's own switch (gcs_client.client): with an emulator, no Google credentials are used.
         emulator = os.environ.get("STORAGE_EMULATOR_HOST", "")
         return verdicts.check_storage_credentials(emulator, None if emulator else chosen.adc())
 

@@ -38,7 +38,7 @@ def task(*args: Any, **kwargs: Any) -> Callable[..., Any]:
         @functools.wraps(body)
         def guarded(c: Context, *a: Any, **kw: Any) -> Any:
             from ..render import RenderError
-            from ..runner import ToolError
+            from ..tools import ToolError
 
             try:
                 return body(c, *a, **kw)

@@ -19,112 +19,15 @@ from typing import TYPE_CHECKING, Any
 from invoke.collection import Collection
 from invoke.context import Context
 
+from ..resources import head_pod
 from ..settings import Settings
-from . import context
+from . import context, job_views
 
 if TYPE_CHECKING:
-    from pathlib import Path
 
-    from ..runner import Result, Runner
+    from ..runner import Runner
 
 ID_HELP = "Run id, also given bare (`invoke job.status ID`); default: the latest submitted run."
-
-
-def _kubectl_exec(s: Settings, pod: str) -> list[str]:
-    from .. import jobscript
-    from ..commands import kubectl
-
-    return kubectl.base(s) + ["exec", "-i", pod, f"--namespace={s.NAMESPACE}",
-                              f"--container={jobscript.HEAD_CONTAINER}", "--", "bash"]
-
-
-def _pods_argv(s: Settings) -> list[str]:
-    from .. import names
-    from ..commands import kubectl
-
-    return kubectl.get(s, "pods", namespace=s.NAMESPACE, selector=f"ray.io/cluster={names.RAY_RELEASE}",
-                       output="json")
-
-
-def _head(r: Runner, s: Settings) -> tuple[str, int | None]:
-    """(head pod name, GPUs on Running Ray workers or None if unknown). Dry runs: a placeholder, None."""
-    import json
-
-    from .. import names
-    from ..runner import ToolError
-
-    result = r.query(_pods_argv(s))
-    if result is None:
-        return "HEAD_POD", None
-    if not result.ok:
-        raise ToolError(f"cannot list the Ray pods: {result.stderr.strip()}", result.exit_code)
-    items = json.loads(result.stdout or "{}").get("items", [])
-    heads = [p for p in items if p.get("metadata", {}).get("labels", {}).get("ray.io/node-type") == "head"]
-    if not heads:
-        raise ToolError(f"no Ray head pod (labels ray.io/node-type=head, ray.io/cluster={names.RAY_RELEASE}) "
-                        f"in namespace {s.NAMESPACE}: deploy the cluster with `invoke ray.deploy`.", 1)
-    running = [p for p in heads if p.get("status", {}).get("phase") == "Running"]
-    if not running:
-        phase = heads[0].get("status", {}).get("phase", "unknown")
-        raise ToolError(f"the Ray head pod {heads[0]['metadata']['name']} is {phase}, not Running: see "
-                        f"`invoke ray.status`.", 1)
-    head = running[0]["metadata"]["name"]
-    return head, _ray_gpus(r, s, head, items)
-
-
-def _ray_gpus(r: Runner, s: Settings, head: str, items: list[dict[str, Any]]) -> int | None:
-    """What Ray in the head reports (one cheap exec); the Running workers' GPU limits if Ray cannot say."""
-    import json
-
-    from ..resources import ray_steps
-
-    answer = r.query(ray_steps.gpu_query_argv(s, head), ok_codes=range(256), timeout=60)
-    if answer is not None and answer.ok:
-        try:
-            return int(float(json.loads(answer.stdout.strip().splitlines()[-1])["gpus"]))
-        except (ValueError, KeyError, IndexError):
-            pass
-    return _worker_gpus(items)
-
-
-def _worker_gpus(items: list[dict[str, Any]]) -> int | None:
-    """nvidia.com/gpu over Running worker pods; None when no worker declares any (GPU_NODES then decides)."""
-    total, declared = 0, False
-    for pod in items:
-        if pod.get("metadata", {}).get("labels", {}).get("ray.io/node-type") != "worker":
-            continue
-        gpus = 0
-        for container in pod.get("spec", {}).get("containers", []):
-            limit = container.get("resources", {}).get("limits", {}).get("nvidia.com/gpu")
-            if limit is not None:
-                declared = True
-                gpus += int(limit)
-        if pod.get("status", {}).get("phase") == "Running":
-            total += gpus
-    return total if declared else None
-
-
-def _query(r: Runner, s: Settings, script: str) -> Result | None:
-    """Pipe a read-only script into the head pod. Dry run: show it, return None. 'No such run' is exit 3."""
-
-    if r.dry:
-        r.say("# dry run: would ask the head pod (read-only):")
-        r.show_command(_kubectl_exec(s, "HEAD_POD"), stdin=script, stdin_label="run-dir reader")
-        return None
-    return _ask(r, s, script)
-
-
-def _ask(r: Runner, s: Settings, script: str) -> Result:
-    """_query's real run (not dry): the reader's answer, 'no such run' (exit 3) as an error."""
-    from ..runner import ToolError
-
-    pod, _ = _head(r, s)
-    result = r.query(_kubectl_exec(s, pod), stdin=script, ok_codes=(0, 3))
-    if result is None:
-        raise ToolError("the head pod was not asked (a dry run reads nothing)", 1)
-    if result.exit_code == 3:
-        raise ToolError(result.stderr.strip().removeprefix("error: "), 1)
-    return result
 
 
 def _utc_stamp() -> str:
@@ -171,7 +74,7 @@ def submit(c: Context, name: str, set_: list[str] | None = None, id_: str | None
     warning = jobrules.cadence_warning(spec, values)
     if warning:
         r.say(warning, err=True)
-    head, ray_gpus = _head(r, s)
+    head, ray_gpus = head_pod.head(r, s)
     if ray_gpus is not None:
         jobspec.validate(spec, overrides, ray_gpus=ray_gpus, **checks)
     wait_for_model(r, s, spec.model_name)  # a prefetch still downloading it: wait, do not race
@@ -179,7 +82,7 @@ def submit(c: Context, name: str, set_: list[str] | None = None, id_: str | None
                                       spec.dataset, max_restarts=restarts,
                                       gated_model=spec.model_name if spec.gated else "")
     script = jobscript.submit_script(submission)
-    result = r.run(_kubectl_exec(s, head), stdin=script, stdin_label=f"job script for run {run_id}",
+    result = r.run(head_pod.kubectl_exec(s, head), stdin=script, stdin_label=f"job script for run {run_id}",
                    show_stdin=r.dry)
     if not r.dry:
         for line in result.stdout.splitlines():
@@ -187,75 +90,15 @@ def submit(c: Context, name: str, set_: list[str] | None = None, id_: str | None
     if follow:
         r.say(f"following the driver log of {run_id}; Ctrl-C stops following, the job keeps running",
               err=True)
-        r.stream(_kubectl_exec(s, head), stdin=jobscript.logs_script(run_id, follow=True))
+        r.stream(head_pod.kubectl_exec(s, head), stdin=jobscript.logs_script(run_id, follow=True))
 
 
-def _runs_rows(runs: list[dict[str, Any]]) -> list[tuple[str, ...]]:
-    from datetime import UTC, datetime
-
-    rows: list[tuple[str, ...]] = []
-    for run in runs:
-        submitted = run.get("submitted")
-        when = datetime.fromtimestamp(submitted, UTC).strftime("%Y-%m-%d %H:%M") if submitted else "-"
-        latest = run.get("latest_checkpoint")
-        rows.append((run["id"], run.get("job") or "-", _state_text(run), _step_text(run),
-                     "-" if latest is None else str(latest), str(run.get("restarts") or 0), when))
-    return rows
-
-
-def _state_text(run: dict[str, Any]) -> str:
-    if run["state"] == "failed":
-        return f"failed (exit code {run['exit_code']})"
-    return str(run["state"])
-
-
-def _status_lines(run: dict[str, Any]) -> list[str]:
-    """job.status's text: state, step, checkpoint, restarts and why it failed; every figure is in `run`."""
-    lines = [f"run {run['id']} ({run.get('job')}): {_state_text(run)}"]
-    if run.get("phase") and run["phase"] not in ("running", "ended"):
-        lines.append(f"  now: {run['phase']}")
-    lines.append(f"  step: {_step_text(run)}, latest checkpoint: "
-                 f"{run['latest_checkpoint'] if run.get('latest_checkpoint') is not None else '-'}")
-    most = run.get("max_restarts")
-    lines.append(f"  restarts: {run.get('restarts') or 0}" + (f" (at most {most})" if most is not None else ""))
-    for restart in run.get("restart_history") or []:
-        lines.append(f"    {restart['restart']}: resumed from step {restart.get('resumed_from_step', 0)} after "
-                     f"{restart.get('reason')}")
-    failure = run.get("failure")
-    if failure:
-        kind = "the job's own error, not retried" if failure.get("class") == "job" else "infrastructure"
-        lines.append(f"  failed because: {failure.get('reason')} ({kind}"
-                     + (f"; {failure['gave_up']}" if failure.get("gave_up") else "") + ")")
-    lines.append(f"  run dir: {run['run_dir']}, checkpoints: {run.get('checkpoint_dir') or '-'}")
-    return lines
-
-
-def _step_text(run: dict[str, Any]) -> str:
-    if run.get("step") is None:
-        return "-"
-    return f"{run['step']}/{run['max_steps']}" if run.get("max_steps") else str(run["step"])
-
-
-RUN_FIELDS = ("id", "job", "state", "exit_code", "phase", "step", "max_steps", "latest_checkpoint", "restarts",
-              "max_restarts", "restart_history", "failure", "submitted", "run_dir", "checkpoint_dir")
 RUN_SHAPE = ("{id, job, state: running|succeeded|failed|stopped|lost, exit_code, phase, step, max_steps, "
              "latest_checkpoint, restarts, max_restarts, restart_history: [{restart, reason, resumed_from_step}], "
              "failure: {class: job|infrastructure, reason, gave_up} or null, submitted: ISO-8601 UTC, run_dir, "
              "checkpoint_dir}")
 LIST_JSON_HELP = f"{context.JSON_HELP} Shape: {{version, kind: job.list, dry_run, runs: [run]}}, run = {RUN_SHAPE}."
 STATUS_JSON_HELP = f"{context.JSON_HELP} Shape: {{version, kind: job.status, dry_run, run}}, run = {RUN_SHAPE}."
-
-
-def run_document(run: dict[str, Any]) -> dict[str, Any]:
-    """One run for --json: the documented fields, in a fixed order (missing ones null); `submitted` as ISO-8601."""
-    from datetime import UTC, datetime
-
-    out = {name: run.get(name) for name in RUN_FIELDS}
-    if isinstance(out["submitted"], int | float):
-        out["submitted"] = datetime.fromtimestamp(out["submitted"], UTC).isoformat().replace("+00:00", "Z")
-    out["restart_history"] = out["restart_history"] or []
-    out["restarts"] = out["restarts"] or 0
-    return out
 
 
 @context.task(name="list", help={"json_": LIST_JSON_HELP})
@@ -268,10 +111,10 @@ def list_(c: Context, json_: bool = False) -> None:
     with context.json_output(json_) as out:
         s = context.settings(c)
         r = context.runner(c, s)
-        result = _query(r, s, jobscript.reader_script("list"))
+        result = head_pod.query(r, s, jobscript.reader_script("list"))
         runs = [] if result is None else json.loads(result.stdout or "[]")
         if out:
-            out.emit({"kind": "job.list", "dry_run": r.dry, "runs": [run_document(run) for run in runs]},
+            out.emit({"kind": "job.list", "dry_run": r.dry, "runs": [job_views.run_document(run) for run in runs]},
                      secrets=s.secrets)
             return
         if result is None:
@@ -280,7 +123,7 @@ def list_(c: Context, json_: bool = False) -> None:
             r.say("no runs yet: start one with `invoke job.submit NAME`")
             return
         header = ("id", "job", "state", "step", "checkpoint", "restarts", "submitted (UTC)")
-        context.print_table("runs", header, _runs_rows(runs))
+        context.print_table("runs", header, job_views.runs_rows(runs))
 
 
 @context.task(help={"id_": ID_HELP, "json_": STATUS_JSON_HELP})
@@ -294,13 +137,13 @@ def status(c: Context, id_: str | None = None, json_: bool = False) -> None:
     with context.json_output(json_) as out:
         s = context.settings(c)
         r = context.runner(c, s)
-        result = _query(r, s, jobscript.reader_script("status", id_ or ""))
+        result = head_pod.query(r, s, jobscript.reader_script("status", id_ or ""))
         run = None if result is None else json.loads(result.stdout)
         if out:
-            out.emit({"kind": "job.status", "dry_run": r.dry, "run": None if run is None else run_document(run)},
-                     secrets=s.secrets)
+            document = None if run is None else job_views.run_document(run)
+            out.emit({"kind": "job.status", "dry_run": r.dry, "run": document}, secrets=s.secrets)
             return
-        for line in _status_lines(run) if run is not None else []:
+        for line in job_views.status_lines(run) if run is not None else []:
             r.say(line)
 
 
@@ -322,11 +165,11 @@ def logs(c: Context, id_: str | None = None, follow: bool = False, lines: int = 
     if ray:
         _ray_logs(r, s, id_ or "", lines)
         return
-    pod = "HEAD_POD" if r.dry else _head(r, s)[0]
+    pod = "HEAD_POD" if r.dry else head_pod.head(r, s)[0]
     script = jobscript.logs_script(id_ or "", follow=follow, lines=int(lines))
-    code = r.stream(_kubectl_exec(s, pod), stdin=script)
+    code = r.stream(head_pod.kubectl_exec(s, pod), stdin=script)
     if code not in (0, 130):
-        from ..runner import ToolError
+        from ..tools import ToolError
 
         raise ToolError(f"reading the driver log failed (exit code {code})", code)
 
@@ -336,7 +179,7 @@ def _ray_logs(r: Runner, s: Settings, run_id: str, lines: int) -> None:
 
     from .. import jobscript
 
-    result = _query(r, s, jobscript.reader_script("raylogs", run_id))
+    result = head_pod.query(r, s, jobscript.reader_script("raylogs", run_id))
     if result is None:
         return
     answer = json.loads(result.stdout)
@@ -374,13 +217,13 @@ def stop(c: Context, id_: str | None = None, grace: int = 30) -> None:
         raise ConfigError("--grace", grace, "seconds from 0 to 3600.")
     s = context.settings(c)
     r = context.runner(c, s)
-    pod = "HEAD_POD" if r.dry else _head(r, s)[0]
+    pod = "HEAD_POD" if r.dry else head_pod.head(r, s)[0]
     script = jobscript.reader_script("stop", id_ or "", stop_grace_seconds=float(grace))
-    result = r.run(_kubectl_exec(s, pod), stdin=script, stdin_label="stop the run's process group",
+    result = r.run(head_pod.kubectl_exec(s, pod), stdin=script, stdin_label="stop the run's process group",
                    show_stdin=r.dry, dry_stdout="{}", ok_codes=(0, 1, 3))
     if r.dry:
         return
-    from ..runner import ToolError
+    from ..tools import ToolError
 
     if result.exit_code == 3:
         raise ToolError(result.stderr.strip().removeprefix("error: "), 1)
@@ -400,7 +243,7 @@ def checkpoints(c: Context, id_: str | None = None) -> None:
     _check_id(id_)
     s = context.settings(c)
     r = context.runner(c, s)
-    result = _query(r, s, jobscript.reader_script("checkpoints", id_ or ""))
+    result = head_pod.query(r, s, jobscript.reader_script("checkpoints", id_ or ""))
     if result is None:
         return
     answer = json.loads(result.stdout)
@@ -426,9 +269,9 @@ def _number(value: Any) -> str:
 def _exported(r: Runner, s: Settings, run_id: str) -> None:
     """What `storage.export` copied to gs://BUCKET/runs/<id>/ (best effort: no bucket is no error)."""
     from .. import gcs
-    from ..commands import lustre
+    from ..commands import exports
 
-    _, uri, prefix = lustre.export_paths(s, run_id)
+    _, uri, prefix = exports.export_paths(s, run_id)
     try:
         objects = gcs.list_prefix(s, prefix)
     except Exception as exc:  # noqa: BLE001 - credentials, network: say so, the Lustre part stands
@@ -455,10 +298,10 @@ def metrics(c: Context, id_: str | None = None, plot: str | bool | None = None) 
     from ..settings import ConfigError
 
     _check_id(id_)
-    path = _plot_path(plot) if plot not in (None, False) else None
+    path = job_views.plot_path(plot) if plot not in (None, False) else None
     s = context.settings(c)
     r = context.runner(c, s)
-    result = _query(r, s, jobscript.reader_script("log", id_ or ""))
+    result = head_pod.query(r, s, jobscript.reader_script("log", id_ or ""))
     if result is None:
         return
     parsed = jobmetrics.parse(result.stdout)
@@ -468,7 +311,7 @@ def metrics(c: Context, id_: str | None = None, plot: str | bool | None = None) 
     r.say(jobmetrics.summary(parsed))
     if path is not None:
         if plot is True:
-            run_id = id_ or _ask(r, s, jobscript.reader_script("resolve", "")).stdout.strip()
+            run_id = id_ or head_pod.ask(r, s, jobscript.reader_script("resolve", "")).stdout.strip()
             path = path.with_name(f"metrics-{run_id}.png")
         try:
             jobmetrics.plot(parsed, str(path), title=f"run {id_ or 'latest'}")
@@ -477,59 +320,4 @@ def metrics(c: Context, id_: str | None = None, plot: str | bool | None = None) 
         r.say(f"plot written to {path}")
 
 
-def _plot_path(plot: str | bool) -> Path:
-    """--plot's file, checked before anything runs: a .png in a directory that exists and can be written."""
-    import os
-    from pathlib import Path
-
-    from ..settings import ConfigError
-
-    path = Path("metrics-latest.png") if plot is True else Path(str(plot))
-    if path.is_dir():
-        raise ConfigError("--plot", str(plot), f"{path} is a directory: give a file, e.g. {path / 'metrics.png'}.")
-    if path.suffix.lower() != ".png":
-        raise ConfigError("--plot", str(plot), "the plot is a PNG: give a file name ending in .png.")
-    parent = path.parent
-    if not parent.is_dir():
-        raise ConfigError("--plot", str(plot), f"the directory {parent} does not exist: create it or pick another.")
-    if not os.access(parent, os.W_OK):
-        raise ConfigError("--plot", str(plot), f"the directory {parent} is not writable.")
-    return path
-
-
 ns = Collection("job", submit, list_, status, logs, stop, checkpoints, metrics)
-
-
-def latest_run(c: Context, s: Settings) -> dict[str, Any] | None:
-    """The latest run as `run_document` shapes it; None on a dry run or when there is no run (or no head)."""
-    import json
-
-    from .. import jobscript
-    from ..runner import ToolError
-
-    r = context.runner(c, s)
-    if r.dry:
-        return None
-    try:
-        result = _ask(r, s, jobscript.reader_script("status", ""))
-    except ToolError:
-        return None
-    return run_document(json.loads(result.stdout))
-
-
-def latest_summary(c: Context, s: Settings) -> list[str]:
-    """One line for the top-level `status`: the latest run's state and step."""
-    import json
-
-    from .. import jobscript
-    from ..runner import ToolError
-
-    r = context.runner(c, s)
-    if r.dry:
-        return []
-    try:
-        result = _ask(r, s, jobscript.reader_script("status", ""))
-    except ToolError as exc:
-        return [f"latest job: none ({str(exc).splitlines()[0]})"]
-    run = json.loads(result.stdout)
-    return [f"latest job: {run['id']} ({run.get('job')}): {_state_text(run)}, step {_step_text(run)}"]

@@ -59,7 +59,7 @@ def present_map(r: Runner, steps: list[Step], *, any_state: bool = False) -> dic
     None: the check could not tell (a peering cannot be listed before its network exists); `up` then
     lets the graph ask again when the step's turn comes. any_state: present in any state (teardowns: a
     Lustre instance still CREATING is there to delete or keep), not only ready."""
-    from ..runner import ToolError
+    from ..tools import ToolError
 
     def ask(step: Any) -> bool | None:
         try:
@@ -214,7 +214,7 @@ def consent(c: Context, *, delete_data: bool, delete_unexported: bool, delete_bu
 def _bucket_line(s: Settings) -> str:
     """The bucket left behind, with what it holds and costs ('' if there is none)."""
     from .. import cost, gcs
-    from ..resources.storage_steps import size_text
+    from ..resources.data_guard import size_text
 
     try:
         held = gcs.summary(s)

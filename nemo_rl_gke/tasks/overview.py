@@ -120,7 +120,7 @@ def status(c: Context, json_: bool = False) -> None:
                               "cost_so_far": _money(rate * age / 3600) if age is not None and rate else None})
         total = sum(hourly.get(name, 0.0) for name, here in present.items() if here)
         if out:
-            from .job import latest_run
+            from .job_views import latest_run
             from .ray import cluster_state
 
             out.emit({"kind": "status", "dry_run": r.dry, "project": s.PROJECT_ID, "cluster": s.CLUSTER_NAME,
@@ -199,7 +199,7 @@ def _extra_status(c: Context, s: Settings) -> None:
     """The Ray cluster and the latest job, one line each (a failure to read either is said, not fatal)."""
     import sys
 
-    from .job import latest_summary
+    from .job_views import latest_summary
     from .ray import cluster_summary
 
     for name, helper in (("ray", cluster_summary), ("job", latest_summary)):

@@ -165,7 +165,7 @@ def dashboard(c: Context, port: int = 8265, client: bool = False, client_port: i
     if code == 130:
         r.say("dashboard stopped.", err=True)
     elif code:
-        from ..runner import ToolError
+        from ..tools import ToolError
 
         raise ToolError(f"kubectl port-forward exited with code {code}: is the Ray cluster deployed "
                         "(`invoke ray.status`)?", code)

@@ -89,7 +89,7 @@ def delete(c: Context, delete_data: bool = False, delete_unexported: bool = Fals
 @context.task(help={"run": "Export only this run (/data/runs/ID); default: every run.", "force_unlock": UNLOCK_HELP})
 def export(c: Context, run: str | None = None, force_unlock: bool = False) -> None:
     """Copy checkpoints from Lustre to gs://GS_BUCKET/runs/ and list what the bucket holds there."""
-    from ..resources import storage_steps
+    from ..resources import data_guard
     from ..settings import ConfigError
 
     if run is not None and not _RUN_ID.match(run):
@@ -99,10 +99,10 @@ def export(c: Context, run: str | None = None, force_unlock: bool = False) -> No
     s = context.settings(c)
     r = context.runner(c, s)
     if r.dry:
-        storage_steps.export(r, s, run)
+        data_guard.export(r, s, run)
         return
     with deployment_lock(s, "storage.export", force=force_unlock):
-        storage_steps.export(r, s, run)
+        data_guard.export(r, s, run)
 
 
 ns = Collection("storage", create, status, delete, export)

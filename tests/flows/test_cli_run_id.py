@@ -8,7 +8,7 @@ import json
 import pytest
 from flows.test_job_flow import FAST, finished, kill_runs, pod_root, seed_cluster, wait_for
 
-from nemo_rl_gke.tasks.job import RUN_FIELDS
+from nemo_rl_gke.tasks.job_views import RUN_FIELDS
 from support.fake import FakeCloud
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shlex
 
-from nemo_rl_gke.commands import lustre
+from nemo_rl_gke.commands import buckets, lustre
 from nemo_rl_gke.settings import Settings, coerce, validate
 from support.fake import FakeCloud, read_env_example
 
@@ -40,7 +40,7 @@ def test_gcloud_storage_queries_and_updates_parse(gcloud_parse):
     commands = [lustre.range_describe(s), lustre.peering_list(s), lustre.lustre_describe(s),
                 lustre.lustre_describe(s, fmt="value(mountPoint)"),
                 lustre.peering_update(s, ["sql-range", "nemo-lustre-range"]),
-                lustre.peering_update(s, ["sql-range"], force=True), lustre.list_equivalent(s, "runs/")]
+                lustre.peering_update(s, ["sql-range"], force=True), buckets.list_equivalent(s, "runs/")]
     results = gcloud_parse(commands)
     assert not _bad(results)
     assert all(code == 1 for code, _ in results.values())  # well-formed, stopped only for lack of an account

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from nemo_rl_gke import gcs
-from nemo_rl_gke.commands import lustre
+from nemo_rl_gke import gcs, gcs_client
+from nemo_rl_gke.commands import buckets, exports
 from nemo_rl_gke.runner import Runner
 from nemo_rl_gke.settings import ConfigError, Settings, validate
 
@@ -77,16 +77,16 @@ def test_gcs_binding_round_trip_adds_and_removes_only_our_member(gcs_emulator):
     s = make_settings()
     r = runner()
     gcs.create_bucket(r, s, NUMBER)
-    bucket = gcs.client(s).bucket(s.bucket)
+    bucket = gcs_client.client(s).bucket(s.bucket)
     other = "user:someone@example.com"
     gcs.add_binding(bucket, other)
     gcs.ensure_binding(r, s, NUMBER)
-    member = lustre.workload_principal(s, NUMBER)
+    member = buckets.workload_principal(s, NUMBER)
     policy = bucket.get_iam_policy(requested_policy_version=3)
-    assert {other, member} <= set(policy[lustre.OBJECT_USER_ROLE])
+    assert {other, member} <= set(policy[buckets.OBJECT_USER_ROLE])
     gcs.drop_binding(r, s, NUMBER)
     policy = bucket.get_iam_policy(requested_policy_version=3)
-    assert set(policy[lustre.OBJECT_USER_ROLE]) == {other}
+    assert set(policy[buckets.OBJECT_USER_ROLE]) == {other}
 
 
 def test_gcs_binding_exists_after_ensure(gcs_emulator):
@@ -109,11 +109,11 @@ def test_gcs_ensure_binding_twice_changes_nothing(gcs_emulator):
 def test_gcs_list_prefix_lists_one_runs_checkpoints(gcs_emulator):
     s = make_settings()
     gcs.create_bucket(runner(), s, NUMBER)
-    bucket = gcs.client(s).bucket(s.bucket)
+    bucket = gcs_client.client(s).bucket(s.bucket)
     for name in ("runs/a/step_10/config.yaml", "runs/a/step_20/config.yaml", "runs/ab/step_5/config.yaml",
                  "runs/b/step_10/config.yaml"):
         bucket.blob(name).upload_from_string("x" * 3)
-    _, _, prefix = lustre.export_paths(s, "a")
+    _, _, prefix = exports.export_paths(s, "a")
     assert gcs.list_prefix(s, prefix) == [("runs/a/step_10/config.yaml", 3),
                                           ("runs/a/step_20/config.yaml", 3)]
 
@@ -121,7 +121,7 @@ def test_gcs_list_prefix_lists_one_runs_checkpoints(gcs_emulator):
 def test_gcs_summary_counts_objects_and_bytes(gcs_emulator):
     s = make_settings()
     gcs.create_bucket(runner(), s, NUMBER)
-    bucket = gcs.client(s).bucket(s.bucket)
+    bucket = gcs_client.client(s).bucket(s.bucket)
     bucket.blob("runs/a/x").upload_from_string("12345")
     bucket.blob("runs/b/y").upload_from_string("123")
     marker = bucket.get_blob(gcs.MARKER_OBJECT).size  # written by create_bucket: the bucket is ours
@@ -132,22 +132,22 @@ def test_gcs_summary_counts_objects_and_bytes(gcs_emulator):
 def test_gcs_bucket_we_create_is_ours_and_a_users_is_not(gcs_emulator):
     s = make_settings()
     gcs.create_bucket(runner(), s, NUMBER)
-    users = gcs.client(s).create_bucket("users-own-bucket")
-    assert (gcs.is_ours(gcs.client(s).get_bucket(s.bucket)), gcs.is_ours(users)) == (True, False)
+    users = gcs_client.client(s).create_bucket("users-own-bucket")
+    assert (gcs.is_ours(gcs_client.client(s).get_bucket(s.bucket)), gcs.is_ours(users)) == (True, False)
 
 
 def test_gcs_export_record_round_trip_is_fresh(gcs_emulator):
     s = make_settings()
     gcs.create_bucket(runner(), s, NUMBER)
     now = datetime.now(UTC)
-    gcs.write_export_record(s, lustre.export_record(s, lustre.RUNS_PATH, f"gs://{s.bucket}/runs/", now, copied=2))
-    assert lustre.export_is_fresh(gcs.read_export_record(s), now + timedelta(hours=1))
+    gcs.write_export_record(s, exports.export_record(s, exports.RUNS_PATH, f"gs://{s.bucket}/runs/", now, copied=2))
+    assert exports.export_is_fresh(gcs.read_export_record(s), now + timedelta(hours=1))
 
 
 def test_gcs_generations_change_when_an_object_is_rewritten(gcs_emulator):
     s = make_settings()
     gcs.create_bucket(runner(), s, NUMBER)
-    blob = gcs.client(s).bucket(s.bucket).blob("runs/a/x")
+    blob = gcs_client.client(s).bucket(s.bucket).blob("runs/a/x")
     blob.upload_from_string("1")
     before = gcs.generations(s, "runs/")
     blob.upload_from_string("2")
@@ -165,7 +165,7 @@ def test_gcs_delete_bucket_removes_it_with_its_objects(gcs_emulator):
     s = make_settings()
     r = runner()
     gcs.create_bucket(r, s, NUMBER)
-    gcs.client(s).bucket(s.bucket).blob("runs/a/x").upload_from_string("1")
+    gcs_client.client(s).bucket(s.bucket).blob("runs/a/x").upload_from_string("1")
     gcs.delete_bucket(r, s)
     assert gcs.bucket_exists(r, s, NUMBER) is False
 
@@ -175,7 +175,7 @@ def test_gcs_dry_create_touches_no_server(gcs_emulator):
     r = runner(dry=True)
     gcs.create_bucket(r, s, NUMBER)
     gcs.ensure_binding(r, s, NUMBER)
-    assert gcs.client(s).lookup_bucket(s.bucket) is None
+    assert gcs_client.client(s).lookup_bucket(s.bucket) is None
 
 
 def test_gcs_dry_create_prints_the_gcloud_equivalent(gcs_emulator):

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from nemo_rl_gke import render
-from nemo_rl_gke.commands import lustre
+from nemo_rl_gke.commands import kube_objects
 from nemo_rl_gke.settings import Settings, validate
 from support.schemas import SchemaError, validate_builtin
 
@@ -22,7 +22,7 @@ def make_settings(**overrides) -> Settings:
 
 
 def pv_pvc(s: Settings, capacity: int = 18000) -> tuple[dict, dict]:
-    pv, pvc = lustre.pv_pvc_yaml(s, IP, capacity)
+    pv, pvc = kube_objects.pv_pvc_yaml(s, IP, capacity)
     return yaml.safe_load(pv), yaml.safe_load(pvc)
 
 
@@ -38,12 +38,12 @@ def test_storage_manifests_pvc_is_strictly_valid(namespace):
 
 @pytest.mark.parametrize("namespace", ["default", "nemo"])
 def test_storage_manifests_service_account_docs_are_strictly_valid(namespace):
-    for doc in lustre.service_account(make_settings(NAMESPACE=namespace)):
+    for doc in kube_objects.service_account(make_settings(NAMESPACE=namespace)):
         validate_builtin(doc)
 
 
 def test_storage_manifests_secret_is_strictly_valid():
-    validate_builtin(lustre.secret(make_settings()))
+    validate_builtin(kube_objects.secret(make_settings()))
 
 
 def test_storage_manifests_strict_validation_rejects_an_unknown_field():
@@ -80,7 +80,7 @@ def test_storage_manifests_pv_handle_uses_lustre_zone():
 
 
 def test_storage_manifests_missing_variable_fails_the_render():
-    values = lustre.pv_values(make_settings(), IP, 18000)
+    values = kube_objects.pv_values(make_settings(), IP, 18000)
     del values["LUSTRE_IP"]
     with pytest.raises(render.RenderError):
         render.render_file("lustre-pv.yaml", values)
@@ -88,5 +88,5 @@ def test_storage_manifests_missing_variable_fails_the_render():
 
 def test_storage_manifests_rendered_files_hold_no_secret():
     s = make_settings()
-    text = "".join(lustre.pv_pvc_yaml(s, IP, 18000)) + lustre.to_yaml(lustre.service_account(s))
+    text = "".join(kube_objects.pv_pvc_yaml(s, IP, 18000)) + kube_objects.to_yaml(kube_objects.service_account(s))
     assert s.HF_TOKEN not in text and s.WANDB_API_KEY not in text

@@ -57,14 +57,14 @@ def base() -> S.Settings:
 def commands(s: S.Settings) -> list[list[str]]:
     """Every argv our steps and builders make from these settings (what reaches gcloud/kubectl/helm)."""
     from nemo_rl_gke import names
-    from nemo_rl_gke.commands import gcloud, helm, kubectl, lustre
+    from nemo_rl_gke.commands import buckets, gcloud, helm, kubectl, lustre
 
     out = [gcloud.network_create(s, s.NETWORK, subnet_mode="auto"), gcloud.firewall_create(s),
            gcloud.cluster_create(s), gcloud.get_credentials(s), gcloud.cluster_delete(s),
            gcloud.subnet_create(s, names.gvnic_subnet(s), network=names.gvnic_network(s),
                                 ip_range=names.GVNIC_RANGE),
            lustre.range_create(s), lustre.peering_connect(s), lustre.lustre_create(s), lustre.lustre_delete(s),
-           lustre.bucket_create_equivalent(s), lustre.binding_add_equivalent(s, "123456"),
+           buckets.bucket_create_equivalent(s), buckets.binding_add_equivalent(s, "123456"),
            kubectl.apply_stdin(s), helm.status(s)]
     if not s.autopilot:
         out.append(gcloud.node_pool_create(s))

@@ -2,7 +2,7 @@
 
 `running_emulator()` starts it in a thread on a free 127.0.0.1 port, in memory, and yields its
 STORAGE_EMULATOR_HOST value (the scheme is required). The `gcs_emulator` fixture also sets that variable
-for the test, so `nemo_rl_gke.gcs.client()` talks to it with anonymous credentials; subprocesses (the
+for the test, so `nemo_rl_gke.gcs_client.client()` talks to it with anonymous credentials; subprocesses (the
 fake-cloud flows) get it through their environment.
 
 The emulator keeps what IAM policies it is given and lists with prefix/delimiter, but it drops bucket

@@ -61,7 +61,7 @@ class TimedOut(Exception):
 
 @dataclass
 class FakeTools:
-    """The Runner's process seam (runner.Tools) over the fake cloud's handlers.
+    """The Runner's process seam (tools.Tools) over the fake cloud's handlers.
 
     A command whose executable resolves (PATH, then .tools/bin, as the real seam does) to the fake's bin/ is
     dispatched in-process; anything else, and `kubectl exec … -- bash`, runs as a real process."""
@@ -77,7 +77,7 @@ class FakeTools:
         return self
 
     def _in_process(self, argv: list[str]) -> bool:
-        from nemo_rl_gke.runner import find_tool
+        from nemo_rl_gke.tools import find_tool
 
         if time.monotonic() > self.deadline:
             raise TimedOut(f"in-process invoke ran past its timeout; stopped at: {' '.join(argv[:6])}")
@@ -87,7 +87,7 @@ class FakeTools:
 
     def run(self, argv: list[str], *, stdin: str | None, timeout: float | None) -> Any:
         from fakecloud.main import dispatch
-        from nemo_rl_gke.runner import Processes, Ran
+        from nemo_rl_gke.tools import Processes, Ran
 
         if not self._in_process(argv):
             self.process_calls += 1
@@ -99,7 +99,7 @@ class FakeTools:
 
     def stream(self, argv: list[str], *, stdin: str | None, out: Callable[[str], None],
                err: Callable[[str], None]) -> int:
-        from nemo_rl_gke.runner import Processes
+        from nemo_rl_gke.tools import Processes
 
         if not self._in_process(argv):
             self.process_calls += 1

@@ -8,7 +8,8 @@ import pytest
 
 from nemo_rl_gke import graph
 from nemo_rl_gke.graph import GraphError, Step
-from nemo_rl_gke.runner import Runner, ToolError
+from nemo_rl_gke.runner import Runner
+from nemo_rl_gke.tools import ToolError
 
 
 class World:

@@ -10,8 +10,9 @@ import time
 
 import pytest
 
-from nemo_rl_gke import runner as runner_module
-from nemo_rl_gke.runner import ALREADY_EXISTS, MissingTool, Runner, ToolError
+from nemo_rl_gke import tools as tools_module
+from nemo_rl_gke.runner import ALREADY_EXISTS, Runner
+from nemo_rl_gke.tools import MissingTool, ToolError
 
 
 def make_tool(tmp_path, name: str, body: str) -> str:
@@ -104,7 +105,7 @@ def test_accept_pattern_turns_already_exists_into_success(tool_path):
 
 def test_missing_tool_is_exit_127_with_install_hint(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(runner_module, "PROJECT_TOOLS", tmp_path / "no-tools")
+    monkeypatch.setattr(tools_module, "PROJECT_TOOLS", tmp_path / "no-tools")
     r, _, _ = runner()
     with pytest.raises(MissingTool) as caught:
         r.run(["helm", "version"])

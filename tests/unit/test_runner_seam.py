@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from nemo_rl_gke import runner as runner_module
-from nemo_rl_gke.runner import TRANSIENT, Interrupted, Ran, Runner, ToolError
+from nemo_rl_gke import tools as tools_module
+from nemo_rl_gke.runner import TRANSIENT, Interrupted, Runner
 from nemo_rl_gke.settings import ConfigError
+from nemo_rl_gke.tools import Ran, ToolError
 
 SECRET = "hf_STREAMEDsecret4242"
 
@@ -60,7 +61,7 @@ def test_runner_seam_gets_argv_as_strings_and_stdin():
 
 def test_runner_finds_helm_in_project_tools_when_not_on_path(tmp_path, monkeypatch):
     write_tool(tmp_path / "tools", "helm", "print('v3.17.3 from .tools/bin')")
-    monkeypatch.setattr(runner_module, "PROJECT_TOOLS", tmp_path / "tools")
+    monkeypatch.setattr(tools_module, "PROJECT_TOOLS", tmp_path / "tools")
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     r, _, _ = quiet()
     assert r.run(["helm", "version"], echo=False).stdout.strip() == "v3.17.3 from .tools/bin"
@@ -69,7 +70,7 @@ def test_runner_finds_helm_in_project_tools_when_not_on_path(tmp_path, monkeypat
 def test_runner_prefers_the_helm_on_path_over_project_tools(tmp_path, monkeypatch):
     write_tool(tmp_path / "tools", "helm", "print('project')")
     write_tool(tmp_path / "path", "helm", "print('path')")
-    monkeypatch.setattr(runner_module, "PROJECT_TOOLS", tmp_path / "tools")
+    monkeypatch.setattr(tools_module, "PROJECT_TOOLS", tmp_path / "tools")
     monkeypatch.setenv("PATH", str(tmp_path / "path"))
     r, _, _ = quiet()
     assert r.run(["helm", "version"], echo=False).stdout.strip() == "path"

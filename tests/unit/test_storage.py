@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from nemo_rl_gke import gcs
-from nemo_rl_gke.commands import lustre
+from nemo_rl_gke.commands import buckets, exports, kube_objects, lustre
 from nemo_rl_gke.resources import storage_steps
 from nemo_rl_gke.settings import ConfigError, Settings, validate
 
@@ -67,59 +67,59 @@ def test_mount_ip_of_an_empty_mount_point_raises():
 
 
 def test_export_fresh_for_a_recent_full_export():
-    record = lustre.export_record(make_settings(), lustre.RUNS_PATH, "gs://b/runs/", NOW - timedelta(hours=2),
+    record = exports.export_record(make_settings(), exports.RUNS_PATH, "gs://b/runs/", NOW - timedelta(hours=2),
                                   copied=3)
-    assert lustre.export_is_fresh(record, NOW)
+    assert exports.export_is_fresh(record, NOW)
 
 
 def test_export_that_copied_nothing_does_not_count():
-    record = lustre.export_record(make_settings(), lustre.RUNS_PATH, "gs://b/runs/", NOW, copied=0)
-    assert not lustre.export_is_fresh(record, NOW)
+    record = exports.export_record(make_settings(), exports.RUNS_PATH, "gs://b/runs/", NOW, copied=0)
+    assert not exports.export_is_fresh(record, NOW)
 
 
 def test_export_not_fresh_after_a_day():
-    record = lustre.export_record(make_settings(), lustre.RUNS_PATH, "gs://b/runs/", NOW - timedelta(hours=25),
+    record = exports.export_record(make_settings(), exports.RUNS_PATH, "gs://b/runs/", NOW - timedelta(hours=25),
                                   copied=3)
-    assert not lustre.export_is_fresh(record, NOW)
+    assert not exports.export_is_fresh(record, NOW)
 
 
 def test_export_of_one_run_does_not_cover_the_instance():
-    record = lustre.export_record(make_settings(), "/runs/r1", "gs://b/runs/r1/", NOW, copied=3)
-    assert not lustre.export_is_fresh(record, NOW)
+    record = exports.export_record(make_settings(), "/runs/r1", "gs://b/runs/r1/", NOW, copied=3)
+    assert not exports.export_is_fresh(record, NOW)
 
 
 def test_unexported_runs_names_runs_with_missing_or_resized_files_and_running_ones():
     on_lustre = {"r1/a": 1, "r1/b": 2, "r2/a": 5, "r3/a": 1, "r4/pid": 3}
     in_bucket = {"r1/a": 1, "r1/b": 2, "r2/a": 4, "extra/x": 9, "r4/pid": 3}
-    assert lustre.unexported_runs(on_lustre, in_bucket, {"r4"}) == {
+    assert exports.unexported_runs(on_lustre, in_bucket, {"r4"}) == {
         "r2": "1 file(s) of another size in the bucket (e.g. r2/a)",
         "r3": "1 file(s) not in the bucket (e.g. r3/a)", "r4": "still running"}
 
 
 def test_unexported_runs_is_empty_when_every_file_is_in_the_bucket():
-    assert lustre.unexported_runs({"r1/a": 1}, {"r1/a": 1, "r1/old": 7}) == {}
+    assert exports.unexported_runs({"r1/a": 1}, {"r1/a": 1, "r1/old": 7}) == {}
 
 
 def test_parse_runs_listing_reads_files_runs_and_running():
     text = "run r1\nrun r2\nrunning r2\nfile 10 r1/step_1/x y.pt\nfile 3 r2/pid\n"
-    assert lustre.parse_runs_listing(text) == ({"r1/step_1/x y.pt": 10, "r2/pid": 3}, {"r1", "r2"}, {"r2"})
+    assert exports.parse_runs_listing(text) == ({"r1/step_1/x y.pt": 10, "r2/pid": 3}, {"r1", "r2"}, {"r2"})
 
 
 def test_bucket_run_files_strips_the_prefix_and_skips_folders():
-    assert lustre.bucket_run_files([("runs/r1/a", 4), ("runs/r1/", 0), ("other/b", 1)]) == {"r1/a": 4}
+    assert exports.bucket_run_files([("runs/r1/a", 4), ("runs/r1/", 0), ("other/b", 1)]) == {"r1/a": 4}
 
 
 def test_export_record_unreadable_is_not_fresh():
-    assert not lustre.export_is_fresh("not json", NOW)
+    assert not exports.export_is_fresh("not json", NOW)
 
 
 def test_export_paths_of_one_run():
-    assert lustre.export_paths(make_settings(GS_BUCKET="ckpt-b"), "r1") == ("/runs/r1", "gs://ckpt-b/runs/r1/",
+    assert exports.export_paths(make_settings(GS_BUCKET="ckpt-b"), "r1") == ("/runs/r1", "gs://ckpt-b/runs/r1/",
                                                                             "runs/r1/")
 
 
 def test_export_paths_of_every_run():
-    assert lustre.export_paths(make_settings(GS_BUCKET="ckpt-b"), None) == ("/runs", "gs://ckpt-b/runs/", "runs/")
+    assert exports.export_paths(make_settings(GS_BUCKET="ckpt-b"), None) == ("/runs", "gs://ckpt-b/runs/", "runs/")
 
 
 def _secret_json(values: dict[str, str]) -> str:
@@ -128,16 +128,17 @@ def _secret_json(values: dict[str, str]) -> str:
 
 def test_secret_matches_the_same_values():
     s = make_settings()
-    assert lustre.secret_matches(s, _secret_json(lustre.secret_values(s)))
+    assert kube_objects.secret_matches(s, _secret_json(kube_objects.secret_values(s)))
 
 
 def test_secret_does_not_match_a_changed_token():
     s = make_settings()
-    assert not lustre.secret_matches(s, _secret_json({**lustre.secret_values(s), "HF_TOKEN": "hf_oldVALUE123"}))
+    changed = {**kube_objects.secret_values(s), "HF_TOKEN": "hf_oldVALUE123"}
+    assert not kube_objects.secret_matches(s, _secret_json(changed))
 
 
 def test_workload_principal_is_the_documented_member():
-    assert lustre.workload_principal(make_settings(NAMESPACE="nemo", KSA_NAME="ray-ksa"), "42") == (
+    assert buckets.workload_principal(make_settings(NAMESPACE="nemo", KSA_NAME="ray-ksa"), "42") == (
         "principal://iam.googleapis.com/projects/42/locations/global/workloadIdentityPools/"
         "my-nemo-project.svc.id.goog/subject/ns/nemo/sa/ray-ksa")
 
@@ -201,8 +202,8 @@ def test_secret_with_a_value_that_is_not_utf8_does_not_match():
     import json
 
     body = json.dumps({"data": {"HF_TOKEN": base64.b64encode(b"\xff\xfe").decode(), "WANDB_API_KEY": ""}})
-    assert lustre.secret_matches(make_settings(), body) is False
+    assert kube_objects.secret_matches(make_settings(), body) is False
 
 
 def test_secret_with_a_value_that_is_not_base64_does_not_match():
-    assert lustre.secret_matches(make_settings(), '{"data": {"HF_TOKEN": "%%%"}}') is False
+    assert kube_objects.secret_matches(make_settings(), '{"data": {"HF_TOKEN": "%%%"}}') is False

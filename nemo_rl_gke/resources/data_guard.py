@@ -1,0 +1,213 @@
+"""The data guard: what must hold before the Lustre instance or the bucket is deleted, attached to their steps
+in storage_steps.py (so every delete path runs it). The export check lists /data/runs in the Ray head pod and
+gs://BUCKET/runs/ and compares names and sizes; running runs block; the last export record (within 24 h)
+answers when the head pod is gone. Also `storage.export` itself, which writes that record."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from .. import gcs, gcs_client, names
+from ..commands import buckets, exports, gcloud, kubectl, lustre
+from ..graph import Guard
+from ..runner import Runner
+from ..settings import Settings
+from ..tools import ToolError
+from .inventory import Inventory, short
+
+# The instance's describe as a dict (state, capacity_gib, ip), or None when it does not exist.
+LustreState = Callable[[Runner, Settings], "dict[str, Any] | None"]
+
+
+def head_pod(r: Runner, s: Settings, inv: Inventory | None = None) -> str | None:
+    """The Running Ray head pod, which mounts the Lustre volume at /data; None without cluster, Ray or pod.
+
+    inv: this run's inventory: its cluster listing says whether there is a cluster, and a kubectl that
+    answered its listings needs no fresh credentials (two calls less before a teardown can start)."""
+    clusters = inv.listed(r, "cluster") if inv is not None else None
+    if clusters is not None and inv is not None:
+        if inv.cluster(clusters) is None:
+            return None
+    elif not r.exists(gcloud.cluster_describe(s)):
+        return None
+    if inv is None or not inv.kube_answered():
+        r.run(gcloud.get_credentials(s))
+    result = r.query(kubectl.get(s, "pods", namespace=s.NAMESPACE,
+                                 selector=f"ray.io/cluster={names.RAY_RELEASE},ray.io/node-type=head"),
+                     ok_codes=range(256))
+    if result is None or not result.ok:
+        return None
+    items = json.loads(result.stdout or "{}").get("items", [])
+    running = [p["metadata"]["name"] for p in items if p.get("status", {}).get("phase") == "Running"]
+    return running[0] if running else None
+
+
+def head_exec(s: Settings, pod: str) -> list[str]:
+    from .. import jobscript
+
+    return kubectl.base(s) + ["exec", "-i", pod, f"--namespace={s.NAMESPACE}",
+                              f"--container={jobscript.HEAD_CONTAINER}", "--", "bash"]
+
+
+def lustre_runs(r: Runner, s: Settings, inv: Inventory | None = None) -> tuple[dict[str, int], set[str], str] | None:
+    """(files under /data/runs -> size, running run ids, the pod asked), or None with no head pod to ask."""
+    pod = head_pod(r, s, inv)
+    if pod is None:
+        return None
+    result = r.query(head_exec(s, pod), stdin=exports.RUNS_LISTING_SCRIPT, ok_codes=(0,), timeout=300)
+    if result is None:
+        return None
+    files, _, running = exports.parse_runs_listing(result.stdout)
+    return files, running, pod
+
+
+def export_check(r: Runner, s: Settings, inv: Inventory | None = None) -> tuple[dict[str, str], str]:
+    """(run id -> why it is not safely in the bucket, how that was established). Empty: every run is there.
+
+    With a head pod: /data/runs and gs://BUCKET/runs/ listed now, file by file. Without one (the cluster is
+    gone, nothing can write to /data any more): the last full export's record, if it wrote something, is
+    less than a day old, and every file it saw on /data (or in the bucket) is still in the bucket."""
+    bucket_files = exports.bucket_run_files(gcs.list_prefix(s, exports.RUNS_PREFIX))
+    where = f"gs://{s.bucket}/{exports.RUNS_PREFIX}"
+    listed = lustre_runs(r, s, inv)
+    if listed is not None:
+        files, running, pod = listed
+        runs = {path.split("/", 1)[0] for path in files}
+        missing = exports.unexported_runs(files, bucket_files, running)
+        if not missing:
+            record_check(r, s, files)
+        return missing, f"listed /data/runs in pod {pod} ({len(runs)} runs, {len(files)} files) and {where}"
+    from datetime import UTC, datetime
+
+    now = datetime.now(UTC)
+    how = f"no Ray head pod to list /data; the records in gs://{s.bucket}/nemo-rl-gke/"
+    check = gcs.read_export_record(s, exports.CHECK_MARKER)
+    text = gcs.read_export_record(s)
+    usable = [exports.parse_export_record(t) for t, ok in ((check, exports.check_is_fresh(check, now)),
+                                                          (text, exports.export_is_fresh(text, now))) if ok]
+    if not usable:
+        record = exports.parse_export_record(text)
+        if record is None:
+            return {"(every run)": "no export recorded, and no Ray head pod to list /data/runs"}, how
+        copied = int(record.get("copied") or 0)
+        why = (f"the last export ({record.get('time')}) copied nothing" if copied == 0 else
+               f"the last full export is from {record.get('time')} (more than "
+               f"{exports.EXPORT_FRESH.total_seconds() / 3600:.0f} h ago, or of one run only)")
+        return {"(every run)": why}, how
+    record = max((rec for rec in usable if rec is not None), key=lambda rec: rec["when"])
+    seen = record.get("lustre_files")
+    seen = seen if isinstance(seen, dict) else record.get("objects") or {}
+    return exports.unexported_runs({k: int(v) for k, v in seen.items()}, bucket_files,
+                                  set(record.get("running") or ())), f"{how}, of {record.get('time')}"
+
+
+def record_check(r: Runner, s: Settings, files: dict[str, int]) -> None:
+    """Remember a verification by listing (for a re-run after the head pod is gone); best effort: without a
+    bucket there is nowhere to keep it, and the check itself stands."""
+    from datetime import UTC, datetime
+
+    lustre_path, uri, _ = exports.export_paths(s, None)
+    try:
+        gcs.write_export_record(s, exports.export_record(s, lustre_path, uri, datetime.now(UTC), copied=-1,
+                                                        lustre_files=files), exports.CHECK_MARKER)
+    except gcs_client.StorageError as exc:
+        r.say(f"note: the export check was not recorded in the bucket ({str(exc).splitlines()[0][:160]})",
+              err=True)
+
+
+def lustre_guard(s: Settings, inv: Inventory | None, lustre_state: LustreState) -> Guard:
+    """The Lustre step's guard. lustre_state: storage_steps' describe of the instance (None: it is gone)."""
+
+    def guard(r: Runner, consent: Any) -> None:
+        if r.dry:
+            r.say(f"# a real run first checks that every run under /data/runs is in gs://{s.bucket}/"
+                  f"{exports.RUNS_PREFIX} (same files and sizes) and that none is running")
+            return
+        listed = inv.listed(r, "Lustre instance") if inv is not None else None
+        if (not any(short(i.get("name")) == s.LUSTRE_NAME for i in listed) if listed is not None
+                else lustre_state(r, s) is None):
+            return
+        missing, how = export_check(r, s, inv)
+        if not missing:
+            r.say(f"export verified: every run on Lustre {s.LUSTRE_NAME} is in gs://{s.bucket}/"
+                  f"{exports.RUNS_PREFIX} ({how}).", err=True)
+            return
+        lines = "\n".join(f"  - {run}: {why}" for run, why in missing.items())
+        if not consent.delete_unexported:
+            raise ToolError(f"refusing to delete Lustre instance {s.LUSTRE_NAME}: these runs are not safely in "
+                            f"gs://{s.bucket}/{exports.RUNS_PREFIX} ({how}):\n{lines}\nRun `invoke storage.export` "
+                            f"(stop running jobs first: `invoke job.stop ID`), then run this again; or add "
+                            f"--delete-unexported to delete them anyway.", 1)
+        r.say(f"--delete-unexported: deleting Lustre instance {s.LUSTRE_NAME} loses these runs ({how}):\n{lines}",
+              err=True)
+        if consent.ask is None:
+            raise ToolError("refusing to lose unexported runs without a confirmation (nobody to ask).", 1)
+        consent.ask(f"Delete Lustre instance {s.LUSTRE_NAME} and lose the {len(missing)} run(s) listed above?")
+
+    return guard
+
+
+def bucket_guard(s: Settings) -> Guard:
+    def guard(r: Runner, consent: Any) -> None:
+        if r.dry:
+            r.say(f"# a real run first asks, naming gs://{s.bucket} with its object count and size")
+            return
+        bucket = gcs.get_bucket(gcs_client.client(s), s)
+        if bucket is None or not gcs.is_ours(bucket):
+            return  # nothing to delete, or the user's own (its delete keeps it and says so)
+        held = gcs.summary(s)
+        if held is None:
+            return
+        question = (f"Delete bucket gs://{s.bucket} with its {held['objects']} objects ({size_text(held['bytes'])}), "
+                    f"the exported checkpoints among them?")
+        r.say(f"--delete-bucket: gs://{s.bucket} holds {held['objects']} objects, {size_text(held['bytes'])}.",
+              err=True)
+        if consent.ask is None:
+            raise ToolError(f"refusing to delete gs://{s.bucket} without a confirmation (nobody to ask).", 1)
+        consent.ask(question)
+
+    return guard
+
+
+def export(r: Runner, s: Settings, run: str | None) -> list[tuple[str, int]]:
+    """Managed Lustre's export-data to the bucket, then what the bucket holds there, and a record of both.
+
+    The record counts as an export only if this export wrote objects (new generations): an export of nothing
+    proves nothing. With a head pod, /data/runs is listed too and any run missing from the bucket is named."""
+    from datetime import UTC, datetime
+
+    lustre_path, uri, prefix = exports.export_paths(s, run)
+    before = {} if r.dry else gcs.generations(s, prefix)
+    r.run(lustre.lustre_export(s, lustre_path, uri), timeout=6 * 3600)
+    if r.dry:
+        gcs.show(r, buckets.list_equivalent(s, prefix))
+        return []
+    after = gcs.generations(s, prefix)
+    copied = sum(1 for name, gen in after.items() if before.get(name) != gen)
+    objects = gcs.list_prefix(s, prefix)
+    listed = lustre_runs(r, s) if run is None else None
+    files, running = (listed[0], sorted(listed[1])) if listed is not None else (None, [])
+    gcs.write_export_record(s, exports.export_record(
+        s, lustre_path, uri, datetime.now(UTC), copied=copied, objects=exports.bucket_run_files(objects),
+        lustre_files=files, running=running))
+    total = sum(size for _, size in objects)
+    r.say(f"gs://{s.bucket}/{prefix}: {len(objects)} objects, {size_text(total)} ({copied} written by this export)")
+    for name, size in objects:
+        r.say(f"  {size_text(size):>10}  gs://{s.bucket}/{name}")
+    if files is not None:
+        missing = exports.unexported_runs(files, exports.bucket_run_files(objects), set(running))
+        for run_id, why in missing.items():
+            r.say(f"not exported: {run_id}: {why}", err=True)
+    if copied == 0:
+        r.say("this export copied nothing, so it does not count as an export of /data/runs.", err=True)
+    return objects
+
+
+def size_text(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"

@@ -1,0 +1,107 @@
+"""The Ray head pod, for the job tasks: finding it (Running, or a clear error saying why not), the GPUs Ray
+sees, and read-only scripts piped into it (`kubectl exec -i … -- bash`), whose 'no such run' is exit 3."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..settings import Settings
+
+if TYPE_CHECKING:
+    from ..runner import Result, Runner
+
+def kubectl_exec(s: Settings, pod: str) -> list[str]:
+    from .. import jobscript
+    from ..commands import kubectl
+
+    return kubectl.base(s) + ["exec", "-i", pod, f"--namespace={s.NAMESPACE}",
+                              f"--container={jobscript.HEAD_CONTAINER}", "--", "bash"]
+
+
+def pods_argv(s: Settings) -> list[str]:
+    from .. import names
+    from ..commands import kubectl
+
+    return kubectl.get(s, "pods", namespace=s.NAMESPACE, selector=f"ray.io/cluster={names.RAY_RELEASE}",
+                       output="json")
+
+
+def head(r: Runner, s: Settings) -> tuple[str, int | None]:
+    """(head pod name, GPUs on Running Ray workers or None if unknown). Dry runs: a placeholder, None."""
+    import json
+
+    from .. import names
+    from ..tools import ToolError
+
+    result = r.query(pods_argv(s))
+    if result is None:
+        return "HEAD_POD", None
+    if not result.ok:
+        raise ToolError(f"cannot list the Ray pods: {result.stderr.strip()}", result.exit_code)
+    items = json.loads(result.stdout or "{}").get("items", [])
+    heads = [p for p in items if p.get("metadata", {}).get("labels", {}).get("ray.io/node-type") == "head"]
+    if not heads:
+        raise ToolError(f"no Ray head pod (labels ray.io/node-type=head, ray.io/cluster={names.RAY_RELEASE}) "
+                        f"in namespace {s.NAMESPACE}: deploy the cluster with `invoke ray.deploy`.", 1)
+    running = [p for p in heads if p.get("status", {}).get("phase") == "Running"]
+    if not running:
+        phase = heads[0].get("status", {}).get("phase", "unknown")
+        raise ToolError(f"the Ray head pod {heads[0]['metadata']['name']} is {phase}, not Running: see "
+                        f"`invoke ray.status`.", 1)
+    head = running[0]["metadata"]["name"]
+    return head, ray_gpus(r, s, head, items)
+
+
+def ray_gpus(r: Runner, s: Settings, head: str, items: list[dict[str, Any]]) -> int | None:
+    """What Ray in the head reports (one cheap exec); the Running workers' GPU limits if Ray cannot say."""
+    import json
+
+    from ..resources import ray_steps
+
+    answer = r.query(ray_steps.gpu_query_argv(s, head), ok_codes=range(256), timeout=60)
+    if answer is not None and answer.ok:
+        try:
+            return int(float(json.loads(answer.stdout.strip().splitlines()[-1])["gpus"]))
+        except (ValueError, KeyError, IndexError):
+            pass
+    return worker_gpus(items)
+
+
+def worker_gpus(items: list[dict[str, Any]]) -> int | None:
+    """nvidia.com/gpu over Running worker pods; None when no worker declares any (GPU_NODES then decides)."""
+    total, declared = 0, False
+    for pod in items:
+        if pod.get("metadata", {}).get("labels", {}).get("ray.io/node-type") != "worker":
+            continue
+        gpus = 0
+        for container in pod.get("spec", {}).get("containers", []):
+            limit = container.get("resources", {}).get("limits", {}).get("nvidia.com/gpu")
+            if limit is not None:
+                declared = True
+                gpus += int(limit)
+        if pod.get("status", {}).get("phase") == "Running":
+            total += gpus
+    return total if declared else None
+
+
+def query(r: Runner, s: Settings, script: str) -> Result | None:
+    """Pipe a read-only script into the head pod. Dry run: show it, return None. 'No such run' is exit 3."""
+
+    if r.dry:
+        r.say("# dry run: would ask the head pod (read-only):")
+        r.show_command(kubectl_exec(s, "HEAD_POD"), stdin=script, stdin_label="run-dir reader")
+        return None
+    return ask(r, s, script)
+
+
+def ask(r: Runner, s: Settings, script: str) -> Result:
+    """_query's real run (not dry): the reader's answer, 'no such run' (exit 3) as an error."""
+    from ..tools import ToolError
+
+    pod, _ = head(r, s)
+    result = r.query(kubectl_exec(s, pod), stdin=script, ok_codes=(0, 3))
+    if result is None:
+        raise ToolError("the head pod was not asked (a dry run reads nothing)", 1)
+    if result.exit_code == 3:
+        raise ToolError(result.stderr.strip().removeprefix("error: "), 1)
+    return result

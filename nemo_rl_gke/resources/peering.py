@@ -1,0 +1,74 @@
+"""The VPC peering to Service Networking that Managed Lustre needs (storage layer): its existence, and a create
+and delete that share it with other services' ranges on the same VPC (ours added or removed, theirs kept)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .. import names
+from ..commands import lustre
+from ..graph import Action, Check
+from ..runner import NOT_FOUND, Runner
+from ..settings import Settings
+from .inventory import Decide
+
+
+def existing_peering_ranges(r: Runner, s: Settings) -> list[str] | None:
+    """Our network's Service Networking ranges; None without a peering, or without the network itself (after a
+    complete `down`, `vpc-peerings list --network=…` says the network is not found: then there is no peering)."""
+    result = r.query(lustre.peering_list(s), ok_codes=range(256))
+    if result is None or result.not_found:
+        return None
+    if not result.ok:
+        raise r.failure(result)
+    return lustre.peering_ranges(result.stdout)
+
+
+def exists(s: Settings) -> Check:
+    def exists(r: Runner) -> bool:
+        ranges = existing_peering_ranges(r, s)
+        return ranges is not None and names.lustre_range(s) in ranges
+
+    return exists
+
+
+def listed(s: Settings) -> Decide:
+    def decide(items: list[dict[str, Any]]) -> bool:
+        ranges = lustre.peering_ranges(json.dumps(items))
+        return ranges is not None and names.lustre_range(s) in ranges
+
+    return decide
+
+
+def create(s: Settings) -> Action:
+    def create(r: Runner) -> str | None:
+        action, ranges = lustre.peering_plan(existing_peering_ranges(r, s), names.lustre_range(s))
+        if action == "connect":
+            r.run(lustre.peering_connect(s), timeout=1800)
+        elif action == "update":
+            # Another service's peering on this VPC: keep its ranges and add ours.
+            r.run(lustre.peering_update(s, ranges), timeout=1800)
+        else:
+            return "exists"
+        return None
+
+    return create
+
+
+def delete(s: Settings) -> Action:
+    def delete(r: Runner) -> str | None:
+        if r.dry:
+            r.run(lustre.peering_delete(s))
+            return None
+        action, remaining = lustre.peering_teardown(existing_peering_ranges(r, s), names.lustre_range(s))
+        if action == "delete":
+            r.run(lustre.peering_delete(s), accept=NOT_FOUND, timeout=1800)
+        elif action == "update":
+            # Others still use the peering: remove only our range (removing one needs --force).
+            r.run(lustre.peering_update(s, remaining, force=True), timeout=1800)
+        else:
+            return "absent"
+        return None
+
+    return delete

@@ -1,0 +1,109 @@
+"""The one process seam: the only code that starts processes. `Tools` is what the Runner hands each argv to;
+`Processes`, the real one, starts it with `sh` (never a shell string), the executable resolved at call time
+(PATH, then this checkout's .tools/bin). Tests hand the Runner another `Tools` (the fake cloud in-process).
+ToolError is how a failed command reaches the tasks."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+INSTALL_HINTS = {
+    "gcloud": "install the Google Cloud CLI: https://cloud.google.com/sdk/docs/install",
+    "kubectl": "run `gcloud components install kubectl` or install kubectl from your package manager",
+    "helm": "install helm 3.14 or later: https://helm.sh/docs/intro/install/ (or run `python scripts/fetch_helm.py`)",
+    "gke-gcloud-auth-plugin": "run `gcloud components install gke-gcloud-auth-plugin`",
+}
+
+
+# Tools fetched for this checkout (`python scripts/fetch_helm.py` puts helm here): searched after PATH.
+PROJECT_TOOLS = Path(__file__).resolve().parents[1] / ".tools" / "bin"
+
+
+class ToolError(Exception):
+    """An external command failed; exit_code is the tool's own."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code or 1
+
+
+class MissingTool(ToolError):
+    def __init__(self, tool: str):
+        hint = INSTALL_HINTS.get(tool, f"install {tool} and put it on PATH")
+        super().__init__(f"{tool} is not on PATH: {hint}.", 127)
+        self.tool = tool
+
+
+def find_tool(tool: str) -> str:
+    """The executable for tool, resolved now: PATH first, then this checkout's .tools/bin. MissingTool if neither."""
+    if os.sep in tool:
+        return tool
+    search = os.pathsep.join(p for p in (os.environ.get("PATH", ""), str(PROJECT_TOOLS)) if p)
+    found = shutil.which(tool, path=search)
+    if found is None:
+        raise MissingTool(tool)
+    return found
+
+
+@dataclass
+class Ran:
+    """What the seam reports for one finished command."""
+
+    exit_code: int
+    stdout: str = ""
+    stderr: str = ""
+
+
+class Tools(Protocol):
+    """The one process seam: run a command to the end, or stream its output lines as they come."""
+
+    def run(self, argv: list[str], *, stdin: str | None, timeout: float | None) -> Ran: ...
+
+    def stream(self, argv: list[str], *, stdin: str | None, out: Callable[[str], None],
+               err: Callable[[str], None]) -> int: ...
+
+
+class Processes:
+    """The real seam: each command is a process started with `sh`, the executable resolved at call time."""
+
+    def run(self, argv: list[str], *, stdin: str | None, timeout: float | None) -> Ran:
+        import sh
+
+        command = sh.Command(find_tool(argv[0]))
+        try:
+            proc = command(*argv[1:], _in=stdin, _ok_code=list(range(256)), _return_cmd=True, _tty_out=False,
+                           _timeout=timeout, _env=dict(os.environ))
+        except sh.TimeoutException:
+            return Ran(124, "", f"timed out after {timeout:.0f} s")
+        return Ran(proc.exit_code, _text(proc.stdout), _text(proc.stderr))
+
+    def stream(self, argv: list[str], *, stdin: str | None, out: Callable[[str], None],
+               err: Callable[[str], None]) -> int:
+        """Ctrl-C stops the local command only: 130."""
+        import sh
+
+        command = sh.Command(find_tool(argv[0]))
+        proc = command(*argv[1:], _in=stdin, _out=out, _err=err, _ok_code=list(range(256)), _bg=True,
+                       _bg_exc=False, _return_cmd=True, _env=dict(os.environ))
+        try:
+            proc.wait()
+            return int(proc.exit_code)
+        except KeyboardInterrupt:
+            try:
+                proc.terminate()
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+            return 130
+
+
+def _text(data: bytes | str | None) -> str:
+    if data is None:
+        return ""
+    if isinstance(data, bytes):
+        return data.decode("utf-8", errors="replace")
+    return data
