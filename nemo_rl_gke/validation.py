@@ -44,7 +44,9 @@ _PROJECT_NUMBER = re.compile(r"^[0-9]{6,20}$", re.ASCII)
 # A full commit of GoogleCloudPlatform/container-engine-accelerators: a branch name would move under us.
 _GIT_REF = re.compile(r"^[0-9a-f]{40}$", re.ASCII)
 _RAY_VERSION = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$", re.ASCII)
-_SECRET = re.compile(r"^[\x21-\x7e]{8,}$", re.ASCII)  # printable ASCII, no whitespace (it goes in HTTP headers)
+# Printable ASCII, no whitespace (it goes in HTTP headers), 8 to 512 characters (a Hugging Face token is 37, a
+# W&B key 40 to 86): a pasted file or log is not a token.
+_SECRET = re.compile(r"^[\x21-\x7e]{8,512}$", re.ASCII)
 # Hugging Face repo ids: owner/name (see DEFAULT_PREFETCH_MODELS).
 _HF_PART = r"[A-Za-z0-9_]([A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?"
 _HF_REPO = re.compile(rf"^{_HF_PART}/{_HF_PART}$", re.ASCII)
@@ -124,8 +126,8 @@ def _check_bucket_and_secrets(s: Settings) -> None:
         value = getattr(s, key)
         if value and not _SECRET.fullmatch(value):
             # Never echo a secret, not even a wrong one.
-            raise ConfigError(key, "***", "the token is too short or has whitespace or non-ASCII characters in it;"
-                                          " paste it again.")
+            raise ConfigError(key, "***", "the token is too short, too long (over 512 characters), or has "
+                                          "whitespace or non-ASCII characters in it; paste it again.")
 
 
 def _check_networks(s: Settings) -> None:

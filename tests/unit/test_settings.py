@@ -42,6 +42,7 @@ def test_env_example_lists_every_key_and_validates():
     ("NEMO_RL_IMAGE", "nemo-rl"), ("NEMO_RL_IMAGE", "nvcr.io/nvidia/nemo-rl:v9.9.9"),
     ("RAY_VERSION", "latest"), ("PROJECT_NUMBER", "12ab"),
     ("HF_TOKEN", "hf_ with space"), ("WANDB_API_KEY", "short"), ("HF_TOKEN", "hf_tökenvalue1234"),
+    ("HF_TOKEN", "a" * 5000), ("WANDB_API_KEY", "k" * 513),
     # ASCII only: other scripts' digits match `\d` but not gcloud.
     ("GKE_VERSION", "1.\u0663\u0662.2-gke.1422000"), ("GPU_NODES", "\uff12"),
     ("LUSTRE_THROUGHPUT", "\u0665\u0660\u0660"),
