@@ -32,7 +32,6 @@ from . import jobspec, overrides, podpaths
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 NEMO_RL_DIR = "/opt/nemo-rl"
-HEAD_CONTAINER = "ray-head"
 
 # Exported variables the driver keeps (a regex over names, for bash's =~); everything else is unset.
 KEEP_ENV = (r"^(PATH|HOME|USER|HOSTNAME|LANG|LANGUAGE|LC_[A-Z]+|TZ|TMPDIR|SHELL|TERM|VIRTUAL_ENV"

@@ -74,3 +74,6 @@ def lustre_range(s: Settings) -> str:
 def additional_networks(s: Settings) -> list[tuple[str, str]]:
     """(network, subnetwork) for the GPU nodes' extra NICs: the gVNIC one, then RDMA 0..7."""
     return [(gvnic_network(s), gvnic_subnet(s))] + [(rdma_network(s), rdma_subnet(s, n)) for n in range(RDMA_SUBNETS)]
+
+# The Ray head pod's container (manifests/ray-cluster): every `kubectl exec` into the head names it.
+HEAD_CONTAINER = "ray-head"

@@ -17,7 +17,6 @@ from .settings import REPO_ROOT, ConfigError, Settings
 
 CHART_DIR: Path = REPO_ROOT / "manifests" / "ray-cluster"
 WORKER_GROUP = "gpu-workers"
-HEAD_CONTAINER = "ray-head"
 
 # Standard clusters get one CPU pool of n2-highmem-16 (16 vCPU, 128 GB) from `cluster.create`. What a pod
 # can ask of such a node after GKE's reservations and the system DaemonSets, rounded down.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from ..settings import Settings
-from . import kubectl
+from . import gcloud, kubectl
 
 Argv = list[str]
 
@@ -48,12 +48,12 @@ def project_describe(s: Settings) -> Argv:
 
 
 def enabled_services(s: Settings) -> Argv:
-    return ["gcloud", "services", "list", "--enabled", f"--project={s.PROJECT_ID}",
+    return ["gcloud", "services", "list", "--enabled", gcloud.project_flag(s),
             "--format=value(config.name)"]
 
 
 def region_quotas(s: Settings) -> Argv:
-    return ["gcloud", "compute", "regions", "describe", s.region, f"--project={s.PROJECT_ID}",
+    return ["gcloud", "compute", "regions", "describe", s.region, gcloud.project_flag(s),
             "--format=json"]
 
 
@@ -74,20 +74,20 @@ def reservation_describe(s: Settings) -> Argv:
 def machine_type_describe(s: Settings) -> Argv:
     """Is the GPU machine type offered in NODE_LOCATION? (Else the node pool fails after the cluster is up.)"""
     return ["gcloud", "compute", "machine-types", "describe", s.gpu.machine_type, f"--zone={s.zone}",
-            f"--project={s.PROJECT_ID}", "--format=json"]
+            gcloud.project_flag(s), "--format=json"]
 
 
 def network_profile_describe(s: Settings) -> Argv:
     """Does NODE_LOCATION have the RoCE network profile the RDMA VPC is created with?"""
     from .. import names
 
-    return ["gcloud", "compute", "network-profiles", "describe", names.rdma_profile(s), f"--project={s.PROJECT_ID}",
+    return ["gcloud", "compute", "network-profiles", "describe", names.rdma_profile(s), gcloud.project_flag(s),
             "--format=json"]
 
 
 def enable_apis(s: Settings, apis: list[str] | tuple[str, ...]) -> Argv:
     """What `doctor --fix` runs: enable the missing APIs (a long-running operation gcloud waits for)."""
-    return ["gcloud", "services", "enable", *apis, f"--project={s.PROJECT_ID}"]
+    return ["gcloud", "services", "enable", *apis, gcloud.project_flag(s)]
 
 
 def missing_apis(stdout: str) -> list[str]:

@@ -8,7 +8,8 @@ from ..settings import Settings
 Argv = list[str]
 
 
-def _p(s: Settings) -> str:
+def project_flag(s: Settings) -> str:
+    """`--project=PROJECT_ID`: every gcloud command names its project (never the gcloud config's default)."""
     return f"--project={s.PROJECT_ID}"
 
 
@@ -19,63 +20,65 @@ def project_number(s: Settings) -> Argv:
 
 # ---- networks ------------------------------------------------------------------------------------
 def network_describe(s: Settings, network: str) -> Argv:
-    return ["gcloud", "compute", "networks", "describe", network, _p(s), "--format=json"]
+    return ["gcloud", "compute", "networks", "describe", network, project_flag(s), "--format=json"]
 
 
 def network_create(s: Settings, network: str, *, subnet_mode: str, profile: str | None = None) -> Argv:
-    argv = ["gcloud", "compute", "networks", "create", network, _p(s), f"--subnet-mode={subnet_mode}"]
+    argv = ["gcloud", "compute", "networks", "create", network, project_flag(s), f"--subnet-mode={subnet_mode}"]
     if profile:
         argv.append(f"--network-profile={profile}")
     return argv + [f"--description={names.DESCRIPTION}"]
 
 
 def network_delete(s: Settings, network: str) -> Argv:
-    return ["gcloud", "compute", "networks", "delete", network, _p(s), "--quiet"]
+    return ["gcloud", "compute", "networks", "delete", network, project_flag(s), "--quiet"]
 
 
 def subnet_describe(s: Settings, subnet: str) -> Argv:
-    return ["gcloud", "compute", "networks", "subnets", "describe", subnet, _p(s), f"--region={s.region}",
+    return ["gcloud", "compute", "networks", "subnets", "describe", subnet, project_flag(s), f"--region={s.region}",
             "--format=json"]
 
 
 def subnet_create(s: Settings, subnet: str, *, network: str, ip_range: str) -> Argv:
     # Subnets take --region; the tutorial's --location is not a flag of this command.
-    return ["gcloud", "compute", "networks", "subnets", "create", subnet, _p(s), f"--network={network}",
+    return ["gcloud", "compute", "networks", "subnets", "create", subnet, project_flag(s), f"--network={network}",
             f"--region={s.region}", f"--range={ip_range}", f"--description={names.DESCRIPTION}"]
 
 
 def subnet_delete(s: Settings, subnet: str) -> Argv:
-    return ["gcloud", "compute", "networks", "subnets", "delete", subnet, _p(s), f"--region={s.region}", "--quiet"]
+    return ["gcloud", "compute", "networks", "subnets", "delete", subnet, project_flag(s),
+            f"--region={s.region}", "--quiet"]
 
 
 def firewall_describe(s: Settings, rule: str) -> Argv:
-    return ["gcloud", "compute", "firewall-rules", "describe", rule, _p(s), "--format=json"]
+    return ["gcloud", "compute", "firewall-rules", "describe", rule, project_flag(s), "--format=json"]
 
 
 def firewall_create(s: Settings) -> Argv:
-    return ["gcloud", "compute", "firewall-rules", "create", names.gvnic_firewall(s), _p(s),
+    return ["gcloud", "compute", "firewall-rules", "create", names.gvnic_firewall(s), project_flag(s),
             f"--network={names.gvnic_network(s)}", "--action=ALLOW", f"--rules={names.FIREWALL_RULES}",
             f"--source-ranges={names.GVNIC_SOURCE_RANGES}", f"--description={names.deployment_description(s)}"]
 
 
 def firewall_delete(s: Settings, rule: str) -> Argv:
-    return ["gcloud", "compute", "firewall-rules", "delete", rule, _p(s), "--quiet"]
+    return ["gcloud", "compute", "firewall-rules", "delete", rule, project_flag(s), "--quiet"]
 
 
 # ---- cluster -------------------------------------------------------------------------------------
 def cluster_describe(s: Settings) -> Argv:
-    return ["gcloud", "container", "clusters", "describe", s.CLUSTER_NAME, _p(s), f"--location={s.region}",
+    return ["gcloud", "container", "clusters", "describe", s.CLUSTER_NAME, project_flag(s), f"--location={s.region}",
             "--format=json"]
 
 
 def cluster_create(s: Settings) -> Argv:
     if s.autopilot:
-        argv = ["gcloud", "container", "clusters", "create-auto", s.CLUSTER_NAME, _p(s), f"--location={s.region}",
+        argv = ["gcloud", "container", "clusters", "create-auto", s.CLUSTER_NAME, project_flag(s),
+                f"--location={s.region}",
                 f"--network={s.NETWORK}", "--enable-multi-networking", "--enable-ray-operator",
                 # The tutorial's Autopilot cluster has no Lustre driver, yet the Ray pods mount /data from it.
                 "--enable-lustre-csi-driver", "--enable-legacy-lustre-port"]
     else:
-        argv = ["gcloud", "container", "clusters", "create", s.CLUSTER_NAME, _p(s), f"--location={s.region}",
+        argv = ["gcloud", "container", "clusters", "create", s.CLUSTER_NAME, project_flag(s), f"--location={s.region}",
                 f"--network={s.NETWORK}", f"--workload-pool={s.PROJECT_ID}.svc.id.goog", "--enable-dataplane-v2",
                 "--enable-ip-alias", "--enable-multi-networking", "--addons=RayOperator,LustreCsiDriver",
                 "--enable-legacy-lustre-port", "--machine-type=n2-highmem-16", "--num-nodes=1",
@@ -86,21 +89,25 @@ def cluster_create(s: Settings) -> Argv:
 
 
 def cluster_delete(s: Settings) -> Argv:
-    return ["gcloud", "container", "clusters", "delete", s.CLUSTER_NAME, _p(s), f"--location={s.region}", "--quiet"]
+    return ["gcloud", "container", "clusters", "delete", s.CLUSTER_NAME, project_flag(s),
+            f"--location={s.region}", "--quiet"]
 
 
 def get_credentials(s: Settings) -> Argv:
-    return ["gcloud", "container", "clusters", "get-credentials", s.CLUSTER_NAME, _p(s), f"--location={s.region}"]
+    return ["gcloud", "container", "clusters", "get-credentials", s.CLUSTER_NAME, project_flag(s),
+            f"--location={s.region}"]
 
 
 def node_pool_describe(s: Settings) -> Argv:
-    return ["gcloud", "container", "node-pools", "describe", names.GPU_POOL, _p(s), f"--cluster={s.CLUSTER_NAME}",
+    return ["gcloud", "container", "node-pools", "describe", names.GPU_POOL, project_flag(s),
+            f"--cluster={s.CLUSTER_NAME}",
             f"--location={s.region}", "--format=json"]
 
 
 def node_pool_create(s: Settings) -> Argv:
     gpu = s.gpu
-    argv = ["gcloud", "container", "node-pools", "create", names.GPU_POOL, _p(s), f"--cluster={s.CLUSTER_NAME}",
+    argv = ["gcloud", "container", "node-pools", "create", names.GPU_POOL, project_flag(s),
+            f"--cluster={s.CLUSTER_NAME}",
             f"--location={s.region}", f"--node-locations={s.zone}", f"--machine-type={gpu.machine_type}",
             f"--accelerator=type={gpu.accelerator},count={gpu.gpus_per_node},gpu-driver-version=DEFAULT",
             # Explicit: without it GKE creates 3 GPU nodes, whatever the job needs.
@@ -115,25 +122,27 @@ def node_pool_create(s: Settings) -> Argv:
 
 def node_pool_resize(s: Settings) -> Argv:
     """The GPU pool to GPU_NODES nodes (per zone: ours has one); `clusters resize` is gcloud's resize of a pool."""
-    return ["gcloud", "container", "clusters", "resize", s.CLUSTER_NAME, _p(s), f"--node-pool={names.GPU_POOL}",
+    return ["gcloud", "container", "clusters", "resize", s.CLUSTER_NAME, project_flag(s),
+            f"--node-pool={names.GPU_POOL}",
             f"--num-nodes={s.GPU_NODES}", f"--location={s.region}", "--quiet"]
 
 
 def instance_group_describe(s: Settings, name: str, zone: str) -> Argv:
     """A node pool's managed instance group: its targetSize is the pool's current size in that zone."""
-    return ["gcloud", "compute", "instance-groups", "managed", "describe", name, _p(s), f"--zone={zone}",
+    return ["gcloud", "compute", "instance-groups", "managed", "describe", name, project_flag(s), f"--zone={zone}",
             "--format=json"]
 
 
 def node_pool_delete(s: Settings) -> Argv:
-    return ["gcloud", "container", "node-pools", "delete", names.GPU_POOL, _p(s), f"--cluster={s.CLUSTER_NAME}",
+    return ["gcloud", "container", "node-pools", "delete", names.GPU_POOL, project_flag(s),
+            f"--cluster={s.CLUSTER_NAME}",
             f"--location={s.region}", "--quiet"]
 
 
 def clusters_list(s: Settings, filter_: str = "") -> Argv:
     """The project's clusters in every location, with their node pools (a Cluster carries `nodePools`):
     ours, and the other deployments that may share our networks."""
-    return ["gcloud", "container", "clusters", "list", _p(s), *_filter(filter_), "--format=json"]
+    return ["gcloud", "container", "clusters", "list", project_flag(s), *_filter(filter_), "--format=json"]
 
 
 # ---- listings (the inventory: one per kind, filtered on our names or marker) -----------------------------
@@ -142,13 +151,13 @@ def _filter(expression: str) -> Argv:
 
 
 def networks_list(s: Settings, filter_: str) -> Argv:
-    return ["gcloud", "compute", "networks", "list", _p(s), *_filter(filter_), "--format=json"]
+    return ["gcloud", "compute", "networks", "list", project_flag(s), *_filter(filter_), "--format=json"]
 
 
 def subnets_list(s: Settings, filter_: str) -> Argv:
     # Every region: a leftover of ours in another region is found too; the steps match the region.
-    return ["gcloud", "compute", "networks", "subnets", "list", _p(s), *_filter(filter_), "--format=json"]
+    return ["gcloud", "compute", "networks", "subnets", "list", project_flag(s), *_filter(filter_), "--format=json"]
 
 
 def firewalls_list(s: Settings, filter_: str) -> Argv:
-    return ["gcloud", "compute", "firewall-rules", "list", _p(s), *_filter(filter_), "--format=json"]
+    return ["gcloud", "compute", "firewall-rules", "list", project_flag(s), *_filter(filter_), "--format=json"]

@@ -3,6 +3,7 @@ points an apply at another cluster."""
 
 from __future__ import annotations
 
+from .. import names
 from ..settings import NCCL_INSTALLER_DEFAULT_REF, Settings
 
 Argv = list[str]
@@ -60,6 +61,13 @@ def get_named(s: Settings, refs: list[str], *, namespace: str) -> Argv:
     """One `kubectl get` of several TYPE/NAME objects (cluster-scoped ones ignore the namespace); what is
     missing is left out, not an error."""
     return base(s) + ["get", *refs, f"--namespace={namespace}", "--ignore-not-found", "--output=json"]
+
+
+def exec_head(s: Settings, pod: str, *command: str, stdin: bool = False) -> Argv:
+    """`kubectl exec` into the Ray head container of pod: command, with stdin attached when a script is piped
+    in (`exec_head(s, pod, "bash", stdin=True)`)."""
+    return base(s) + ["exec", *(["-i"] if stdin else []), pod, f"--namespace={s.NAMESPACE}",
+                      f"--container={names.HEAD_CONTAINER}", "--", *command]
 
 
 def delete(s: Settings, kind: str, *names: str, namespace: str | None = None) -> Argv:

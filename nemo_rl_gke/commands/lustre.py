@@ -13,6 +13,7 @@ from typing import Any
 
 from .. import names
 from ..settings import Settings
+from .gcloud import project_flag
 
 Argv = list[str]
 
@@ -22,10 +23,6 @@ PEERING_PREFIX_LENGTH = 20
 DRY_RUN_IP = "192.0.2.1"
 LUSTRE_READY_STATE = "ACTIVE"
 LUSTRE_FAILED_STATES = ("FAILED", "DELETING", "STOPPED")
-
-
-def _p(s: Settings) -> str:
-    return f"--project={s.PROJECT_ID}"
 
 
 def network_uri(s: Settings) -> str:
@@ -38,44 +35,45 @@ def volume_handle(s: Settings) -> str:
 
 # ---- peering address range -------------------------------------------------------------------------
 def range_describe(s: Settings) -> Argv:
-    return ["gcloud", "compute", "addresses", "describe", names.lustre_range(s), _p(s), "--global",
+    return ["gcloud", "compute", "addresses", "describe", names.lustre_range(s), project_flag(s), "--global",
             "--format=json"]
 
 
 def range_list(s: Settings, filter_: str) -> Argv:
-    return ["gcloud", "compute", "addresses", "list", _p(s), "--global", f"--filter={filter_}", "--format=json"]
+    return ["gcloud", "compute", "addresses", "list", project_flag(s),
+            "--global", f"--filter={filter_}", "--format=json"]
 
 
 def range_create(s: Settings) -> Argv:
-    return ["gcloud", "compute", "addresses", "create", names.lustre_range(s), _p(s), "--global",
+    return ["gcloud", "compute", "addresses", "create", names.lustre_range(s), project_flag(s), "--global",
             "--purpose=VPC_PEERING", f"--prefix-length={PEERING_PREFIX_LENGTH}", f"--network={s.NETWORK}",
             f"--description={names.DESCRIPTION}"]
 
 
 def range_delete(s: Settings) -> Argv:
-    return ["gcloud", "compute", "addresses", "delete", names.lustre_range(s), _p(s), "--global", "--quiet"]
+    return ["gcloud", "compute", "addresses", "delete", names.lustre_range(s), project_flag(s), "--global", "--quiet"]
 
 
 # ---- VPC peering to Service Networking ----------------------------------------------------------------
 def peering_list(s: Settings) -> Argv:
     return ["gcloud", "services", "vpc-peerings", "list", f"--network={s.NETWORK}",
-            f"--service={SERVICE_NETWORKING}", _p(s), "--format=json"]
+            f"--service={SERVICE_NETWORKING}", project_flag(s), "--format=json"]
 
 
 def peering_connect(s: Settings) -> Argv:
     return ["gcloud", "services", "vpc-peerings", "connect", f"--service={SERVICE_NETWORKING}",
-            f"--ranges={names.lustre_range(s)}", f"--network={s.NETWORK}", _p(s)]
+            f"--ranges={names.lustre_range(s)}", f"--network={s.NETWORK}", project_flag(s)]
 
 
 def peering_update(s: Settings, ranges: list[str], *, force: bool = False) -> Argv:
     argv = ["gcloud", "services", "vpc-peerings", "update", f"--service={SERVICE_NETWORKING}",
-            f"--ranges={','.join(ranges)}", f"--network={s.NETWORK}", _p(s)]
+            f"--ranges={','.join(ranges)}", f"--network={s.NETWORK}", project_flag(s)]
     return argv + (["--force"] if force else [])
 
 
 def peering_delete(s: Settings) -> Argv:
     return ["gcloud", "services", "vpc-peerings", "delete", f"--service={SERVICE_NETWORKING}",
-            f"--network={s.NETWORK}", _p(s), "--quiet"]
+            f"--network={s.NETWORK}", project_flag(s), "--quiet"]
 
 
 def peering_ranges(list_json: str) -> list[str] | None:
@@ -110,31 +108,32 @@ def peering_teardown(existing: list[str] | None, ours: str) -> tuple[str, list[s
 
 # ---- Managed Lustre ----------------------------------------------------------------------------------
 def lustre_describe(s: Settings, *, fmt: str = "json") -> Argv:
-    return ["gcloud", "lustre", "instances", "describe", s.LUSTRE_NAME, f"--location={s.lustre_zone}", _p(s),
+    return ["gcloud", "lustre", "instances", "describe", s.LUSTRE_NAME, f"--location={s.lustre_zone}", project_flag(s),
             f"--format={fmt}"]
 
 
 def lustre_list(s: Settings, filter_: str) -> Argv:
-    return ["gcloud", "lustre", "instances", "list", f"--location={s.lustre_zone}", _p(s), f"--filter={filter_}",
+    return ["gcloud", "lustre", "instances", "list", f"--location={s.lustre_zone}", project_flag(s),
+            f"--filter={filter_}",
             "--format=json"]
 
 
 def lustre_create(s: Settings) -> Argv:
     # --async: the create takes ~15 minutes; we poll describe and show progress instead of a silent wait.
-    return ["gcloud", "lustre", "instances", "create", s.LUSTRE_NAME, f"--location={s.lustre_zone}", _p(s),
+    return ["gcloud", "lustre", "instances", "create", s.LUSTRE_NAME, f"--location={s.lustre_zone}", project_flag(s),
             f"--capacity-gib={s.LUSTRE_CAPACITY_GIB}", f"--per-unit-storage-throughput={s.LUSTRE_THROUGHPUT}",
             f"--filesystem={names.LUSTRE_FILESYSTEM}", f"--network={network_uri(s)}", "--gke-support-enabled",
             f"--description={names.DESCRIPTION}", f"--labels={names.deployment_labels(s)}", "--async"]
 
 
 def lustre_delete(s: Settings) -> Argv:
-    return ["gcloud", "lustre", "instances", "delete", s.LUSTRE_NAME, f"--location={s.lustre_zone}", _p(s),
+    return ["gcloud", "lustre", "instances", "delete", s.LUSTRE_NAME, f"--location={s.lustre_zone}", project_flag(s),
             "--quiet"]
 
 
 def lustre_export(s: Settings, lustre_path: str, gcs_uri: str) -> Argv:
     return ["gcloud", "lustre", "instances", "export-data", s.LUSTRE_NAME, f"--location={s.lustre_zone}",
-            _p(s), f"--lustre-path={lustre_path}", f"--gcs-path-uri={gcs_uri}"]
+            project_flag(s), f"--lustre-path={lustre_path}", f"--gcs-path-uri={gcs_uri}"]
 
 
 def mount_ip(mount_point: str) -> str:

@@ -44,19 +44,13 @@ def head_pod(r: Runner, s: Settings, inv: Inventory | None = None) -> str | None
     return running[0] if running else None
 
 
-def head_exec(s: Settings, pod: str) -> list[str]:
-    from .. import jobscript
-
-    return kubectl.base(s) + ["exec", "-i", pod, f"--namespace={s.NAMESPACE}",
-                              f"--container={jobscript.HEAD_CONTAINER}", "--", "bash"]
-
-
 def lustre_runs(r: Runner, s: Settings, inv: Inventory | None = None) -> tuple[dict[str, int], set[str], str] | None:
     """(files under /data/runs -> size, running run ids, the pod asked), or None with no head pod to ask."""
     pod = head_pod(r, s, inv)
     if pod is None:
         return None
-    result = r.query(head_exec(s, pod), stdin=exports.RUNS_LISTING_SCRIPT, ok_codes=(0,), timeout=300)
+    result = r.query(kubectl.exec_head(s, pod, "bash", stdin=True),
+                     stdin=exports.RUNS_LISTING_SCRIPT, ok_codes=(0,), timeout=300)
     if result is None:
         return None
     files, _, running = exports.parse_runs_listing(result.stdout)

@@ -10,20 +10,12 @@ from ..settings import Settings
 if TYPE_CHECKING:
     from ..runner import Result, Runner
 
+
 def kubectl_exec(s: Settings, pod: str) -> list[str]:
-    from .. import jobscript
+    """The head pod's bash, reading a script on stdin."""
     from ..commands import kubectl
 
-    return kubectl.base(s) + ["exec", "-i", pod, f"--namespace={s.NAMESPACE}",
-                              f"--container={jobscript.HEAD_CONTAINER}", "--", "bash"]
-
-
-def pods_argv(s: Settings) -> list[str]:
-    from .. import names
-    from ..commands import kubectl
-
-    return kubectl.get(s, "pods", namespace=s.NAMESPACE, selector=f"ray.io/cluster={names.RAY_RELEASE}",
-                       output="json")
+    return kubectl.exec_head(s, pod, "bash", stdin=True)
 
 
 def head(r: Runner, s: Settings) -> tuple[str, int | None]:
@@ -32,6 +24,7 @@ def head(r: Runner, s: Settings) -> tuple[str, int | None]:
 
     from .. import names
     from ..tools import ToolError
+    from .ray_steps import pods_argv
 
     result = r.query(pods_argv(s))
     if result is None:

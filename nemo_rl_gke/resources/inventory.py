@@ -67,7 +67,7 @@ def our_subnets(s: Settings) -> list[str]:
 def listings(s: Settings) -> list[Listing]:
     """The gcloud lists of one inventory, one per kind we create (pure). The bucket is listed with the
     storage client; its gcloud equivalent is here for the dry-run text and the gcloud parse check."""
-    p = f"--project={s.PROJECT_ID}"
+    p = gcloud.project_flag(s)
     lustre_name = f'name~"/instances/{_literal(s.LUSTRE_NAME)}$" OR {LABELLED}'
     return [
         Listing("network", "net", gcloud.networks_list(s, name_filter(our_networks(s), marker=DESCRIBED))),

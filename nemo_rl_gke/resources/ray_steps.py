@@ -45,8 +45,7 @@ def pods_argv(s: Settings) -> list[str]:
 
 
 def gpu_query_argv(s: Settings, head_pod: str) -> list[str]:
-    return kubectl.base(s) + ["exec", head_pod, f"--namespace={s.NAMESPACE}",
-                              f"--container={raychart.HEAD_CONTAINER}", "--", "python", "-c", GPU_QUERY]
+    return kubectl.exec_head(s, head_pod, "python", "-c", GPU_QUERY)
 
 
 def head_service(s: Settings) -> str:
