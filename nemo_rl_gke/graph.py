@@ -200,33 +200,43 @@ def _run_graph(runner: Runner, steps: Sequence[Step], ready_after: Callable[[Ste
             if failed:
                 break
     else:
-        running: dict[Future[None], Step] = {}
-        with runner.pool(max_workers) as pool:  # Ctrl-C ends the workers' waits at once
-            while pending or running:
-                if not failed:
-                    for step in [s for s in pending if waits[s.name] <= finished]:
-                        pending.remove(step)
-                        running[pool.submit(run_one, step)] = step
-                if not running:
-                    if pending and not failed:
-                        # Nothing runs and steps still wait: never a silent return (checked above, kept as a net).
-                        raise _stall_error(pending, {s.name: waits[s.name] - finished for s in pending},
-                                           "the step graph stalled")
-                    break
-                done, _ = wait(list(running), return_when=FIRST_COMPLETED)
-                for future in done:
-                    running.pop(future)
+        _schedule(runner, pending, waits, finished, failed, run_one, max_workers)
     if failed:
-        not_started = [s for s in steps if s.name not in finished and s.name not in {f.step.name for f in failed}]
-        for step in not_started:
-            report.outcomes.append(Outcome(step, "skipped"))
-        first = failed[0]
-        lines = [f"{o.step.title}: {o.error}" for o in failed]
-        if not_started:
-            lines.append("not started: " + ", ".join(s.title for s in not_started))
-        code = getattr(first.exc, "exit_code", 1)
-        raise GraphError("\n".join(lines), code, report)
+        _raise_failed(steps, report, finished, failed)
     return report
+
+
+def _schedule(runner: Runner, pending: list[Step], waits: dict[str, set[str]], finished: set[str],
+              failed: list[Outcome], run_one: Callable[[Step], None], max_workers: int) -> None:
+    """Start each pending step on the runner's pool once what it waits for has finished; after a failure
+    start nothing new and let the running ones end."""
+    running: dict[Future[None], Step] = {}
+    with runner.pool(max_workers) as pool:  # Ctrl-C ends the workers' waits at once
+        while pending or running:
+            if not failed:
+                for step in [s for s in pending if waits[s.name] <= finished]:
+                    pending.remove(step)
+                    running[pool.submit(run_one, step)] = step
+            if not running:
+                if pending and not failed:
+                    # Nothing runs and steps still wait: never a silent return (checked above, kept as a net).
+                    raise _stall_error(pending, {s.name: waits[s.name] - finished for s in pending},
+                                       "the step graph stalled")
+                break
+            done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            for future in done:
+                running.pop(future)
+
+
+def _raise_failed(steps: Sequence[Step], report: Report, finished: set[str], failed: list[Outcome]) -> None:
+    """GraphError naming every failed step and what was not started (skipped), with the first failure's code."""
+    not_started = [s for s in steps if s.name not in finished and s.name not in {f.step.name for f in failed}]
+    for step in not_started:
+        report.outcomes.append(Outcome(step, "skipped"))
+    lines = [f"{o.step.title}: {o.error}" for o in failed]
+    if not_started:
+        lines.append("not started: " + ", ".join(s.title for s in not_started))
+    raise GraphError("\n".join(lines), getattr(failed[0].exc, "exit_code", 1), report)
 
 
 def apply(runner: Runner, steps: Sequence[Step], *, listener: Listener | None = None, max_workers: int = 16,

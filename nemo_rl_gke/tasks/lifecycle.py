@@ -31,6 +31,7 @@ from ..settings import Settings
 if TYPE_CHECKING:  # imported where used: `invoke --list` imports this module
     from ..cost import Estimate
     from ..graph import Consent, Step
+    from ..resources.leftovers import Scan
     from ..runner import Runner
 from . import context
 from .checkup import doctor
@@ -86,6 +87,31 @@ def _say_cost(r: Runner, est: Estimate, *, prefix: str) -> None:
         r.say(f"{prefix}  {line}", err=not r.dry)
 
 
+def _announce_up(c: Context, r: Runner, s: Settings, steps: list[Step], present: dict[str, bool | None],
+                 resizing: int | None, est: Estimate, *, yes: bool) -> None:
+    """Say what `up` will create or resize and what it costs; ask before any change (--yes answers)."""
+    from .. import cost, graph
+
+    missing = [step for step in steps if not step.always and not present[step.name]]
+    r.say(f"up: {describe(s)}", err=True)
+    if missing:
+        critical = graph.critical_path_seconds(missing)
+        r.say(f"will create {len(missing)} of {len(steps)} (about {_minutes(critical)} end to end): "
+              + ", ".join(step.title for step in missing), err=True)
+    elif not resizing:
+        r.say("everything exists already; only refreshing credentials and checks.", err=True)
+    if resizing:
+        r.say(f"will resize the GPU node pool from {resizing} to {s.GPU_NODES} nodes (and the Ray cluster to "
+              f"{s.GPU_NODES} workers)", err=True)
+    _say_cost(r, est, prefix="")
+    if resizing or any(step.mutating for step in missing):
+        what = [f"resize the GPU pool to {s.GPU_NODES} nodes"] if resizing else []
+        what += [f"create {len(missing)} resources"] if missing else []
+        question = " and ".join(what)
+        context.confirm(c, f"{question[0].upper()}{question[1:]} in {s.PROJECT_ID}, about "
+                           f"{cost.money(est.total)}/hour while up?", yes=yes)
+
+
 def bring_up(c: Context, s: Settings, *, yes: bool, force_unlock: bool = False, resize: bool = False) -> None:
     from .. import cost, graph
     from ..board import Board
@@ -112,24 +138,7 @@ def bring_up(c: Context, s: Settings, *, yes: bool, force_unlock: bool = False, 
                     lambda: found.update(present=present_map(r, steps))])
         present = found["present"]
         resizing = _drift_check(r, s, present, resize=resize, steps=steps)  # exit 2 on a difference, before any change
-        missing = [step for step in steps if not step.always and not present[step.name]]
-        r.say(f"up: {describe(s)}", err=True)
-        if missing:
-            critical = graph.critical_path_seconds(missing)
-            r.say(f"will create {len(missing)} of {len(steps)} (about {_minutes(critical)} end to end): "
-                  + ", ".join(step.title for step in missing), err=True)
-        elif not resizing:
-            r.say("everything exists already; only refreshing credentials and checks.", err=True)
-        if resizing:
-            r.say(f"will resize the GPU node pool from {resizing} to {s.GPU_NODES} nodes (and the Ray cluster to "
-                  f"{s.GPU_NODES} workers)", err=True)
-        _say_cost(r, est, prefix="")
-        if resizing or any(step.mutating for step in missing):
-            what = [f"resize the GPU pool to {s.GPU_NODES} nodes"] if resizing else []
-            what += [f"create {len(missing)} resources"] if missing else []
-            question = " and ".join(what)
-            context.confirm(c, f"{question[0].upper()}{question[1:]} in {s.PROJECT_ID}, about "
-                               f"{cost.money(est.total)}/hour while up?", yes=yes)
+        _announce_up(c, r, s, steps, present, resizing, est, yes=yes)
         bucket = next((step for step in steps if step.name == storage_steps.BUCKET), None)
         if bucket is not None and not present[bucket.name]:
             # The bucket first (seconds): it holds the lease every machine sees, so even a first `up` is locked.
@@ -254,28 +263,7 @@ def tear_down(c: Context, s: Settings, steps: list[Step], *, delete_data: bool, 
         context.confirm(c, question, yes=False)  # no terminal and no --yes: exit 2 before any external call
     failure = None
     with deployment_lock(s, what, force=force_unlock):
-        from ..resources import cluster_steps
-
-        # Both read-only, at once: the steps that ask their tool directly (helm, the prefetch Jobs' label)
-        # need not wait for the inventory's lists, which both read.
-        found: dict[str, Any] = {}
-        r.parallel([lambda: found.update(others=cluster_steps.other_deployments(r, s, steps)),
-                    lambda: found.update(present=present_map(r, steps, any_state=True))])
-        others: list[str] = found["others"]
-        present: dict[str, bool | None] = found["present"]
-        shared = [step.name for step in steps if step.shared] if others else []
-        keep = graph.kept_steps(steps, given, shared)
-        going = [step.title for step in steps if step.delete is not None and step.name not in keep
-                 and present.get(step.name) is not False and not step.always]
-        staying = [step.title for step in steps if step.name in keep and present.get(step.name)]
-        r.say(f"{what} will delete ({len(going)}): " + (", ".join(going) or "nothing (none of it exists)"),
-              err=True)
-        if staying:
-            r.say(f"{what} will keep ({len(staying)}): " + ", ".join(staying), err=True)
-        if others and any(present.get(name) for name in shared):
-            r.say(f"keeping what deployments share (VPCs, peering, Lustre, bucket): other deployment(s) "
-                  f"{', '.join(others)} in {s.PROJECT_ID} may still use them; `CLUSTER_NAME=NAME invoke down` "
-                  f"there first.", err=True)
+        present, shared, going = _teardown_plan(r, s, steps, given, what)
         if going:
             context.confirm(c, question, yes=yes)
         with Board(steps, title=f"{what} {s.CLUSTER_NAME}", runner=r) as board:
@@ -291,6 +279,43 @@ def tear_down(c: Context, s: Settings, steps: list[Step], *, delete_data: bool, 
         from ..resources import all_steps
 
         result = leftovers.scan(r, s, all_steps(s), kept=kept, layers=layers)
+    _teardown_outcome(r, s, what, result, failure, kept, delete_data=delete_data, delete_bucket=delete_bucket)
+
+
+def _teardown_plan(r: Runner, s: Settings, steps: list[Step], given: Consent,
+                   what: str) -> tuple[dict[str, bool | None], list[str], bool]:
+    """Ask what exists and which other deployments share the project; say what will go and what stays.
+    Returns (step -> present, the shared steps to keep, whether anything will be deleted)."""
+    from .. import graph
+    from ..resources import cluster_steps
+
+    # Both read-only, at once: the steps that ask their tool directly (helm, the prefetch Jobs' label)
+    # need not wait for the inventory's lists, which both read.
+    found: dict[str, Any] = {}
+    r.parallel([lambda: found.update(others=cluster_steps.other_deployments(r, s, steps)),
+                lambda: found.update(present=present_map(r, steps, any_state=True))])
+    others: list[str] = found["others"]
+    present: dict[str, bool | None] = found["present"]
+    shared = [step.name for step in steps if step.shared] if others else []
+    keep = graph.kept_steps(steps, given, shared)
+    going = [step.title for step in steps if step.delete is not None and step.name not in keep
+             and present.get(step.name) is not False and not step.always]
+    staying = [step.title for step in steps if step.name in keep and present.get(step.name)]
+    r.say(f"{what} will delete ({len(going)}): " + (", ".join(going) or "nothing (none of it exists)"),
+          err=True)
+    if staying:
+        r.say(f"{what} will keep ({len(staying)}): " + ", ".join(staying), err=True)
+    if others and any(present.get(name) for name in shared):
+        r.say(f"keeping what deployments share (VPCs, peering, Lustre, bucket): other deployment(s) "
+              f"{', '.join(others)} in {s.PROJECT_ID} may still use them; `CLUSTER_NAME=NAME invoke down` "
+              f"there first.", err=True)
+    return present, shared, bool(going)
+
+
+def _teardown_outcome(r: Runner, s: Settings, what: str, result: Scan, failure: Exception | None,
+                      kept: list[Step], *, delete_data: bool, delete_bucket: bool) -> None:
+    """The end of a teardown: the leftover scan's warnings, then the graph's failure, what is still there
+    (exit 1), or that nothing of ours is left (and what the kept bucket holds)."""
     for warning in result.warnings:
         r.say(f"? {warning}", err=True)
     if failure is not None:
@@ -298,7 +323,7 @@ def tear_down(c: Context, s: Settings, steps: list[Step], *, delete_data: bool, 
               err=True)
         raise failure
     if result.left:
-        lines = "\n".join(f"  {found.line()}" for found in result.left)
+        lines = "\n".join(f"  {leftover.line()}" for leftover in result.left)
         raise Exit(f"error: still there after {what} (and possibly billing):\n{lines}\n"
                    f"Run `invoke {what}` again, or delete them in the console.", code=1)
     if delete_data and not delete_bucket and any(step.needs() == "delete_bucket" for step in kept):
