@@ -263,6 +263,11 @@ class Inventory:
                 self._project_number = number
             return self._project_number
 
+    def knows_number_of(self, other: Inventory) -> None:
+        """Take the project number other found (the rescan after a teardown, whose peering may be gone)."""
+        with self._number_lock:
+            self._project_number = self._project_number or other._project_number
+
     def _number_from_peering(self, r: Runner) -> str:
         """The project number in the listed peering's network ("projects/NUMBER/global/networks/NAME": Service
         Networking names the consumer project by number); "" without a peering in the snapshot."""

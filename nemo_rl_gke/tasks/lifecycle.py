@@ -69,7 +69,9 @@ def present_map(r: Runner, steps: list[Step], *, any_state: bool = False) -> dic
             return None
 
     checked = [step for step in steps if not step.always]
-    found = r.parallel([functools.partial(ask, step) for step in checked])
+    # One thread per check: most wait for the inventory's lists, and the few that ask their tool directly
+    # (helm status, the prefetch Jobs' label) should not queue behind them.
+    found = r.parallel([functools.partial(ask, step) for step in checked], max_workers=max(16, len(checked)))
     answer: dict[str, bool | None] = {step.name: False for step in steps}
     answer.update({step.name: ok for step, ok in zip(checked, found, strict=True)})
     return answer
@@ -277,8 +279,13 @@ def tear_down(c: Context, s: Settings, steps: list[Step], *, delete_data: bool, 
         if message:
             r.say(message, err=True)
         from ..resources import all_steps
+        from ..resources.inventory import inventory_of
 
-        result = leftovers.scan(r, s, all_steps(s), kept=kept, layers=layers)
+        rescan = all_steps(s)
+        fresh, before = inventory_of(rescan), inventory_of(steps)
+        if fresh is not None and before is not None:
+            fresh.knows_number_of(before)  # a project's number never changes: not asked again
+        result = leftovers.scan(r, s, rescan, kept=kept, layers=layers)
     _teardown_outcome(r, s, what, result, failure, kept, delete_data=delete_data, delete_bucket=delete_bucket)
 
 

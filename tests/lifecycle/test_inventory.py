@@ -109,7 +109,23 @@ def test_inventory_down_scan_lists_instead_of_describing(cloud):
     calls = cloud.calls()[before:]
     last_delete = max(i for i, c in enumerate(calls) if c["mutating"])
     scan = [_words(c) for c in calls[last_delete + 1:]]
-    # The bucket (kept) is asked by the storage client, which needs the project number: the peering that
-    # told it is gone.
-    assert not [w for w in scan if " describe " in w and "projects describe" not in w], scan
+    # The kept bucket's binding needs the project number; the peering that told it is gone, but the
+    # teardown's own inventory read it there: no `gcloud projects describe` at all.
+    assert not [w for w in scan if " describe " in w], scan
     assert sum(" list " in w for w in scan) == 7, scan
+    assert not [c for c in calls if "projects describe" in _words(c)]
+
+
+def test_inventory_teardown_asks_what_exists_in_one_round(cloud):
+    _ok(cloud.invoke("up", "--yes"), "up")
+    before = len(cloud.calls())
+    # Real processes: their launch times tell a call that waited for another from one that waited for a CPU.
+    _ok(cloud.invoke("down", "--yes", process=True), "down")
+    calls = cloud.calls()[before:]
+    first_change = min(i for i, c in enumerate(calls) if c["mutating"])
+    # Before any delete: the lists, and the presence checks that ask their tool directly (helm status, the
+    # prefetch Jobs by label) beside them, not after; the export check in the head pod only runs with
+    # --delete-data.
+    asked = calls[:first_change]
+    assert any(c["tool"] == "helm" for c in asked) and any("--selector" in " ".join(c["argv"]) for c in asked)
+    assert call_rounds(asked) == 1, [(_words(c)[:60], c["launched"], c["end"]) for c in asked]
