@@ -24,7 +24,7 @@ from invoke.context import Context
 
 from ..settings import Settings
 from . import context
-from .lifecycle import TEARDOWN_HELP as HELP
+from .teardown import TEARDOWN_HELP as HELP
 
 # Layers without data (ray, cluster, net) take no data flags: Lustre and the bucket are storage's.
 LAYER_HELP = {key: HELP[key] for key in ("yes", "force_unlock")}
@@ -71,7 +71,7 @@ def clean_layer(c: Context, layer: str, *, yes: bool, delete_data: bool = False,
     """One layer's teardown (clean.<layer>, and <layer>.delete): the list of what goes, the lock, the data guard
     and the shared-resource rules of `tear_down`, the board, the leftover scan of that layer."""
     from ..resources import all_steps
-    from .lifecycle import tear_down
+    from .teardown import tear_down
 
     s = context.settings(c)
     everything = all_steps(s)
@@ -86,7 +86,7 @@ def all_(c: Context, delete_data: bool = False, delete_unexported: bool = False,
          yes: bool = False, force_unlock: bool = False) -> None:
     """Delete everything (same as `down`), then scan for leftovers; Lustre and bucket kept by default."""
     from ..resources import all_steps
-    from .lifecycle import tear_down
+    from .teardown import tear_down
 
     s = context.settings(c)
     tear_down(c, s, all_steps(s), delete_data=delete_data, yes=yes, what="clean",

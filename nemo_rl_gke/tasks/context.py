@@ -247,3 +247,29 @@ def json_output(enabled: bool) -> Iterator[JsonOut | None]:
         yield target
     if not target.emitted:  # a task's bug; still one line, no traceback
         raise Exit("error: --json: this task printed no JSON document (a bug: please report it).", code=1)
+
+
+YES_HELP = "Answer yes to the confirmations (needed without a terminal)."
+
+
+def present_map(r: Runner, steps: list[Step], *, any_state: bool = False) -> dict[str, bool | None]:
+    """step name -> exists, asked in parallel (read-only); `always` steps count as absent.
+
+    None: the check could not tell (a peering cannot be listed before its network exists); `up` then
+    lets the graph ask again when the step's turn comes. any_state: present in any state (teardowns: a
+    Lustre instance still CREATING is there to delete or keep), not only ready."""
+    from ..tools import ToolError
+
+    def ask(step: Any) -> bool | None:
+        try:
+            return bool(step.is_present(r) if any_state else step.exists(r))
+        except ToolError:
+            return None
+
+    checked = [step for step in steps if not step.always]
+    # One thread per check: most wait for the inventory's lists, and the few that ask their tool directly
+    # (helm status, the prefetch Jobs' label) should not queue behind them.
+    found = r.parallel([functools.partial(ask, step) for step in checked], max_workers=max(16, len(checked)))
+    answer: dict[str, bool | None] = {step.name: False for step in steps}
+    answer.update({step.name: ok for step, ok in zip(checked, found, strict=True)})
+    return answer

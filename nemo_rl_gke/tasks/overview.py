@@ -17,7 +17,8 @@ from invoke.context import Context
 from ..settings import Settings
 from . import context, drift
 from .cluster import FLAG_HELP, cluster_settings
-from .lifecycle import describe, present_map
+from .context import present_map
+from .lifecycle import describe
 
 if TYPE_CHECKING:
     from ..runner import Runner

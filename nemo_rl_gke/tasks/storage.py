@@ -24,7 +24,8 @@ from invoke.context import Context
 
 from ..settings import Settings
 from . import context
-from .lifecycle import TEARDOWN_HELP, UNLOCK_HELP
+from .context import UNLOCK_HELP
+from .teardown import TEARDOWN_HELP
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -74,7 +75,7 @@ def delete(c: Context, delete_data: bool = False, delete_unexported: bool = Fals
 
     from ..resources import all_steps, storage_steps
     from .clean import layer_teardown_steps
-    from .lifecycle import tear_down
+    from .teardown import tear_down
 
     s = context.settings(c)
     r = context.runner(c, s)

@@ -230,6 +230,6 @@ def test_kept_message_names_each_flag_that_deletes_what_was_kept():
 
 
 def lifecycle_kept(kept):
-    from nemo_rl_gke.tasks.lifecycle import kept_message
+    from nemo_rl_gke.tasks.teardown import kept_message
 
     return kept_message(kept)

@@ -1,0 +1,186 @@
+"""The teardown `down`, every `clean.*` and every `….delete` share: list what will go and what stays (data,
+what other deployments share), confirm, destroy in parallel with the live board (the data guard runs first),
+then scan for leftovers and say what is still there (exit 1) or that nothing of ours is left."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+from invoke.context import Context
+from invoke.exceptions import Exit
+
+from ..settings import Settings
+from . import context
+from .context import UNLOCK_HELP, YES_HELP, present_map
+
+if TYPE_CHECKING:  # imported where used: `invoke --list` imports this module
+    from ..graph import Consent, Step
+    from ..resources.leftovers import Scan
+    from ..runner import Runner
+
+
+DATA_HELP = ("Also delete the Lustre instance, once every run on it is verified in the bucket (`invoke "
+             "storage.export`). The bucket stays.")
+
+
+UNEXPORTED_HELP = "With --delete-data: delete Lustre even with runs not in the bucket (lists them, asks)."
+
+
+BUCKET_HELP = "Also delete the bucket, the durable home of exported checkpoints (asks, naming its size)."
+
+
+TEARDOWN_HELP = {"delete_data": DATA_HELP, "delete_unexported": UNEXPORTED_HELP, "delete_bucket": BUCKET_HELP,
+                 "yes": YES_HELP, "force_unlock": UNLOCK_HELP}
+
+
+def kept_message(kept: list[Any]) -> str:
+    """What stays on purpose (only what exists: `kept` comes from the report, which checked)."""
+    data = [step for step in kept if step.holds_data and step.needs()]
+    if not data:
+        return ""
+    others = [step.title for step in kept if step not in data]
+    hints = []
+    if any(step.needs() == "delete_data" for step in data):
+        hints.append("`invoke storage.export` then `--delete-data` deletes the Lustre instance")
+    if any(step.needs() == "delete_bucket" for step in data):
+        hints.append("`--delete-bucket` deletes the bucket")
+    if any(step.needs() == "user_owned" for step in data):
+        hints.append("the bucket is your own (GS_BUCKET_EXISTING=true): never deleted")
+    text = (f"kept {' and '.join(step.title for step in data)}: they hold checkpoints"
+            + "".join(f"; {hint}" for hint in hints) + ".")
+    if others:
+        text += " Also kept what they need: " + ", ".join(others) + "."
+    return text
+
+
+def consent(c: Context, *, delete_data: bool, delete_unexported: bool, delete_bucket: bool,
+            yes: bool) -> Consent:
+    """The teardown's consent from its flags; the guards ask through context.confirm (`--yes` answers)."""
+    from ..graph import Consent
+    from ..settings import ConfigError
+
+    if delete_unexported and not delete_data:
+        raise ConfigError("--delete-unexported", "set", "it only applies with --delete-data (add both to delete "
+                                                         "the Lustre instance with runs not in the bucket).")
+    return Consent(delete_data=delete_data, delete_unexported=delete_unexported, delete_bucket=delete_bucket,
+                   ask=lambda question: context.confirm(c, question, yes=yes))
+
+
+def _bucket_line(s: Settings) -> str:
+    """The bucket left behind, with what it holds and costs ('' if there is none)."""
+    from .. import cost, gcs
+    from ..resources.data_guard import size_text
+
+    try:
+        held = gcs.summary(s)
+    except Exception:  # noqa: BLE001 - a summary line must not fail the teardown
+        return ""
+    if held is None:
+        return ""
+    return (f"left: bucket gs://{s.bucket} ({held['objects']} objects, {size_text(held['bytes'])}, about "
+            f"{cost.money(cost.bucket_monthly(held['bytes']))}/month); `--delete-bucket` deletes it.")
+
+
+def tear_down(c: Context, s: Settings, steps: list[Step], *, delete_data: bool, yes: bool, what: str,
+              layers: tuple[str, ...] = (), delete_unexported: bool = False, delete_bucket: bool = False,
+              force_unlock: bool = False) -> None:
+    """`down` and `clean.*`: list what will go, confirm, destroy in parallel with the board, scan for leftovers."""
+    from .. import graph
+    from ..board import Board
+    from ..lock import deployment_lock
+    from ..resources import leftovers
+
+    given = consent(c, delete_data=delete_data, delete_unexported=delete_unexported, delete_bucket=delete_bucket,
+                    yes=yes)
+    r = context.runner(c, s)
+    scope = ", ".join(layers) if layers else "everything"
+    data = ("INCLUDING the Lustre instance (after the export check)" if delete_data else
+            "keeping the Lustre instance (add --delete-data to delete it)")
+    data += (", INCLUDING the bucket" if delete_bucket else ", keeping the bucket (add --delete-bucket to delete it)")
+    question = f"Delete {scope} of nemo-rl-gke in {s.PROJECT_ID} (cluster {s.CLUSTER_NAME}), {data}?"
+    if r.dry:
+        r.say(f"# {what}: {scope} in {s.PROJECT_ID}, {data}")
+        graph.destroy(r, steps, consent=given)
+        kinds = [item.kind + "s" for item in leftovers.listings(s) if not layers or item.layer in layers]
+        lists = f"; read-only lists of {', '.join(kinds)}" if kinds else ""
+        r.say(f"# then: leftover scan (each step asked by name{lists})")
+        return
+    if not yes and not sys.stdin.isatty():
+        context.confirm(c, question, yes=False)  # no terminal and no --yes: exit 2 before any external call
+    failure = None
+    with deployment_lock(s, what, force=force_unlock):
+        present, shared, going = _teardown_plan(r, s, steps, given, what)
+        if going:
+            context.confirm(c, question, yes=yes)
+        with Board(steps, title=f"{what} {s.CLUSTER_NAME}", runner=r) as board:
+            try:
+                report = graph.destroy(r, steps, consent=given, listener=board.listener, known=present,
+                                       keep=shared)
+            except graph.GraphError as exc:
+                failure, report = exc, exc.report
+        kept = report.by_outcome("kept")
+        message = kept_message(kept)
+        if message:
+            r.say(message, err=True)
+        from ..resources import all_steps
+        from ..resources.inventory import inventory_of
+
+        rescan = all_steps(s)
+        fresh, before = inventory_of(rescan), inventory_of(steps)
+        if fresh is not None and before is not None:
+            fresh.knows_number_of(before)  # a project's number never changes: not asked again
+        result = leftovers.scan(r, s, rescan, kept=kept, layers=layers)
+    _teardown_outcome(r, s, what, result, failure, kept, delete_data=delete_data, delete_bucket=delete_bucket)
+
+
+def _teardown_plan(r: Runner, s: Settings, steps: list[Step], given: Consent,
+                   what: str) -> tuple[dict[str, bool | None], list[str], bool]:
+    """Ask what exists and which other deployments share the project; say what will go and what stays.
+    Returns (step -> present, the shared steps to keep, whether anything will be deleted)."""
+    from .. import graph
+    from ..resources import cluster_steps
+
+    # Both read-only, at once: the steps that ask their tool directly (helm, the prefetch Jobs' label)
+    # need not wait for the inventory's lists, which both read.
+    found: dict[str, Any] = {}
+    r.parallel([lambda: found.update(others=cluster_steps.other_deployments(r, s, steps)),
+                lambda: found.update(present=present_map(r, steps, any_state=True))])
+    others: list[str] = found["others"]
+    present: dict[str, bool | None] = found["present"]
+    shared = [step.name for step in steps if step.shared] if others else []
+    keep = graph.kept_steps(steps, given, shared)
+    going = [step.title for step in steps if step.delete is not None and step.name not in keep
+             and present.get(step.name) is not False and not step.always]
+    staying = [step.title for step in steps if step.name in keep and present.get(step.name)]
+    r.say(f"{what} will delete ({len(going)}): " + (", ".join(going) or "nothing (none of it exists)"),
+          err=True)
+    if staying:
+        r.say(f"{what} will keep ({len(staying)}): " + ", ".join(staying), err=True)
+    if others and any(present.get(name) for name in shared):
+        r.say(f"keeping what deployments share (VPCs, peering, Lustre, bucket): other deployment(s) "
+              f"{', '.join(others)} in {s.PROJECT_ID} may still use them; `CLUSTER_NAME=NAME invoke down` "
+              f"there first.", err=True)
+    return present, shared, bool(going)
+
+
+def _teardown_outcome(r: Runner, s: Settings, what: str, result: Scan, failure: Exception | None,
+                      kept: list[Step], *, delete_data: bool, delete_bucket: bool) -> None:
+    """The end of a teardown: the leftover scan's warnings, then the graph's failure, what is still there
+    (exit 1), or that nothing of ours is left (and what the kept bucket holds)."""
+    for warning in result.warnings:
+        r.say(f"? {warning}", err=True)
+    if failure is not None:
+        r.say(f"{what} stopped: fix the cause above, then run `invoke {what}` again (it skips what is gone).",
+              err=True)
+        raise failure
+    if result.left:
+        lines = "\n".join(f"  {leftover.line()}" for leftover in result.left)
+        raise Exit(f"error: still there after {what} (and possibly billing):\n{lines}\n"
+                   f"Run `invoke {what}` again, or delete them in the console.", code=1)
+    if delete_data and not delete_bucket and any(step.needs() == "delete_bucket" for step in kept):
+        line = _bucket_line(s)
+        if line:
+            r.say(line, err=True)
+    tail = " except what is kept on purpose (above)." if kept else "."
+    r.say(f"{what}: nothing of ours is left{tail}", err=True)
