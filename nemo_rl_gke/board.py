@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from rich.live import Live
     from rich.table import Table
 
-    from .graph import Step
     from .runner import Runner
+    from .steps import Step
 
 MARKS = {"running": "…", "created": "✓", "ran": "✓", "deleted": "✓", "exists": "·", "absent": "·",
          "kept": "·", "with-parent": "·", "failed": "✗", "skipped": "-", "waiting": " "}

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, TypedDict
 from .settings import Settings
 
 if TYPE_CHECKING:
-    from .graph import Step
+    from .steps import Step
 
 PRICES_FILE = Path(__file__).with_name("data") / "prices.yaml"
 CPU_POOL_MACHINE = "n2-highmem-16"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the package is imported by `invoke --list` (tasks import head_pod): the graph comes later
-    from ..graph import Step
     from ..settings import Settings
+    from ..steps import Step
 
 LAYERS = ("net", "cluster", "storage", "ray")
 

@@ -8,9 +8,9 @@ from typing import Any
 
 from .. import names, render
 from ..commands import gcloud, kubectl
-from ..graph import Action, Step
 from ..runner import Runner
 from ..settings import Settings
+from ..steps import Action, Step
 from . import net_steps as net
 from .inventory import Inventory, KubeRef, inventory_of
 from .step_shapes import check, creator, deleter

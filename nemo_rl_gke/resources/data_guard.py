@@ -11,9 +11,9 @@ from typing import Any
 
 from .. import gcs, gcs_client, names
 from ..commands import buckets, exports, gcloud, kubectl, lustre
-from ..graph import Guard
 from ..runner import Runner
 from ..settings import Settings
+from ..steps import Guard
 from ..tools import ToolError
 from .inventory import Inventory, short
 

@@ -22,9 +22,9 @@ from typing import Any
 
 from .. import names
 from ..commands import gcloud, kubectl, lustre
-from ..graph import Action, Check, Step
 from ..runner import Runner
 from ..settings import Settings
+from ..steps import Action, Check, Step
 
 Items = list[dict[str, Any]]
 Decide = Callable[[Items], bool]

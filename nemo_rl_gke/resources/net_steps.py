@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from .. import names
 from ..commands import gcloud
-from ..graph import Action, Check, Step
 from ..settings import Settings
+from ..steps import Action, Check, Step
 from .inventory import Inventory, named
 from .step_shapes import check as _check
 from .step_shapes import creator as _create

@@ -8,9 +8,9 @@ from typing import Any
 
 from .. import names
 from ..commands import lustre
-from ..graph import Action, Check
 from ..runner import NOT_FOUND, Runner
 from ..settings import Settings
+from ..steps import Action, Check
 from .inventory import Decide
 
 

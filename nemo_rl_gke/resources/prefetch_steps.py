@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from .. import names, prefetch
 from ..commands import kubectl
-from ..graph import Step
 from ..runner import Runner
 from ..settings import Settings
+from ..steps import Step
 from . import cluster_steps as cluster
 from . import storage_steps as storage
 from .inventory import Inventory, KubeRef

@@ -12,9 +12,9 @@ from typing import Any
 
 from .. import names, raychart
 from ..commands import gcloud, helm, kubectl
-from ..graph import Step
 from ..runner import Runner
 from ..settings import Settings
+from ..steps import Step
 from ..tools import ToolError
 from . import cluster_steps as cluster
 from .inventory import Inventory, KubeRef

@@ -17,9 +17,9 @@ from typing import Any
 
 from .. import gcs, gcs_client, names
 from ..commands import buckets, gcloud, kube_objects, kubectl, lustre
-from ..graph import Action, Check, Step
 from ..runner import ALREADY_EXISTS, Runner
 from ..settings import Settings
+from ..steps import Action, Check, Step
 from ..tools import ToolError
 from . import cluster_steps as cluster
 from . import data_guard, peering

@@ -35,7 +35,8 @@ def kept_for_data(steps: list[Any], delete_data: bool, delete_bucket: bool = Fal
     """Names of the steps a teardown keeps: data without its consent, and everything that data depends on.
 
     live: the data steps that exist (in any state); the others keep nothing (None: every data step counts)."""
-    from ..graph import Consent, kept_steps
+    from ..graph import kept_steps
+    from ..steps import Consent
 
     absent = {step.name for step in steps if step.holds_data and live is not None and step.name not in live}
     return kept_steps([step for step in steps if step.name not in absent],

@@ -21,8 +21,8 @@ from .cli import CheckedArgument, CliTask, install_usage_exit_codes  # noqa: F40
 if TYPE_CHECKING:
     from invoke.context import Context
 
-    from ..graph import Report, Step
     from ..runner import Runner
+    from ..steps import Report, Step
 
 
 def is_dry(c: Context) -> bool:

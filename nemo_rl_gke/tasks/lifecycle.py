@@ -28,8 +28,8 @@ from ..settings import Settings
 
 if TYPE_CHECKING:  # imported where used: `invoke --list` imports this module
     from ..cost import Estimate
-    from ..graph import Step
     from ..runner import Runner
+    from ..steps import Step
 from . import context
 from .checkup import doctor
 from .cluster import FLAG_HELP, cluster_settings
@@ -98,6 +98,7 @@ def bring_up(c: Context, s: Settings, *, yes: bool, force_unlock: bool = False, 
         return
     from ..lock import bucket_lease, state_lock
     from ..resources import storage_steps
+    from ..steps import GraphError
 
     owner_check = any(step.name == storage_steps.BUCKET for step in steps)
     with state_lock(s, "up"):
@@ -118,7 +119,7 @@ def bring_up(c: Context, s: Settings, *, yes: bool, force_unlock: bool = False, 
                 _resize(r, s, present)
             try:
                 graph.apply(r, steps, listener=board.listener, known=present)
-            except graph.GraphError:
+            except GraphError:
                 r.say("up stopped: steps already running were let finish; nothing new was started. Fix the "
                       "cause above, then run `invoke up` again: it keeps what exists and continues "
                       "(`invoke plan` shows what is left).", err=True)

@@ -15,9 +15,9 @@ from . import context
 from .context import UNLOCK_HELP, YES_HELP, present_map
 
 if TYPE_CHECKING:  # imported where used: `invoke --list` imports this module
-    from ..graph import Consent, Step
     from ..resources.leftovers import Scan
     from ..runner import Runner
+    from ..steps import Consent, Step
 
 
 DATA_HELP = ("Also delete the Lustre instance, once every run on it is verified in the bucket (`invoke "
@@ -57,8 +57,8 @@ def kept_message(kept: list[Any]) -> str:
 def consent(c: Context, *, delete_data: bool, delete_unexported: bool, delete_bucket: bool,
             yes: bool) -> Consent:
     """The teardown's consent from its flags; the guards ask through context.confirm (`--yes` answers)."""
-    from ..graph import Consent
     from ..settings import ConfigError
+    from ..steps import Consent
 
     if delete_unexported and not delete_data:
         raise ConfigError("--delete-unexported", "set", "it only applies with --delete-data (add both to delete "
@@ -90,6 +90,7 @@ def tear_down(c: Context, s: Settings, steps: list[Step], *, delete_data: bool, 
     from ..board import Board
     from ..lock import deployment_lock
     from ..resources import leftovers
+    from ..steps import GraphError
 
     given = consent(c, delete_data=delete_data, delete_unexported=delete_unexported, delete_bucket=delete_bucket,
                     yes=yes)
@@ -117,7 +118,7 @@ def tear_down(c: Context, s: Settings, steps: list[Step], *, delete_data: bool, 
             try:
                 report = graph.destroy(r, steps, consent=given, listener=board.listener, known=present,
                                        keep=shared)
-            except graph.GraphError as exc:
+            except GraphError as exc:
                 failure, report = exc, exc.report
         kept = report.by_outcome("kept")
         message = kept_message(kept)

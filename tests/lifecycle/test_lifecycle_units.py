@@ -12,6 +12,7 @@ from nemo_rl_gke import cost, graph, readiness
 from nemo_rl_gke.board import Board
 from nemo_rl_gke.commands import doctor
 from nemo_rl_gke.resources import LAYERS, all_steps, leftovers
+from nemo_rl_gke.steps import Consent
 from nemo_rl_gke.tasks import clean
 from support.fake import read_env_example
 
@@ -218,7 +219,7 @@ def test_other_deployments_are_our_labelled_clusters_but_this_one():
 
 def test_kept_steps_keep_shared_names_with_what_they_need():
     steps = all_steps(settings())
-    kept = graph.kept_steps(steps, graph.Consent(delete_data=True, delete_bucket=True), ["storage.lustre"])
+    kept = graph.kept_steps(steps, Consent(delete_data=True, delete_bucket=True), ["storage.lustre"])
     assert {"storage.lustre", "storage.peering", "storage.range", "net.network"} <= kept
     assert "cluster.cluster" not in kept
 

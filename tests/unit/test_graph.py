@@ -7,8 +7,8 @@ import time
 import pytest
 
 from nemo_rl_gke import graph
-from nemo_rl_gke.graph import GraphError, Step
 from nemo_rl_gke.runner import Runner
+from nemo_rl_gke.steps import Consent, GraphError, Step
 from nemo_rl_gke.tools import ToolError
 
 
@@ -130,7 +130,7 @@ def test_destroy_keeps_a_step_until_its_own_consent_is_given():
     w = World(present={"storage.bucket", "storage.lustre"})
     steps = [w.step("storage.bucket", holds_data=True, consent="delete_bucket"),
              w.step("storage.lustre", holds_data=True, consent="delete_data")]
-    report = graph.destroy(runner(), steps, consent=graph.Consent(delete_data=True))
+    report = graph.destroy(runner(), steps, consent=Consent(delete_data=True))
     assert (w.log, [s.name for s in report.by_outcome("kept")]) == (["delete storage.lustre"], ["storage.bucket"])
 
 
