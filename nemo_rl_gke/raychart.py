@@ -3,7 +3,8 @@
 Every decision about the Ray cluster's shape lives here, in one function per decision, so it can be
 tested without helm: worker replicas = GPU_NODES, the GPU type's node selector and NCCL tuner file, the
 Standard/Autopilot differences, the head's size and placement, the image and its Ray version, and the
-names of what the storage layer created (Secret, service account, Lustre claim).
+names of what the storage layer created (Secret, service account, Lustre claim). Also the chart's head
+Service (name, dashboard and client ports) and the `kubectl port-forward` to it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from . import names, podpaths
+from .commands import kubectl
 from .render import NETWORK_MAPPING_NAMES
 from .settings import REPO_ROOT, ConfigError, Settings
 
@@ -156,3 +158,21 @@ def values_yaml(s: Settings, **head: int | None) -> str:
 
 def expected_gpus(s: Settings) -> int:
     return s.GPU_NODES * s.gpu.gpus_per_node
+
+
+def head_service(s: Settings) -> str:
+    # KubeRay names the head's Service <RayCluster name>-head-svc; the RayCluster is named after the release.
+    return f"{names.RAY_RELEASE}-head-svc"
+
+
+DASHBOARD_PORT = 8265  # the head Service's dashboard port (manifests/ray-cluster)
+CLIENT_PORT = 10001  # the head Service's Ray client port (ray://)
+
+
+def port_forward_argv(s: Settings, ports: dict[int, int] | int = DASHBOARD_PORT) -> list[str]:
+    """kubectl port-forward to the head Service; ports maps local port -> the Service's port."""
+    if isinstance(ports, int):
+        ports = {ports: DASHBOARD_PORT}
+    return kubectl.base(s) + ["port-forward", f"service/{head_service(s)}",
+                              *(f"{local}:{remote}" for local, remote in ports.items()),
+                              f"--namespace={s.NAMESPACE}"]

@@ -48,24 +48,6 @@ def gpu_query_argv(s: Settings, head_pod: str) -> list[str]:
     return kubectl.exec_head(s, head_pod, "python", "-c", GPU_QUERY)
 
 
-def head_service(s: Settings) -> str:
-    # KubeRay names the head's Service <RayCluster name>-head-svc; the RayCluster is named after the release.
-    return f"{names.RAY_RELEASE}-head-svc"
-
-
-DASHBOARD_PORT = 8265  # the head Service's dashboard port (manifests/ray-cluster)
-CLIENT_PORT = 10001  # the head Service's Ray client port (ray://)
-
-
-def port_forward_argv(s: Settings, ports: dict[int, int] | int = DASHBOARD_PORT) -> list[str]:
-    """kubectl port-forward to the head Service; ports maps local port -> the Service's port."""
-    if isinstance(ports, int):
-        ports = {ports: DASHBOARD_PORT}
-    return kubectl.base(s) + ["port-forward", f"service/{head_service(s)}",
-                              *(f"{local}:{remote}" for local, remote in ports.items()),
-                              f"--namespace={s.NAMESPACE}"]
-
-
 # ---- pod state (pure) -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class PodState:

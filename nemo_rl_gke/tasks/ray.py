@@ -145,23 +145,23 @@ def status(c: Context) -> None:
                     "client_port": "Local port for the Ray client with --client (default 10001)."})
 def dashboard(c: Context, port: int = 8265, client: bool = False, client_port: int = 10001) -> None:
     """Port-forward the Ray dashboard (and with --client the Ray client port) to localhost; Ctrl-C stops it."""
-    from ..resources import ray_steps
+    from .. import raychart
 
     s = context.settings(c)
     port = _port("--port", port)
-    forwarded = {port: ray_steps.DASHBOARD_PORT}
+    forwarded = {port: raychart.DASHBOARD_PORT}
     if client:
         client_port = _port("--client-port", client_port)
         if client_port == port:
             from ..settings import ConfigError
 
             raise ConfigError("--client-port", client_port, "use a port other than the dashboard's --port.")
-        forwarded[client_port] = ray_steps.CLIENT_PORT
+        forwarded[client_port] = raychart.CLIENT_PORT
     r = context.runner(c, s)
     r.say(f"Ray dashboard: http://localhost:{port}  (Ctrl-C to stop)", err=True)
     if client:
         r.say(f"Ray client: ray.init(\"ray://localhost:{client_port}\")", err=True)
-    code = r.stream(ray_steps.port_forward_argv(s, forwarded))
+    code = r.stream(raychart.port_forward_argv(s, forwarded))
     if code == 130:
         r.say("dashboard stopped.", err=True)
     elif code:
