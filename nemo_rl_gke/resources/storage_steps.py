@@ -222,13 +222,40 @@ def _apply_pvc(s: Settings) -> Action:
 def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
     """In the order a dry run prints them: bucket, KSA, binding, secret, range, peering, Lustre, PV, PVC."""
     inv = inventory or Inventory(s)
+    if inventory is None:
+        return inv.track(steps(s, inv))
+    built = {step.name: step for step in [*_bucket_steps(s, inv), *_kube_steps(s, inv), *_lustre_steps(s, inv)]}
+    return [built[name] for name in (BUCKET, KSA, BINDING, SECRET, RANGE, PEERING, LUSTRE, PV, PVC)]
+
+
+def _bucket_steps(s: Settings, inv: Inventory) -> list[Step]:
+    """The bucket (data: kept without --delete-bucket) and its Workload Identity binding; both need the
+    project number only once the bucket exists."""
     inv.register(BUCKET, "project")
     inv.register(BINDING, "project")
-    in_cluster: dict[str, Any] = {"deps": (cluster.CREDENTIALS,), "parent": cluster.CLUSTER, "create_seconds": 2,
-                  "delete_seconds": 2}
 
     def number(r: Runner) -> str:
         return project_number(r, s, inv)
+
+    return [
+        Step(BUCKET, f"bucket gs://{s.bucket} ({s.region})",
+             lambda r: gcs.bucket_exists(r, s, functools.partial(number, r)),
+             lambda r: gcs.create_bucket(r, s, functools.partial(number, r)), lambda r: gcs.delete_bucket(r, s),
+             holds_data=True, consent="user_owned" if s.GS_BUCKET_EXISTING else "delete_bucket",
+             guard=data_guard.bucket_guard(s), shared=True, create_seconds=3, delete_seconds=5),
+        Step(BINDING, f"{buckets.OBJECT_USER_ROLE} on gs://{s.bucket} for {s.NAMESPACE}/{s.KSA_NAME}",
+             lambda r: gcs.binding_exists(r, s, functools.partial(number, r)),
+             lambda r: gcs.ensure_binding(r, s, number(r)),
+             lambda r: gcs.drop_binding(r, s, number(r)),
+             deps=(BUCKET,), shared=True, create_seconds=5, delete_seconds=5),
+    ]
+
+
+def _kube_steps(s: Settings, inv: Inventory) -> list[Step]:
+    """The objects in the cluster (KSA, Secret, PV, PVC): answered by the namespace's one `kubectl get`, gone
+    with the cluster."""
+    in_cluster: dict[str, Any] = {"deps": (cluster.CREDENTIALS,), "parent": cluster.CLUSTER, "create_seconds": 2,
+                                  "delete_seconds": 2}
 
     def secret_listed(items: list[dict[str, Any]]) -> bool:
         found = [i for i in items if i.get("kind") == "Secret" and i["metadata"]["name"] == names.SECRET_NAME]
@@ -237,28 +264,35 @@ def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
     def kube(step: str, word: str, kind: str, name: str, fallback_argv: list[str]) -> Check:
         return inv.in_cluster(step, KubeRef(word, kind, name, s.NAMESPACE), None, check(fallback_argv))
 
-    lustre_lists = {"ready": _lustre_listed(s, ready=True), "any": _lustre_listed(s, ready=False)}
     return [
-        Step(BUCKET, f"bucket gs://{s.bucket} ({s.region})",
-             lambda r: gcs.bucket_exists(r, s, functools.partial(number, r)),
-             lambda r: gcs.create_bucket(r, s, functools.partial(number, r)), lambda r: gcs.delete_bucket(r, s),
-             holds_data=True, consent="user_owned" if s.GS_BUCKET_EXISTING else "delete_bucket",
-             guard=data_guard.bucket_guard(s), shared=True, create_seconds=3, delete_seconds=5),
         Step(KSA, f"service account {s.NAMESPACE}/{s.KSA_NAME}",
              kube(KSA, "serviceaccount", "ServiceAccount", s.KSA_NAME,
                   kubectl.get(s, "serviceaccount", s.KSA_NAME, namespace=s.NAMESPACE)),
              _apply(s, kube_objects.service_account(s), f"ServiceAccount {s.NAMESPACE}/{s.KSA_NAME}"),
              deleter(kubectl.delete(s, "serviceaccount", s.KSA_NAME, namespace=s.NAMESPACE)), **in_cluster),
-        Step(BINDING, f"{buckets.OBJECT_USER_ROLE} on gs://{s.bucket} for {s.NAMESPACE}/{s.KSA_NAME}",
-             lambda r: gcs.binding_exists(r, s, functools.partial(number, r)),
-             lambda r: gcs.ensure_binding(r, s, number(r)),
-             lambda r: gcs.drop_binding(r, s, number(r)),
-             deps=(BUCKET,), shared=True, create_seconds=5, delete_seconds=5),
         Step(SECRET, f"Secret {s.NAMESPACE}/{names.SECRET_NAME}",
              inv.in_cluster(SECRET, KubeRef("secret", "Secret", names.SECRET_NAME, s.NAMESPACE), secret_listed,
                             lambda r: secret_present(r, s)),
              _apply_secret(s), deleter(kubectl.delete(s, "secret", names.SECRET_NAME, namespace=s.NAMESPACE)),
              **in_cluster),
+        Step(PV, f"PersistentVolume {names.LUSTRE_PV}",
+             kube(PV, "persistentvolume", "PersistentVolume", names.LUSTRE_PV,
+                  kubectl.get(s, "persistentvolume", names.LUSTRE_PV)),
+             _apply_pv(s), deleter(kubectl.delete(s, "persistentvolume", names.LUSTRE_PV)),
+             **{**in_cluster, "deps": (cluster.CREDENTIALS, LUSTRE)}),
+        Step(PVC, f"PersistentVolumeClaim {s.NAMESPACE}/{names.LUSTRE_PVC}",
+             kube(PVC, "persistentvolumeclaim", "PersistentVolumeClaim", names.LUSTRE_PVC,
+                  kubectl.get(s, "persistentvolumeclaim", names.LUSTRE_PVC, namespace=s.NAMESPACE)),
+             _apply_pvc(s), deleter(kubectl.delete(s, "persistentvolumeclaim", names.LUSTRE_PVC,
+                                                   namespace=s.NAMESPACE)),
+             **{**in_cluster, "deps": (cluster.CREDENTIALS, PV)}),
+    ]
+
+
+def _lustre_steps(s: Settings, inv: Inventory) -> list[Step]:
+    """Managed Lustre end to end: the peering range, the VPC peering, the instance (data: the guard)."""
+    lustre_lists = {"ready": _lustre_listed(s, ready=True), "any": _lustre_listed(s, ready=False)}
+    return [
         Step(RANGE, f"peering range {names.lustre_range(s)} (/{lustre.PEERING_PREFIX_LENGTH} on {s.NETWORK})",
              inv.check(RANGE, "address range", named(names.lustre_range(s)), check(lustre.range_describe(s))),
              creator(lustre.range_create(s)),
@@ -275,18 +309,7 @@ def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
              holds_data=True, consent="delete_data", guard=data_guard.lustre_guard(s, inv, lustre_state),
              present=inv.check(LUSTRE, "Lustre instance", lustre_lists["any"], _lustre_present(s)),
              shared=True, create_seconds=900, delete_seconds=480),
-        Step(PV, f"PersistentVolume {names.LUSTRE_PV}",
-             kube(PV, "persistentvolume", "PersistentVolume", names.LUSTRE_PV,
-                  kubectl.get(s, "persistentvolume", names.LUSTRE_PV)),
-             _apply_pv(s), deleter(kubectl.delete(s, "persistentvolume", names.LUSTRE_PV)),
-             **{**in_cluster, "deps": (cluster.CREDENTIALS, LUSTRE)}),
-        Step(PVC, f"PersistentVolumeClaim {s.NAMESPACE}/{names.LUSTRE_PVC}",
-             kube(PVC, "persistentvolumeclaim", "PersistentVolumeClaim", names.LUSTRE_PVC,
-                  kubectl.get(s, "persistentvolumeclaim", names.LUSTRE_PVC, namespace=s.NAMESPACE)),
-             _apply_pvc(s), deleter(kubectl.delete(s, "persistentvolumeclaim", names.LUSTRE_PVC,
-                                                   namespace=s.NAMESPACE)),
-             **{**in_cluster, "deps": (cluster.CREDENTIALS, PV)}),
-    ] if inventory is not None else inv.track(steps(s, inv))
+    ]
 
 
 # ---- what the namespace tasks ask ------------------------------------------------------------------------
