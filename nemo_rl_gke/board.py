@@ -137,7 +137,10 @@ class Board:
     # ---- printing ----------------------------------------------------------------------------------
     def _plain(self, line: str) -> None:
         with self._lock:
-            print(line, file=self.out, flush=True)
+            # One write per line, as Runner.say does: print() writes the newline separately, and a worker's
+            # `$ …` echo on the same stream could land between them (two lines glued, one echo lost).
+            self.out.write(line + "\n")
+            self.out.flush()
 
     def print_above(self, line: str) -> None:
         """A line of output (a `$ …` echo, a note) above the live region; a plain line without one."""

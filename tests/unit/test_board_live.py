@@ -109,6 +109,28 @@ def test_board_plain_mode_prints_lines_for_steps_and_waits():
     assert runner.wait_display is None  # given back
 
 
+class Writes(io.StringIO):
+    """A stream that keeps each write: a line and its newline in two writes can be split by another thread."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.calls.append(text)
+        return super().write(text)
+
+
+def test_board_plain_mode_writes_each_line_with_its_newline_at_once():
+    # Graph workers print step lines while other workers' runners echo `$ …` commands to the same stream:
+    # with print()'s two writes, an echo landed between a line and its newline (one echo glued, lost to a grep).
+    out = Writes()
+    board = Board(STEPS[:1], out=out, live=False)
+    board.listener(STEPS[0], "running", 0.0)
+    board.listener(STEPS[0], "created", 1.0)
+    assert out.calls and all(call.endswith("\n") and call.count("\n") == 1 for call in out.calls), out.calls
+
+
 def test_board_live_prints_the_runner_echo_above_the_region_and_gives_the_streams_back():
     screen = io.StringIO()
     console = Console(file=screen, width=80, height=24, force_terminal=True, color_system=None)
