@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from invoke.context import Context
 
 from ..settings import Settings
-from . import context, drift
+from . import context
 from .cluster import FLAG_HELP, cluster_settings
 from .context import present_map
 from .lifecycle import describe
@@ -49,6 +49,7 @@ def plan(c: Context, gpu: str | None = None, mode: str | None = None, nodes: int
     """Show what `up` would create and what it would leave as is, with the cost per hour (read-only)."""
     from .. import cost
     from ..resources import all_steps
+    from . import drift
 
     with context.json_output(json_) as out:
         s = cluster_settings(c, gpu, mode, nodes, spot, reservation)
@@ -98,6 +99,7 @@ def status(c: Context, json_: bool = False) -> None:
     """One table of every resource: state, age and cost per hour; then the Ray cluster and the latest job."""
     from .. import cost
     from ..resources import all_steps
+    from . import drift
 
     with context.json_output(json_) as out:
         s = context.settings(c)
