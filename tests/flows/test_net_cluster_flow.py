@@ -106,7 +106,12 @@ def test_delete_without_terminal_or_yes_refuses_with_exit_2(fake):
 
 
 def test_real_run_secrets_never_reach_argv_or_output(fake):
+    # The run loads the tokens with the rest of .env (net and cluster never need them): none may leak into a
+    # command line or the output, e.g. through a settings summary.
+    env_file = (fake.workdir / ".env").read_text()
+    assert TEST_HF_TOKEN in env_file and TEST_WANDB_KEY in env_file
     done = bring_up(fake)
+    assert done.code == 0, done.output[-2000:]
     logged = " ".join(" ".join(c["argv"]) for c in fake.calls())
     for secret in (TEST_HF_TOKEN, TEST_WANDB_KEY):
         assert secret not in done.output and secret not in logged

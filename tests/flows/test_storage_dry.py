@@ -36,8 +36,9 @@ def test_storage_dry_create_prints_the_plan_in_order(fake):
 
 
 def test_storage_dry_create_runs_nothing(fake):
-    fake.invoke("--dry", "storage.create")
-    assert fake.calls() == []
+    done = fake.invoke("--dry", "storage.create")
+    assert (done.code, fake.calls()) == (0, []), done.output[-2000:]
+    assert "$ gcloud lustre instances create" in done.stdout  # the plan was printed, not skipped
 
 
 def test_storage_dry_create_and_delete_print_no_secret(fake):

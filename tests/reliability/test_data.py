@@ -57,7 +57,11 @@ def test_destructive_tasks_without_delete_data_succeed(after_every_destructive_t
 
 
 def test_net_delete_without_delete_data_keeps_the_main_vpc_the_kept_lustre_needs(after_every_destructive_task):
-    assert after_every_destructive_task["outputs"]["net.delete"].code == 0
+    done = after_every_destructive_task["outputs"]["net.delete"]
+    networks = sorted(after_every_destructive_task["fake"].resources().get("network", {}))
+    # The gVNIC and RDMA VPCs went; the main VPC stays under the kept Lustre instance, and the run says so.
+    assert (done.code, networks) == (0, ["my-nemo-project/default"]), done.output[-2000:]
+    assert "main VPC default" in done.stderr and "kept" in done.stderr, done.stderr[-2000:]
 
 
 def test_down_without_delete_data_says_checkpoints_were_kept_and_how_to_export(after_every_destructive_task):
