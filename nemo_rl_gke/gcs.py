@@ -29,6 +29,13 @@ if TYPE_CHECKING:
 
 # The project number, or the call that finds it (a `gcloud projects describe` when nothing listed it).
 Number = str | Callable[[], str]
+
+
+def number_of(project_number: Number) -> str:
+    """The project number itself (asking for it now, when it was passed as the call that finds it)."""
+    return project_number() if callable(project_number) else project_number
+
+
 EQUIVALENT_NOTE = "# google-cloud-storage client call; the equivalent gcloud command:"
 
 
@@ -70,7 +77,7 @@ def get_bucket(gcs: Client, s: Settings, project_number: Number | None = None) -
     except exceptions.GoogleAPICallError as exc:
         raise api_error(f"reading gs://{s.bucket}", exc) from None
     owner = str(bucket.project_number or "")
-    wanted = project_number() if callable(project_number) else project_number
+    wanted = number_of(project_number) if project_number is not None else None
     if wanted and owner and owner != str(wanted):
         raise unreachable(s, f"it belongs to project number {owner}, not {wanted}")
     return bucket
@@ -245,8 +252,7 @@ def binding_exists(r: Runner, s: Settings, project_number: Number) -> bool:
     bucket = get_bucket(client(s), s)
     if bucket is None:
         return False
-    number = project_number() if callable(project_number) else project_number
-    return has_binding(bucket, buckets.workload_principal(s, number))
+    return has_binding(bucket, buckets.workload_principal(s, number_of(project_number)))
 
 
 @bounded

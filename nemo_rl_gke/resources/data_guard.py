@@ -5,51 +5,28 @@ answers when the head pod is gone. Also `storage.export` itself, which writes th
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
-from .. import gcs, gcs_client, names
-from ..commands import buckets, exports, gcloud, kubectl, lustre
+from .. import gcs, gcs_client
+from ..commands import buckets, exports, lustre
 from ..runner import Runner
 from ..settings import Settings
 from ..steps import Guard
 from ..tools import ToolError
+from . import head_pod
 from .inventory import Inventory, short
 
 # The instance's describe as a dict (state, capacity_gib, ip), or None when it does not exist.
 LustreState = Callable[[Runner, Settings], "dict[str, Any] | None"]
 
 
-def head_pod(r: Runner, s: Settings, inv: Inventory | None = None) -> str | None:
-    """The Running Ray head pod, which mounts the Lustre volume at /data; None without cluster, Ray or pod.
-
-    inv: this run's inventory: its cluster listing says whether there is a cluster, and a kubectl that
-    answered its listings needs no fresh credentials (two calls less before a teardown can start)."""
-    clusters = inv.listed(r, "cluster") if inv is not None else None
-    if clusters is not None and inv is not None:
-        if inv.cluster(clusters) is None:
-            return None
-    elif not r.exists(gcloud.cluster_describe(s)):
-        return None
-    if inv is None or not inv.kube_answered():
-        r.run(gcloud.get_credentials(s))
-    result = r.query(kubectl.get(s, "pods", namespace=s.NAMESPACE,
-                                 selector=f"ray.io/cluster={names.RAY_RELEASE},ray.io/node-type=head"),
-                     ok_codes=range(256))
-    if result is None or not result.ok:
-        return None
-    items = json.loads(result.stdout or "{}").get("items", [])
-    running = [p["metadata"]["name"] for p in items if p.get("status", {}).get("phase") == "Running"]
-    return running[0] if running else None
-
-
 def lustre_runs(r: Runner, s: Settings, inv: Inventory | None = None) -> tuple[dict[str, int], set[str], str] | None:
     """(files under /data/runs -> size, running run ids, the pod asked), or None with no head pod to ask."""
-    pod = head_pod(r, s, inv)
+    pod = head_pod.running_head(r, s, inv)
     if pod is None:
         return None
-    result = r.query(kubectl.exec_head(s, pod, "bash", stdin=True),
+    result = r.query(head_pod.kubectl_exec(s, pod),
                      stdin=exports.RUNS_LISTING_SCRIPT, ok_codes=(0,), timeout=300)
     if result is None:
         return None

@@ -1,5 +1,6 @@
-"""The Ray head pod, for the job tasks: finding it (Running, or a clear error saying why not), the GPUs Ray
-sees, and read-only scripts piped into it (`kubectl exec -i … -- bash`), whose 'no such run' is exit 3."""
+"""The Ray head pod: finding it (for the data guard: the Running one or None; for the job tasks: the Running one or
+a clear error saying why not), the GPUs Ray sees, and read-only scripts piped into it (`kubectl exec -i … --
+bash`), whose 'no such run' is exit 3."""
 
 from __future__ import annotations
 
@@ -9,6 +10,36 @@ from ..settings import Settings
 
 if TYPE_CHECKING:
     from ..runner import Result, Runner
+    from .inventory import Inventory
+
+
+def running_head(r: Runner, s: Settings, inv: Inventory | None = None) -> str | None:
+    """The Running Ray head pod, which mounts the Lustre volume at /data; None without cluster, Ray or pod.
+
+    inv: this run's inventory: its cluster listing says whether there is a cluster, and a kubectl that
+    answered its listings needs no fresh credentials (two calls less before a teardown can start). The data
+    guard asks it; the job tasks' `head` says why there is none instead."""
+    import json
+
+    from .. import names
+    from ..commands import gcloud, kubectl
+
+    clusters = inv.listed(r, "cluster") if inv is not None else None
+    if clusters is not None and inv is not None:
+        if inv.cluster(clusters) is None:
+            return None
+    elif not r.exists(gcloud.cluster_describe(s)):
+        return None
+    if inv is None or not inv.kube_answered():
+        r.run(gcloud.get_credentials(s))
+    result = r.query(kubectl.get(s, "pods", namespace=s.NAMESPACE,
+                                 selector=f"ray.io/cluster={names.RAY_RELEASE},ray.io/node-type=head"),
+                     ok_codes=range(256))
+    if result is None or not result.ok:
+        return None
+    items = json.loads(result.stdout or "{}").get("items", [])
+    running = [p["metadata"]["name"] for p in items if p.get("status", {}).get("phase") == "Running"]
+    return running[0] if running else None
 
 
 def kubectl_exec(s: Settings, pod: str) -> list[str]:
