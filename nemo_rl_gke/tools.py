@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 INSTALL_HINTS = {
     "gcloud": "install the Google Cloud CLI: https://cloud.google.com/sdk/docs/install",
@@ -72,14 +73,22 @@ class Processes:
     """The real seam: each command is a process started with `sh`, the executable resolved at call time."""
 
     def run(self, argv: list[str], *, stdin: str | None, timeout: float | None) -> Ran:
+        """The timeout is our own timer, not sh's `_timeout`: given one, sh notices the end of the process only
+        at its next 0.1 s tick, so every command with a timeout took up to 0.1 s longer than it ran."""
         import sh
 
         command = sh.Command(find_tool(argv[0]))
+        proc = command(*argv[1:], _in=stdin, _ok_code=list(range(256)), _return_cmd=True, _tty_out=False,
+                       _bg=True, _bg_exc=False, _env=dict(os.environ))
+        timer = _Deadline(proc, timeout)
         try:
-            proc = command(*argv[1:], _in=stdin, _ok_code=list(range(256)), _return_cmd=True, _tty_out=False,
-                           _timeout=timeout, _env=dict(os.environ))
-        except sh.TimeoutException:
+            proc.wait()
+        except sh.SignalException:
+            if not timer.fired:
+                raise
             return Ran(124, "", f"timed out after {timeout:.0f} s")
+        finally:
+            timer.cancel()
         return Ran(proc.exit_code, _text(proc.stdout), _text(proc.stderr))
 
     def stream(self, argv: list[str], *, stdin: str | None, out: Callable[[str], None],
@@ -99,6 +108,29 @@ class Processes:
             except Exception:  # noqa: BLE001 - already gone
                 pass
             return 130
+
+
+class _Deadline:
+    """Kills a running sh command (SIGKILL, as sh's own `_timeout` does) once timeout seconds have passed."""
+
+    def __init__(self, proc: Any, timeout: float | None):
+        self.fired = False
+        self._proc = proc
+        self._timer = threading.Timer(timeout, self._fire) if timeout is not None else None
+        if self._timer is not None:
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _fire(self) -> None:
+        self.fired = True
+        try:
+            self._proc.kill()
+        except OSError:  # ended meanwhile
+            pass
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
 
 
 def _text(data: bytes | str | None) -> str:

@@ -76,6 +76,36 @@ def test_runner_prefers_the_helm_on_path_over_project_tools(tmp_path, monkeypatc
     assert r.run(["helm", "version"], echo=False).stdout.strip() == "path"
 
 
+def test_processes_timeout_kills_the_command_and_answers_124(tmp_path):
+    marker = tmp_path / "finished"
+    ran = tools_module.Processes().run(["sh", "-c", f"sleep 5; touch {marker}"], stdin=None, timeout=0.3)
+    time.sleep(0.2)
+    assert (ran.exit_code, ran.stderr, marker.exists()) == (124, "timed out after 0 s", False)
+
+
+def test_processes_return_code_output_and_stdin_of_a_command_with_a_timeout():
+    ran = tools_module.Processes().run(["sh", "-c", "cat; echo err >&2; exit 3"], stdin="in", timeout=60)
+    assert ran == Ran(3, "in", "err\n")
+
+
+def test_processes_never_hand_sh_its_timeout(monkeypatch):
+    """sh's `_timeout` (and `.wait(timeout)`) notice a process's end only at their next 0.1 s tick: each command
+    on the critical path took up to 0.1 s longer than it ran (seen as 0.1 s gaps in calls.jsonl). Our timer
+    kills it instead (test above)."""
+    import sh
+
+    seen: list[dict[str, object]] = []
+    real = sh.Command.__call__
+
+    def recording(self, *args, **kwargs):
+        seen.append(kwargs)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(sh.Command, "__call__", recording)
+    assert tools_module.Processes().run(["true"], stdin=None, timeout=60).exit_code == 0
+    assert len(seen) == 1 and "_timeout" not in seen[0]
+
+
 def test_runner_options_take_known_keys_and_refuse_others():
     assert Runner.options({"poll_seconds": 0, "backoff_seconds": 1}) == {"poll_seconds": 0, "backoff_seconds": 1}
     assert Runner.options(None) == {}
