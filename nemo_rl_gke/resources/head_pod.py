@@ -19,10 +19,7 @@ def running_head(r: Runner, s: Settings, inv: Inventory | None = None) -> str | 
     inv: this run's inventory: its cluster listing says whether there is a cluster, and a kubectl that
     answered its listings needs no fresh credentials (two calls less before a teardown can start). The data
     guard asks it; the job tasks' `head` says why there is none instead."""
-    import json
-
-    from .. import names
-    from ..commands import gcloud, kubectl
+    from ..commands import gcloud
 
     clusters = inv.listed(r, "cluster") if inv is not None else None
     if clusters is not None and inv is not None:
@@ -32,14 +29,24 @@ def running_head(r: Runner, s: Settings, inv: Inventory | None = None) -> str | 
         return None
     if inv is None or not inv.kube_answered():
         r.run(gcloud.get_credentials(s))
+    return listed_head(r, s)[1]
+
+
+def listed_head(r: Runner, s: Settings) -> tuple[bool, str | None]:
+    """(kubectl answered, the Running head pod or None) from one `get pods`, asking nothing before it."""
+    import json
+
+    from .. import names
+    from ..commands import kubectl
+
     result = r.query(kubectl.get(s, "pods", namespace=s.NAMESPACE,
                                  selector=f"ray.io/cluster={names.RAY_RELEASE},ray.io/node-type=head"),
                      ok_codes=range(256))
     if result is None or not result.ok:
-        return None
+        return False, None
     items = json.loads(result.stdout or "{}").get("items", [])
     running = [p["metadata"]["name"] for p in items if p.get("status", {}).get("phase") == "Running"]
-    return running[0] if running else None
+    return True, running[0] if running else None
 
 
 def kubectl_exec(s: Settings, pod: str) -> list[str]:

@@ -117,7 +117,8 @@ class Inventory:
         self._refs: list[KubeRef] = []
         self._step_kinds: dict[str, set[str]] = {}
         self._lock = threading.Lock()
-        self._items: dict[str, Items | None] | None = None  # kind -> items; None: that listing failed
+        self._items: dict[str, Items | None] = {}  # kind fetched -> items; None: that listing failed
+        self._ahead: dict[str, Any] = {}  # answers read ahead of their use (see `ahead`)
         self._changed: set[str] = set()
         self._project_number = ""
         self._number_lock = threading.Lock()
@@ -189,6 +190,21 @@ class Inventory:
         with self._lock:
             self._changed |= kinds
 
+    def askers(self) -> dict[str, set[str]]:
+        """kind -> the names of the steps that ask its listing."""
+        found: dict[str, set[str]] = {}
+        for step, kinds in self._step_kinds.items():
+            for kind in kinds & self._kinds:
+                found.setdefault(kind, set()).add(step)
+        return found
+
+    def ahead(self, key: str, value: Any = None, *, put: bool = False) -> tuple[bool, Any]:
+        """An answer read ahead of its use, taken once: put=True stores value; else (found, value), removed."""
+        if put:
+            self._ahead[key] = value
+            return True, value
+        return key in self._ahead, self._ahead.pop(key, None)
+
     # ---- the snapshot --------------------------------------------------------------------------------
     def kube_listings(self) -> dict[str, list[str]]:
         """kind -> `kubectl get TYPE/NAME ... --ignore-not-found` argv, one per namespace."""
@@ -199,9 +215,14 @@ class Inventory:
                 refs.append(f"{ref.word}/{ref.name}")
         return {f"kube:{ns}": kubectl.get_named(self.s, refs, namespace=ns) for ns, refs in by_namespace.items()}
 
-    def _fetch_all(self, r: Runner) -> dict[str, Items | None]:
-        gcloud_lists = {item.kind: item for item in listings(self.s) if item.kind in self._kinds}
-        kube = {kind: argv for kind, argv in self.kube_listings().items() if kind in self._kinds}
+    def _fetch(self, r: Runner, wanted: set[str] | None = None) -> None:
+        """Fetch the registered kinds (of wanted, default all) not fetched yet, in one parallel round. Called
+        with the lock held."""
+        needed = {k for k in self._kinds if k not in self._items and (wanted is None or k in wanted)}
+        if not needed:
+            return
+        gcloud_lists = {item.kind: item for item in listings(self.s) if item.kind in needed}
+        kube = {kind: argv for kind, argv in self.kube_listings().items() if kind in needed}
         kinds = [*gcloud_lists, *kube]
         thunks: list[Callable[[], Any]] = []
         for kind in kinds:
@@ -212,15 +233,21 @@ class Inventory:
                 thunks.append(functools.partial(_ask, r, kube[kind], False))
         # The project number (the bucket's owner, the binding's principal) comes after: from the peering's
         # listing when there is one, else from `gcloud projects describe`.
-        return dict(zip(kinds, r.parallel(thunks), strict=True))
+        self._items.update(zip(kinds, r.parallel(thunks), strict=True))
+        self._items.update((kind, None) for kind in needed - set(kinds))  # no listing ("project"): no answer
+
+    def prefetch(self, r: Runner, kinds: set[str]) -> None:
+        """Fetch these kinds now, the others later (the leftover scan lists a kind once its deletes ended)."""
+        if not r.dry:
+            with self._lock:
+                self._fetch(r, kinds)
 
     def listed(self, r: Runner, kind: str) -> Items | None:
         """The snapshot's items of kind (fetched on first use), or None: no answer from the snapshot."""
         if r.dry or kind in self._changed:
             return None
         with self._lock:
-            if self._items is None:
-                self._items = self._fetch_all(r)
+            self._fetch(r)
             if kind in self._changed:
                 return None
             return self._items.get(kind)
@@ -231,17 +258,16 @@ class Inventory:
         if r.dry:
             return None
         with self._lock:
-            if self._items is None:
-                self._items = self._fetch_all(r)
+            self._fetch(r)
             items = self._items.get(kind)
         return next((i for i in items or [] if short(i.get("name")) == name), None)
 
     def kube_answered(self) -> bool:
         """Every kubectl listing of the snapshot answered (the kubeconfig context works)."""
         with self._lock:
-            items = self._items
+            items = dict(self._items)
         kube = [kind for kind in self._kinds if kind.startswith("kube:")]
-        return items is not None and bool(kube) and all(items.get(kind) is not None for kind in kube)
+        return bool(kube) and all(items.get(kind) is not None for kind in kube)
 
     def project_number(self, r: Runner) -> str:
         """PROJECT_NUMBER from settings, else `gcloud projects describe` once for this inventory."""

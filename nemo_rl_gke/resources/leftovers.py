@@ -10,6 +10,7 @@ Resources kept on purpose (the data `down` keeps without --delete-data, and what
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 from .. import names
 from ..runner import NOT_FOUND, Runner
 from ..settings import Settings
+from ..steps import Listener
 from ..tools import ToolError
 from . import inventory
 from .inventory import Listing, parse_items
@@ -119,6 +121,38 @@ def _tokens(title: str) -> set[str]:
 
 def _expected(found: Found, kept_titles: Sequence[str]) -> bool:
     return any(found.name in _tokens(title) for title in kept_titles)
+
+
+def listing_early(r: Runner, fresh: inventory.Inventory, steps: Sequence[Any]) -> Listener:
+    """A teardown's listener that fetches a kind of the scan's inventory (fresh) as soon as every step of the
+    teardown that asks it has ended (deleted, absent, kept or failed): the scan that follows the last delete
+    then waits only for the kinds whose deletes ended last. Each listing still runs once; read-only."""
+    going = {step.name for step in steps}
+    waiting = {kind: names_ & going for kind, names_ in fresh.askers().items() if names_ & going}
+    lock = threading.Lock()
+
+    def listener(step: Any, state: str, seconds: float) -> None:
+        if state == "running":
+            return
+        with lock:
+            ready = set()
+            for kind, names_ in waiting.items():
+                names_.discard(step.name)
+                if not names_:
+                    ready.add(kind)
+            for kind in ready:
+                del waiting[kind]
+        if ready:
+            threading.Thread(target=_prefetch, args=(r, fresh, ready), daemon=True).start()
+
+    return listener
+
+
+def _prefetch(r: Runner, fresh: inventory.Inventory, kinds: set[str]) -> None:
+    try:
+        fresh.prefetch(r, kinds)
+    except Exception:  # noqa: BLE001 - the scan fetches what is missing, and reports what fails then
+        return
 
 
 @dataclass

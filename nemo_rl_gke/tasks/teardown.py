@@ -17,7 +17,7 @@ from .context import UNLOCK_HELP, YES_HELP, present_map
 if TYPE_CHECKING:  # imported where used: `invoke --list` imports this module
     from ..resources.leftovers import Scan
     from ..runner import Runner
-    from ..steps import Consent, Step
+    from ..steps import Consent, Listener, Step
 
 
 DATA_HELP = ("Also delete the Lustre instance, once every run on it is verified in the bucket (`invoke "
@@ -111,42 +111,66 @@ def tear_down(c: Context, s: Settings, steps: list[Step], *, delete_data: bool, 
         context.confirm(c, question, yes=False)  # no terminal and no --yes: exit 2 before any external call
     failure = None
     with deployment_lock(s, what, force=force_unlock):
-        present, shared, going = _teardown_plan(r, s, steps, given, what)
+        # Nothing is asked between the plan and the deletes with --yes: the export check reads beside the lists.
+        present, shared, going = _teardown_plan(r, s, steps, given, what, read_ahead=delete_data and yes)
         if going:
             context.confirm(c, question, yes=yes)
+        rescan, listen = _rescan(r, s, steps)
         with Board(steps, title=f"{what} {s.CLUSTER_NAME}", runner=r) as board:
             try:
-                report = graph.destroy(r, steps, consent=given, listener=board.listener, known=present,
-                                       keep=shared)
+                report = graph.destroy(r, steps, consent=given, known=present, keep=shared,
+                                       listener=_both(board.listener, listen))
             except GraphError as exc:
                 failure, report = exc, exc.report
         kept = report.by_outcome("kept")
         message = kept_message(kept)
         if message:
             r.say(message, err=True)
-        from ..resources import all_steps
-        from ..resources.inventory import inventory_of
-
-        rescan = all_steps(s)
-        fresh, before = inventory_of(rescan), inventory_of(steps)
-        if fresh is not None and before is not None:
-            fresh.knows_number_of(before)  # a project's number never changes: not asked again
         result = leftovers.scan(r, s, rescan, kept=kept, layers=layers)
     _teardown_outcome(r, s, what, result, failure, kept, delete_data=delete_data, delete_bucket=delete_bucket)
 
 
-def _teardown_plan(r: Runner, s: Settings, steps: list[Step], given: Consent,
-                   what: str) -> tuple[dict[str, bool | None], list[str], bool]:
+def _rescan(r: Runner, s: Settings, steps: list[Step]) -> tuple[list[Step], Listener]:
+    """The leftover scan's steps, with a fresh inventory (knowing the project number the teardown read), and
+    the teardown listener that lists each kind for it once that kind's deletes have ended."""
+    from ..resources import all_steps, leftovers
+    from ..resources.inventory import inventory_of
+
+    rescan = all_steps(s)
+    fresh, before = inventory_of(rescan), inventory_of(steps)
+    if fresh is None:
+        return rescan, lambda *_: None
+    if before is not None:
+        fresh.knows_number_of(before)  # a project's number never changes: not asked again
+    return rescan, leftovers.listing_early(r, fresh, steps)
+
+
+def _both(first: Listener, second: Listener) -> Listener:
+    def listener(step: Step, state: str, seconds: float) -> None:
+        first(step, state, seconds)
+        second(step, state, seconds)
+
+    return listener
+
+
+def _teardown_plan(r: Runner, s: Settings, steps: list[Step], given: Consent, what: str, *,
+                   read_ahead: bool = False) -> tuple[dict[str, bool | None], list[str], bool]:
     """Ask what exists and which other deployments share the project; say what will go and what stays.
+    read_ahead: also take the data guard's read of /data/runs now (`data_guard.read_ahead`).
     Returns (step -> present, the shared steps to keep, whether anything will be deleted)."""
     from .. import graph
-    from ..resources import cluster_steps
+    from ..resources import cluster_steps, data_guard, storage_steps
+    from ..resources.inventory import inventory_of
 
-    # Both read-only, at once: the steps that ask their tool directly (helm, the prefetch Jobs' label)
-    # need not wait for the inventory's lists, which both read.
+    # Read-only, at once: the steps that ask their tool directly (helm, the prefetch Jobs' label) need not
+    # wait for the inventory's lists, which the others read.
     found: dict[str, Any] = {}
-    r.parallel([lambda: found.update(others=cluster_steps.other_deployments(r, s, steps)),
-                lambda: found.update(present=present_map(r, steps, any_state=True))])
+    inv = inventory_of(steps)
+    reads = [lambda: found.update(others=cluster_steps.other_deployments(r, s, steps)),
+             lambda: found.update(present=present_map(r, steps, any_state=True))]
+    if read_ahead and inv is not None and any(step.name == storage_steps.LUSTRE for step in steps):
+        reads.append(lambda: data_guard.read_ahead(r, s, inv))
+    r.parallel(reads)
     others: list[str] = found["others"]
     present: dict[str, bool | None] = found["present"]
     shared = [step.name for step in steps if step.shared] if others else []

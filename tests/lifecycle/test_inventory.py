@@ -108,14 +108,79 @@ def test_inventory_down_scan_lists_instead_of_describing(cloud):
     _ok(cloud.invoke("up", "--yes"), "up")
     before = len(cloud.calls())
     _ok(cloud.invoke("down", "--yes", "--delete-data"), "down")
-    calls = cloud.calls()[before:]
-    last_delete = max(i for i, c in enumerate(calls) if c["mutating"])
-    scan = [_words(c) for c in calls[last_delete + 1:]]
+    calls = [_words(c) for c in cloud.calls()[before:]]
+    first_delete = next(i for i, c in enumerate(cloud.calls()[before:]) if c["mutating"])
     # The kept bucket's binding needs the project number; the peering that told it is gone, but the
     # teardown's own inventory read it there: no `gcloud projects describe` at all.
-    assert not [w for w in scan if " describe " in w], scan
-    assert sum(" list " in w for w in scan) == 7, scan
-    assert not [c for c in calls if "projects describe" in _words(c)]
+    assert not [w for w in calls[first_delete:] if " describe " in w], calls
+    assert not [w for w in calls if "projects describe" in w]
+    # Each kind is listed once more, for the scan, and only after the last delete of that kind ended
+    # (the peering's list before its delete is its fresh read of the ranges).
+    for kind in ("compute networks", "compute networks subnets", "compute firewall-rules", "container clusters",
+                 "lustre instances", "compute addresses", "services vpc-peerings"):
+        lists = [i for i, w in enumerate(calls) if w.startswith(f"gcloud {kind} list")]
+        deletes = [i for i, w in enumerate(calls) if w.startswith(f"gcloud {kind} delete")]
+        assert deletes and lists[-1] > deletes[-1], (kind, calls)
+        assert len([i for i in lists if i > first_delete]) == (2 if "peerings" in kind else 1), (kind, calls)
+
+
+def test_leftover_lists_start_once_every_step_asking_that_kind_has_ended():
+    import threading
+
+    from nemo_rl_gke.resources.leftovers import listing_early
+    from nemo_rl_gke.runner import Runner
+    from nemo_rl_gke.steps import Step
+
+    class Fresh:
+        fetched: list[set[str]] = []
+        fetching = threading.Semaphore(0)
+
+        def askers(self):
+            return {"cluster": {"c.cluster", "c.pool"}, "network": {"n.net"}, "kube:default": {"r.ray", "x.kept"}}
+
+        def prefetch(self, r, kinds):
+            self.fetched.append(kinds)
+            self.fetching.release()
+
+    fresh = Fresh()
+    steps = {name: Step(name, name, lambda r: True, None) for name in ("c.cluster", "c.pool", "n.net", "r.ray")}
+    listen = listing_early(Runner(out=io.StringIO(), err=io.StringIO()), fresh, list(steps.values()))
+    listen(steps["c.cluster"], "running", 0.0)
+    listen(steps["c.cluster"], "deleted", 1.0)  # the GPU pool still runs: no cluster list yet
+    listen(steps["r.ray"], "deleted", 1.0)  # x.kept is not part of this teardown
+    assert fresh.fetching.acquire(timeout=5) and fresh.fetched == [{"kube:default"}]
+    listen(steps["c.pool"], "failed", 1.0)
+    assert fresh.fetching.acquire(timeout=5) and fresh.fetched == [{"kube:default"}, {"cluster"}]
+    listen(steps["r.ray"], "deleted", 1.0)  # an end seen twice starts nothing again
+    assert not fresh.fetching.acquire(timeout=0.2) and fresh.fetched == [{"kube:default"}, {"cluster"}]
+
+
+def test_teardown_reads_the_runs_beside_the_lists_with_yes(cloud, monkeypatch):
+    # The export check's `get pods` starts while the lists are still out: each list here waits for it.
+    import threading
+
+    from nemo_rl_gke.settings import load
+    from nemo_rl_gke.steps import Consent
+    from nemo_rl_gke.tasks.teardown import _teardown_plan
+
+    _ok(cloud.invoke("up", "--yes"), "up")
+    steps, r = _steps_and_runner(cloud, monkeypatch)
+    asked = threading.Event()
+    waited: list[bool] = []
+    seam = r.tools
+
+    class Gated:
+        def run(self, argv, *, stdin, timeout):
+            if argv[0] == "kubectl" and "pods" in argv:
+                asked.set()
+            elif argv[0] == "gcloud" and "list" in argv:
+                waited.append(asked.wait(5))
+            return seam.run(argv, stdin=stdin, timeout=timeout)
+
+    r.tools = Gated()
+    s = load(allow_example=False, cwd=cloud.workdir, environ={})
+    _teardown_plan(r, s, steps, Consent(delete_data=True), "down", read_ahead=True)
+    assert len(waited) == 7 and all(waited), waited
 
 
 def test_presence_checks_run_all_at_once_so_direct_questions_never_queue_behind_the_lists():
