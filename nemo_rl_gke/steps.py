@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from .runner import Runner
 from .tools import ToolError
@@ -95,3 +96,18 @@ class GraphError(ToolError):
 
 
 Listener = Callable[[Step, str, float], None]
+
+
+@dataclass
+class Handoff:
+    """What one step of a run read for another of the same run (the data guard's read ahead of /data/runs, the
+    describe that saw Lustre ready), each taken once."""
+
+    _kept: dict[str, Any] = field(default_factory=dict)
+
+    def keep(self, key: str, value: Any) -> None:
+        self._kept[key] = value
+
+    def take(self, key: str) -> tuple[bool, Any]:
+        """(found, value) of what was kept under key; a second take finds nothing."""
+        return key in self._kept, self._kept.pop(key, None)

@@ -27,7 +27,7 @@ RunsListing = tuple[dict[str, int], set[str], str]  # files under /data/runs -> 
 def lustre_runs(r: Runner, s: Settings, inv: Inventory | None = None) -> RunsListing | None:
     """(files under /data/runs -> size, running run ids, the pod asked), or None with no head pod to ask."""
     if inv is not None:
-        found, listed = inv.ahead(READ_AHEAD)
+        found, listed = inv.handoff.take(READ_AHEAD)
         if found:
             return listed  # type: ignore[no-any-return]
     pod = head_pod.running_head(r, s, inv)
@@ -56,7 +56,7 @@ def read_ahead(r: Runner, s: Settings, inv: Inventory) -> None:
     try:
         answered, pod = head_pod.listed_head(r, s)
         if answered:
-            inv.ahead(READ_AHEAD, None if pod is None else _listing(r, s, pod), put=True)
+            inv.handoff.keep(READ_AHEAD, None if pod is None else _listing(r, s, pod))
     except ToolError:
         return
 

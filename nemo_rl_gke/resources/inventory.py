@@ -4,10 +4,9 @@ Every step's existence check answers from an Inventory: the first check fetches 
 registered, all in parallel through the Runner's pool (one round of calls), and the others read that
 snapshot. The snapshot belongs to the step list that `all_steps` built (one run), never to a module.
 
-What the snapshot cannot answer, the step's own describe does: a dry run (nothing is asked), a listing
-that failed (no kubectl context yet), and any kind this run has changed since (a step that created or
-deleted something marks its kinds, so nothing created or deleted during the run is read from a stale
-list). Waits for readiness (Lustre ACTIVE, Ray pods) always poll describe themselves.
+What the snapshot cannot answer, the step's own describe does: a dry run, a listing that failed (no kubectl
+context yet), and what this run has changed since (a create or delete marks its kinds; an object in the cluster
+only itself). Waits for readiness (Lustre ACTIVE, Ray pods) always poll describe themselves.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from .. import names
 from ..commands import gcloud, kubectl, lustre
 from ..runner import Runner
 from ..settings import Settings
-from ..steps import Action, Check, Step
+from ..steps import Action, Check, Handoff, Step
 
 Items = list[dict[str, Any]]
 Decide = Callable[[Items], bool]
@@ -116,10 +115,12 @@ class Inventory:
         self._kinds: set[str] = set()
         self._refs: list[KubeRef] = []
         self._step_kinds: dict[str, set[str]] = {}
+        self._in_cluster: set[str] = set()  # steps whose objects live in the cluster (`in_cluster`)
         self._lock = threading.Lock()
         self._items: dict[str, Items | None] = {}  # kind fetched -> items; None: that listing failed
-        self._ahead: dict[str, Any] = {}  # answers read ahead of their use (see `ahead`)
+        self.handoff = Handoff()  # what one step of this run read for another
         self._changed: set[str] = set()
+        self._empty: set[str] = set()  # known to hold none of ours (the namespaces of a cluster this run made)
         self._project_number = ""
         self._number_lock = threading.Lock()
 
@@ -144,11 +145,11 @@ class Inventory:
         """A check of an object in the cluster, from the one `kubectl get` of its namespace. Without our
         cluster (as listed) nothing is in it; a kubectl that cannot answer (no context yet) falls back."""
         refs = [refs] if isinstance(refs, KubeRef) else list(refs)
-        ref = refs[0]
-        kind = f"kube:{ref.namespace}"
+        ref, kind = refs[0], f"kube:{refs[0].namespace}"
         self._refs.extend(refs)
         self.register(step, kind)
         self.register(step, "cluster")
+        self._in_cluster.add(step)
 
         def found(items: Items) -> bool:
             if decide is not None:
@@ -157,6 +158,8 @@ class Inventory:
                        for i in items)
 
         def exists(r: Runner) -> bool:
+            if f"step:{step}" in self._changed:
+                return fallback(r)
             clusters = self.listed(r, "cluster")
             if clusters is not None and self.cluster(clusters) is None:
                 return False
@@ -166,25 +169,34 @@ class Inventory:
         return exists
 
     def track(self, steps: list[Step]) -> list[Step]:
-        """The steps with each create/delete marking the kinds it asks about as changed (a cluster delete
-        also takes everything in the cluster with it)."""
+        """The steps with each create/delete marking what it changes: an object in the cluster itself only; the
+        cluster everything in it (one this run created holds none of our objects: known absent, not asked)."""
+        kube = {k for k in self._kinds if k.startswith("kube:")}
 
-        def marking(step: Step, action: Action | None) -> Action | None:
+        def marking(step: Step, action: Action | None, creating: bool) -> Action | None:
             kinds = set(self._step_kinds.get(step.name, ()))
-            if "cluster" in kinds and not any(k.startswith("kube:") for k in kinds):
-                kinds |= {k for k in self._kinds if k.startswith("kube:")}
+            whole_cluster = kinds == {"cluster"} and not step.parent  # not its node pools
+            if step.name in self._in_cluster:
+                kinds = {f"step:{step.name}"}  # the others' answers from the namespace's `kubectl get` hold
+            elif whole_cluster:
+                kinds |= kube
             if action is None or not kinds or not step.mutating:
                 return action
 
             def run(r: Runner) -> str | None:
                 if not r.dry:
                     self.changed(kinds)
-                return action(r)
+                outcome = action(r)
+                if whole_cluster and creating and outcome is None and not r.dry:
+                    with self._lock:  # (not "answered": kubectl itself has not been asked, see kube_answered)
+                        self._empty |= kube
+                        self._changed -= kube
+                return outcome
 
             return run
 
-        return [replace(step, create=marking(step, step.create) or step.create, delete=marking(step, step.delete))
-                for step in steps]
+        return [replace(step, create=marking(step, step.create, True) or step.create,
+                        delete=marking(step, step.delete, False)) for step in steps]
 
     def changed(self, kinds: set[str]) -> None:
         with self._lock:
@@ -192,18 +204,7 @@ class Inventory:
 
     def askers(self) -> dict[str, set[str]]:
         """kind -> the names of the steps that ask its listing."""
-        found: dict[str, set[str]] = {}
-        for step, kinds in self._step_kinds.items():
-            for kind in kinds & self._kinds:
-                found.setdefault(kind, set()).add(step)
-        return found
-
-    def ahead(self, key: str, value: Any = None, *, put: bool = False) -> tuple[bool, Any]:
-        """An answer read ahead of its use, taken once: put=True stores value; else (found, value), removed."""
-        if put:
-            self._ahead[key] = value
-            return True, value
-        return key in self._ahead, self._ahead.pop(key, None)
+        return {kind: {step for step, kinds in self._step_kinds.items() if kind in kinds} for kind in self._kinds}
 
     # ---- the snapshot --------------------------------------------------------------------------------
     def kube_listings(self) -> dict[str, list[str]]:
@@ -247,6 +248,8 @@ class Inventory:
         if r.dry or kind in self._changed:
             return None
         with self._lock:
+            if kind in self._empty:
+                return []
             self._fetch(r)
             if kind in self._changed:
                 return None

@@ -115,7 +115,12 @@ def _lustre_ready(s: Settings) -> Check:
     return exists
 
 
-def _lustre_create(s: Settings) -> Action:
+# Kept for the next step (Inventory.handoff): the describe that saw Lustre ready (for the PV), the PV's capacity.
+READY_DESCRIBE = "Lustre describe when ready"
+PV_CAPACITY = "PV capacity"
+
+
+def _lustre_create(s: Settings, inv: Inventory) -> Action:
     def create(r: Runner) -> str | None:
         result = r.run(lustre.lustre_create(s), accept=ALREADY_EXISTS, timeout=600)
         seen: dict[str, str] = {}
@@ -128,6 +133,8 @@ def _lustre_create(s: Settings) -> Action:
                 raise ToolError(f"Lustre instance {s.LUSTRE_NAME} is {state} instead of becoming "
                                 f"{lustre.LUSTRE_READY_STATE}; see `gcloud lustre instances describe "
                                 f"{s.LUSTRE_NAME} --location={s.lustre_zone}`.", 1)
+            if state == lustre.LUSTRE_READY_STATE:
+                inv.handoff.keep(READY_DESCRIBE, info)
             return state == lustre.LUSTRE_READY_STATE
 
         label = f"Lustre instance {s.LUSTRE_NAME} ({s.LUSTRE_CAPACITY_GIB} GiB) becoming ready (~15 min)"
@@ -186,17 +193,20 @@ def check_bucket_owner(r: Runner, s: Settings) -> None:
                                                  f"it); or pick another GS_BUCKET.")
 
 
-def _apply_pv(s: Settings) -> Action:
+def _apply_pv(s: Settings, inv: Inventory) -> Action:
     def apply(r: Runner) -> None:
-        # In a dry run the describe is printed and the PV gets a placeholder address.
-        described = r.run(lustre.lustre_describe(s), dry_stdout=lustre.dry_describe(s))
-        info = lustre.lustre_info(described.stdout)
+        # Lustre's wait's last describe (this run), else one now (a dry run prints it: placeholder address).
+        found, info = inv.handoff.take(READY_DESCRIBE)
+        if not found:
+            info = lustre.lustre_info(r.run(lustre.lustre_describe(s), dry_stdout=lustre.dry_describe(s)).stdout)
         ip = lustre.mount_ip(info["mount_point"])
         capacity = info["capacity_gib"] or s.LUSTRE_CAPACITY_GIB
         pv, _ = kube_objects.pv_pvc_yaml(s, ip, capacity)
         r.run(kubectl.apply_stdin(s), stdin=pv,
               stdin_label=f"manifests/lustre-pv.yaml rendered (ip {ip}{' placeholder' if r.dry else ''}, "
                           f"{capacity}Gi)")
+        if not r.dry:
+            inv.handoff.keep(PV_CAPACITY, capacity)
 
     return apply
 
@@ -209,9 +219,10 @@ def pv_capacity_gib(r: Runner, s: Settings) -> int:
     return int(storage[:-2]) if storage.endswith("Gi") and storage[:-2].isdigit() else s.LUSTRE_CAPACITY_GIB
 
 
-def _apply_pvc(s: Settings) -> Action:
+def _apply_pvc(s: Settings, inv: Inventory) -> Action:
     def apply(r: Runner) -> None:
-        capacity = pv_capacity_gib(r, s)
+        found, capacity = inv.handoff.take(PV_CAPACITY)  # the PV this run applied; else the one in the cluster
+        capacity = capacity if found else pv_capacity_gib(r, s)
         _, pvc = kube_objects.pv_pvc_yaml(s, lustre.DRY_RUN_IP, capacity)
         r.run(kubectl.apply_stdin(s), stdin=pvc,
               stdin_label=f"manifests/lustre-pvc.yaml rendered ({capacity}Gi)")
@@ -278,12 +289,12 @@ def _kube_steps(s: Settings, inv: Inventory) -> list[Step]:
         Step(PV, f"PersistentVolume {names.LUSTRE_PV}",
              kube(PV, "persistentvolume", "PersistentVolume", names.LUSTRE_PV,
                   kubectl.get(s, "persistentvolume", names.LUSTRE_PV)),
-             _apply_pv(s), deleter(kubectl.delete(s, "persistentvolume", names.LUSTRE_PV)),
+             _apply_pv(s, inv), deleter(kubectl.delete(s, "persistentvolume", names.LUSTRE_PV)),
              **{**in_cluster, "deps": (cluster.CREDENTIALS, LUSTRE)}),
         Step(PVC, f"PersistentVolumeClaim {s.NAMESPACE}/{names.LUSTRE_PVC}",
              kube(PVC, "persistentvolumeclaim", "PersistentVolumeClaim", names.LUSTRE_PVC,
                   kubectl.get(s, "persistentvolumeclaim", names.LUSTRE_PVC, namespace=s.NAMESPACE)),
-             _apply_pvc(s), deleter(kubectl.delete(s, "persistentvolumeclaim", names.LUSTRE_PVC,
+             _apply_pvc(s, inv), deleter(kubectl.delete(s, "persistentvolumeclaim", names.LUSTRE_PVC,
                                                    namespace=s.NAMESPACE)),
              **{**in_cluster, "deps": (cluster.CREDENTIALS, PV)}),
     ]
@@ -305,7 +316,7 @@ def _lustre_steps(s: Settings, inv: Inventory) -> list[Step]:
              delete_seconds=60),
         Step(LUSTRE, f"Lustre instance {s.LUSTRE_NAME} ({s.LUSTRE_CAPACITY_GIB} GiB, {s.lustre_zone})",
              inv.check(LUSTRE, "Lustre instance", lustre_lists["ready"], _lustre_ready(s)),
-             _lustre_create(s), _lustre_delete(s, inv), deps=(PEERING,),
+             _lustre_create(s, inv), _lustre_delete(s, inv), deps=(PEERING,),
              holds_data=True, consent="delete_data", guard=data_guard.lustre_guard(s, inv, lustre_state),
              present=inv.check(LUSTRE, "Lustre instance", lustre_lists["any"], _lustre_present(s)),
              shared=True, create_seconds=900, delete_seconds=480),

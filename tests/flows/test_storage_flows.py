@@ -312,3 +312,17 @@ def test_storage_status_with_an_unreachable_endpoint_names_it_fast(made):
     done = made.invoke("storage.status", STORAGE_EMULATOR_HOST=f"http://127.0.0.1:{port}")
     assert (done.code, "Traceback" in done.output, time.monotonic() - started < 30) == (1, False, True), done.output
     assert f"Cloud Storage at http://127.0.0.1:{port} did not answer" in done.stderr
+
+
+def test_storage_create_asks_nothing_its_own_steps_just_read(cloud):
+    # The wait for Lustre describes the instance until it is READY; the PV takes the address and capacity
+    # from that last describe, and the PVC its capacity from the PV this run applied.
+    before = len(cloud.calls())
+    done = cloud.invoke("storage.create")
+    calls = [" ".join([c["tool"], *c["argv"]]) for c in cloud.calls()[before:]]
+    created = next(i for i, w in enumerate(calls) if "lustre instances create" in w)
+    waited = [w for w in calls[created:] if "lustre instances describe" in w]
+    assert (done.code, len(waited), [w for w in calls if "get persistentvolume" in w]) == (0, 1, []), "\n".join(calls)
+    pv = k8s(cloud, "PersistentVolume//lustre-pv")
+    pvc = k8s(cloud, "PersistentVolumeClaim/default/lustre-pvc")
+    assert (pv["spec"]["capacity"]["storage"], pvc["spec"]["resources"]["requests"]["storage"]) == ("18000Gi",) * 2
