@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
+
 from support.fake import REPO, FakeCloud
 
 NAMESPACES = ("net", "cluster", "storage", "ray", "job", "clean")
@@ -21,6 +23,23 @@ def test_list_shows_every_namespace(tmp_path):
     assert done.code == 0
     for namespace in NAMESPACES:
         assert f"  {namespace}." in done.stdout or f"  {namespace} " in done.stdout
+
+
+@pytest.mark.parametrize("told_not_to", [False, True])
+def test_invoke_keeps_our_bytecode_unless_python_is_told_not_to(tmp_path, told_not_to):
+    # Invoke turns bytecode writing off for what tasks.py imports: the whole package was compiled on every run.
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(tmp_path / "pycache")
+    if told_not_to:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    done = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO), "--list"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, check=False)
+    ours = list((tmp_path / "pycache").rglob("nemo_rl_gke/tasks/clean.*.pyc"))
+    assert (done.returncode, len(ours)) == (0, 0 if told_not_to else 1), done.stderr
 
 
 def test_dry_h200_cluster_create_without_env_prints_the_plan(tmp_path):
