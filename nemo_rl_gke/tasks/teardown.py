@@ -115,7 +115,7 @@ def tear_down(c: Context, s: Settings, steps: list[Step], *, delete_data: bool, 
         present, shared, going = _teardown_plan(r, s, steps, given, what, read_ahead=delete_data and yes)
         if going:
             context.confirm(c, question, yes=yes)
-        rescan, listen = _rescan(r, s, steps)
+        rescan, listen = _rescan(r, s, steps, layers)
         with Board(steps, title=f"{what} {s.CLUSTER_NAME}", runner=r) as board:
             try:
                 report = graph.destroy(r, steps, consent=given, known=present, keep=shared,
@@ -130,9 +130,10 @@ def tear_down(c: Context, s: Settings, steps: list[Step], *, delete_data: bool, 
     _teardown_outcome(r, s, what, result, failure, kept, delete_data=delete_data, delete_bucket=delete_bucket)
 
 
-def _rescan(r: Runner, s: Settings, steps: list[Step]) -> tuple[list[Step], Listener]:
-    """The leftover scan's steps, with a fresh inventory (knowing the project number the teardown read), and
-    the teardown listener that lists each kind for it once that kind's deletes have ended."""
+def _rescan(r: Runner, s: Settings, steps: list[Step], layers: tuple[str, ...]) -> tuple[list[Step], Listener]:
+    """The leftover scan's steps, with a fresh inventory (knowing the project number the teardown read; asking
+    only what the layers' steps ask), and the teardown listener that lists each kind for it once that kind's
+    deletes have ended."""
     from ..resources import all_steps, leftovers
     from ..resources.inventory import inventory_of
 
@@ -142,6 +143,8 @@ def _rescan(r: Runner, s: Settings, steps: list[Step]) -> tuple[list[Step], List
         return rescan, lambda *_: None
     if before is not None:
         fresh.knows_number_of(before)  # a project's number never changes: not asked again
+    if layers:  # `clean.ray` lists nothing of the networks or Lustre (the labelled lists of its layers still run)
+        fresh.restrict([step for step in rescan if step.layer in layers])
     return rescan, leftovers.listing_early(r, fresh, steps)
 
 

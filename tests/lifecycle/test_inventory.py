@@ -224,3 +224,14 @@ def test_presence_checks_run_all_at_once_so_direct_questions_never_queue_behind_
     started = time.monotonic()
     present = present_map(Runner(out=io.StringIO(), err=io.StringIO()), steps)
     assert all(present.values()) and time.monotonic() - started < 2.5
+
+
+def test_a_layers_teardown_scans_that_layer_only(cloud):
+    # `clean.ray` deletes the Ray release; its leftover scan used to list every kind in the project (9 lists).
+    _ok(cloud.invoke("up", "--yes"), "up")
+    before = len(cloud.calls())
+    _ok(cloud.invoke("clean.ray", "--yes"), "clean.ray")
+    calls = [_words(c) for c in cloud.calls()[before:]]
+    gcloud_lists = [w.split(" --")[0] for w in calls if w.startswith("gcloud") and " list" in w]
+    assert gcloud_lists == ["gcloud container clusters list"] * 2, calls  # the teardown's, then the scan's
+    assert "helm uninstall" in " ".join(calls) and len(calls) <= 6, calls
