@@ -107,7 +107,7 @@ def probes() -> Probes:
 
 
 @context.task(help={"fix": "Enable the APIs that are missing (asks first; --yes answers).",
-                    "yes": "Answer yes to the confirmation (needed without a terminal)."})
+                    "yes": context.YES_ONE_HELP})
 def doctor(c: Context, fix: bool = False, yes: bool = False) -> None:
     """Check tools, account, project, APIs, quota, NCCL installer, credentials, HF token; --fix enables APIs."""
     from ..commands import doctor as checks

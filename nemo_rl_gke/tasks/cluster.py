@@ -71,7 +71,7 @@ def status(c: Context, json_: bool = False) -> None:
     context.status_task(c, "cluster {s.CLUSTER_NAME}", _steps, as_json=json_, kind="cluster.status")
 
 
-@context.task(help={"yes": "Answer yes to the confirmation (needed without a terminal).",
+@context.task(help={"yes": context.YES_ONE_HELP,
                     "force_unlock": context.UNLOCK_HELP})
 def delete(c: Context, yes: bool = False, force_unlock: bool = False) -> None:
     """Delete the cluster and everything in it (GPU pool, Ray, network mapping); Lustre and the bucket stay."""

@@ -250,6 +250,7 @@ def json_output(enabled: bool) -> Iterator[JsonOut | None]:
 
 
 YES_HELP = "Answer yes to the confirmations (needed without a terminal)."
+YES_ONE_HELP = "Answer yes to the confirmation (needed without a terminal)."  # tasks that ask one question
 
 
 def present_map(r: Runner, steps: list[Step], *, any_state: bool = False) -> dict[str, bool | None]:

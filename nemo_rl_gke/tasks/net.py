@@ -35,7 +35,7 @@ def status(c: Context, json_: bool = False) -> None:
     context.status_task(c, "networks", _steps, as_json=json_, kind="net.status")
 
 
-@context.task(help={"yes": "Answer yes to the confirmation (needed without a terminal).",
+@context.task(help={"yes": context.YES_ONE_HELP,
                     "force_unlock": context.UNLOCK_HELP})
 def delete(c: Context, yes: bool = False, force_unlock: bool = False) -> None:
     """Delete our subnets, firewall rule and VPCs (never one we did not create; the main VPC stays under Lustre)."""

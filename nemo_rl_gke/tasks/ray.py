@@ -171,7 +171,7 @@ def dashboard(c: Context, port: int = 8265, client: bool = False, client_port: i
                         "(`invoke ray.status`)?", code)
 
 
-@context.task(help={"yes": "Answer yes to the confirmation (needed without a terminal).",
+@context.task(help={"yes": context.YES_ONE_HELP,
                     "force_unlock": context.UNLOCK_HELP})
 def delete(c: Context, yes: bool = False, force_unlock: bool = False) -> None:
     """Uninstall the Ray cluster (pods and RayCluster); running jobs stop, Lustre data and the cluster stay."""
