@@ -77,9 +77,7 @@ class Processes:
         at its next 0.1 s tick, so every command with a timeout took up to 0.1 s longer than it ran."""
         import sh
 
-        command = sh.Command(find_tool(argv[0]))
-        proc = command(*argv[1:], _in=stdin, _ok_code=list(range(256)), _return_cmd=True, _tty_out=False,
-                       _bg=True, _bg_exc=False, _env=dict(os.environ))
+        proc = _start(argv, _in=stdin, _tty_out=False)
         timer = _Deadline(proc, timeout)
         try:
             proc.wait()
@@ -94,11 +92,7 @@ class Processes:
     def stream(self, argv: list[str], *, stdin: str | None, out: Callable[[str], None],
                err: Callable[[str], None]) -> int:
         """Ctrl-C stops the local command only: 130."""
-        import sh
-
-        command = sh.Command(find_tool(argv[0]))
-        proc = command(*argv[1:], _in=stdin, _out=out, _err=err, _ok_code=list(range(256)), _bg=True,
-                       _bg_exc=False, _return_cmd=True, _env=dict(os.environ))
+        proc = _start(argv, _in=stdin, _out=out, _err=err)
         try:
             proc.wait()
             return int(proc.exit_code)
@@ -108,6 +102,16 @@ class Processes:
             except Exception:  # noqa: BLE001 - already gone
                 pass
             return 130
+
+
+def _start(argv: list[str], **io: Any) -> Any:
+    """argv started with sh in the background (never a shell string): every exit code is an answer, the
+    caller waits. The executable is resolved now; the environment is this process's, as it is now."""
+    import sh
+
+    command = sh.Command(find_tool(argv[0]))
+    return command(*argv[1:], _ok_code=list(range(256)), _bg=True, _bg_exc=False, _return_cmd=True,
+                   _env=dict(os.environ), **io)
 
 
 class _Deadline:
