@@ -41,16 +41,12 @@ def _steps(s: Settings) -> list[Any]:
 @context.task(help={"force_unlock": UNLOCK_HELP})
 def create(c: Context, force_unlock: bool = False) -> None:
     """Create the bucket, KSA and its binding, the Secret, and Lustre with its PV/PVC (skips what exists)."""
-    from ..lock import deployment_lock
     from ..resources import storage_steps
 
     s = context.settings(c)
     r = context.runner(c, s)
     storage_steps.check_bucket_owner(r, s)
-    if r.dry:
-        context.apply_steps(c, s, _steps(s))
-        return
-    with deployment_lock(s, "storage.create", force=force_unlock):
+    with context.deployment_locked(c, s, "storage.create", force=force_unlock):
         context.apply_steps(c, s, _steps(s))
 
 
@@ -95,14 +91,9 @@ def export(c: Context, run: str | None = None, force_unlock: bool = False) -> No
 
     if run is not None and not _RUN_ID.match(run):
         raise ConfigError("--run", run, "a run id is letters, digits, '.', '_' or '-' (as in job.list).")
-    from ..lock import deployment_lock
-
     s = context.settings(c)
     r = context.runner(c, s)
-    if r.dry:
-        data_guard.export(r, s, run)
-        return
-    with deployment_lock(s, "storage.export", force=force_unlock):
+    with context.deployment_locked(c, s, "storage.export", force=force_unlock):
         data_guard.export(r, s, run)
 
 
