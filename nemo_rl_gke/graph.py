@@ -15,7 +15,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 
 from .runner import NOT_FOUND, Runner
 from .steps import Consent, GraphError, Listener, Outcome, Report, Step
-from .tools import ToolError
+from .tools import ToolError, background
 
 
 def _check_graph(steps: Sequence[Step]) -> None:
@@ -69,15 +69,49 @@ def _waits_order(steps: Sequence[Step], waits: dict[str, set[str]]) -> list[Step
     return ordered
 
 
+# A step whose longest chain is this share shorter than the graph's longest runs its commands in the background
+# (tools.background): it has time to spare, the chain everything waits on has none.
+SLACK_SHARE = 0.05
+
+
+def chains_through(steps: Sequence[Step], waits: Mapping[str, set[str]],
+                   seconds: Callable[[Step], float]) -> dict[str, float]:
+    """Each step's longest chain of typical seconds: the chain it waits on, itself, and what waits on it."""
+    by_name = {s.name: s for s in steps}
+    waited_by: dict[str, set[str]] = {name: set() for name in by_name}
+    for name, names_ in waits.items():
+        for dep in names_:
+            waited_by[dep].add(name)
+    before: dict[str, float] = {}
+    after: dict[str, float] = {}
+
+    def chain(name: str, edges: Mapping[str, set[str]], memo: dict[str, float]) -> float:
+        if name not in memo:
+            memo[name] = max((seconds(by_name[n]) + chain(n, edges, memo) for n in edges[name]), default=0.0)
+        return memo[name]
+
+    return {name: chain(name, waits, before) + seconds(step) + chain(name, waited_by, after)
+            for name, step in by_name.items()}
+
+
+def _with_slack(steps: Sequence[Step], waits: Mapping[str, set[str]], seconds: Callable[[Step], float]) -> set[str]:
+    chains = chains_through(steps, waits, seconds)
+    longest = max(chains.values(), default=0.0)
+    return {name for name, chain in chains.items() if chain < (1 - SLACK_SHARE) * longest}
+
+
 def _run_graph(runner: Runner, steps: Sequence[Step], ready_after: Callable[[Step], Iterable[str]],
-               work: Callable[[Step], str], listener: Listener | None, max_workers: int) -> Report:
-    """Run work(step) for each step once every name in ready_after(step) has finished; parallel."""
+               work: Callable[[Step], str], listener: Listener | None, max_workers: int,
+               seconds: Callable[[Step], float]) -> Report:
+    """Run work(step) for each step once every name in ready_after(step) has finished; parallel. seconds: the
+    step's typical latency in this run (0 when it has nothing to do), for the steps with time to spare."""
     _check_graph(steps)
     present = {s.name for s in steps}
     waits = {s.name: {d for d in ready_after(s) if d in present} for s in steps}
     blocked = stuck(steps, waits)
     if blocked:  # before anything runs: a half-run graph that then stalls would leave things half-made
         raise _stall_error(blocked, waits, "the step graph cannot run")
+    spare = _with_slack(steps, waits, seconds)
     report = Report()
     lock = threading.Lock()
     finished: set[str] = set()
@@ -91,7 +125,8 @@ def _run_graph(runner: Runner, steps: Sequence[Step], ready_after: Callable[[Ste
         started = time.monotonic()
         notify(step, "running", 0.0)
         try:
-            outcome = work(step)
+            with background(step.name in spare):
+                outcome = work(step)
         except Exception as exc:  # noqa: BLE001 - every failure is reported, then the graph stops
             outcome_ = Outcome(step, "failed", time.monotonic() - started, str(exc), exc)
             with lock:
@@ -175,7 +210,10 @@ def apply(runner: Runner, steps: Sequence[Step], *, listener: Listener | None = 
         return step.create(runner) or "created"
 
     order(steps)
-    return _run_graph(runner, steps, lambda s: s.deps, work, listener, max_workers)
+    def seconds(step: Step) -> float:
+        return 0.0 if known is not None and known.get(step.name) else step.create_seconds
+
+    return _run_graph(runner, steps, lambda s: s.deps, work, listener, max_workers, seconds)
 
 
 def destroy(runner: Runner, steps: Sequence[Step], *, delete_data: bool = False, consent: Consent | None = None,
@@ -235,7 +273,11 @@ def destroy(runner: Runner, steps: Sequence[Step], *, delete_data: bool = False,
             return "absent"
         return step.delete(runner) or "deleted"
 
-    return _run_graph(runner, steps, lambda s: dependents[s.name], work, listener, max_workers)
+    def seconds(step: Step) -> float:
+        gone = step.name in kept or (known is not None and known.get(step.name) is False)
+        return 0.0 if gone else step.delete_seconds
+
+    return _run_graph(runner, steps, lambda s: dependents[s.name], work, listener, max_workers, seconds)
 
 
 def kept_steps(steps: Sequence[Step], consent: Consent, keep: Iterable[str] = ()) -> set[str]:
@@ -259,24 +301,12 @@ def needed_by(steps: Sequence[Step], names: Iterable[str]) -> set[str]:
 
 def critical_path_seconds(steps: Sequence[Step], *, deleting: bool = False) -> float:
     """The lower bound on wall time with unlimited parallelism: the longest chain of typical latencies."""
-    present = {s.name: s for s in steps}
-    memo: dict[str, float] = {}
-    if not deleting:
-        def finish(name: str) -> float:
-            if name not in memo:
-                step = present[name]
-                memo[name] = step.create_seconds + max((finish(d) for d in step.deps if d in present), default=0.0)
-            return memo[name]
-    else:
-        dependents: dict[str, list[str]] = {n: [] for n in present}
-        for step in steps:
-            for dep in step.deps:
-                if dep in present:
-                    dependents[dep].append(step.name)
-
-        def finish(name: str) -> float:
-            if name not in memo:
-                step = present[name]
-                memo[name] = step.delete_seconds + max((finish(d) for d in dependents[name]), default=0.0)
-            return memo[name]
-    return max((finish(n) for n in present), default=0.0)
+    present = {s.name for s in steps}
+    waits: dict[str, set[str]] = {s.name: set() for s in steps}
+    for step in steps:
+        for dep in step.deps:
+            if dep in present:  # a delete waits for what depends on it, a create for its dependencies
+                first, then = (step.name, dep) if deleting else (dep, step.name)
+                waits[then].add(first)
+    chains = chains_through(steps, waits, lambda s: s.delete_seconds if deleting else s.create_seconds)
+    return max(chains.values(), default=0.0)

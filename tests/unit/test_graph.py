@@ -183,6 +183,46 @@ def test_critical_path_is_the_longest_chain():
     assert graph.critical_path_seconds(steps) == 15
 
 
+def test_chains_through_each_step_and_the_steps_with_time_to_spare():
+    waits = {"a": set(), "b": {"a"}, "c": {"a"}}
+    steps = [Step(n, n, lambda r: False, lambda r: None) for n in "abc"]
+    seconds = {"a": 10.0, "b": 100.0, "c": 1.0}
+    assert graph.chains_through(steps, waits, lambda s: seconds[s.name]) == {"a": 110.0, "b": 110.0, "c": 11.0}
+    assert graph._with_slack(steps, waits, lambda s: seconds[s.name]) == {"c"}
+    assert graph._with_slack(steps, waits, lambda s: 0.0) == set()  # nothing to do: nothing to rank
+
+
+def _priority_seen(seen: dict[str, bool], name: str) -> None:
+    from nemo_rl_gke import tools
+
+    seen[name] = getattr(tools._priority, "low", False)
+
+
+def test_apply_and_destroy_start_only_the_steps_off_the_critical_path_in_the_background():
+    """What a step's commands run at (tools.background): the short branch yields the CPU to the long chain,
+    in both directions; a step that has nothing to do (it exists) weighs nothing."""
+    seen: dict[str, bool] = {}
+
+    def step(name, deps=(), create_seconds=0, delete_seconds=0):
+        return Step(name, name, lambda r: name in present, lambda r: _priority_seen(seen, name),
+                    lambda r: _priority_seen(seen, name), deps=deps, create_seconds=create_seconds,
+                    delete_seconds=delete_seconds)
+
+    present: set[str] = set()
+    steps = [step("net.a", create_seconds=10, delete_seconds=10), step("net.long", ("net.a",), 100, 100),
+             step("net.short", ("net.a",), 1, 1)]
+    graph.apply(runner(), steps)
+    assert seen == {"net.a": False, "net.long": False, "net.short": True}
+    seen.clear()
+    present.update({"net.a", "net.long", "net.short"})
+    graph.destroy(runner(), steps)
+    assert seen == {"net.a": False, "net.long": False, "net.short": True}
+    seen.clear()
+    present.clear()  # the long one exists: the short branch is the chain now
+    graph.apply(runner(), steps, known={"net.a": False, "net.long": True, "net.short": False})
+    assert seen == {"net.a": False, "net.short": False}
+
+
 def test_apply_does_not_ask_again_what_it_already_knows():
     asked = []
     steps = [Step(f"net.{n}", n, lambda r, n=n: asked.append(n) or False, lambda r: None) for n in "abc"]

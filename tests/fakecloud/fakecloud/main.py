@@ -137,7 +137,8 @@ def dispatch(tool: str, argv: list[str], *, stdin: str | None, stdout: TextIO, s
                 stderr.write(fail.stderr.rstrip("\n") + "\n")
     record = {"tool": tool, "argv": argv, "start": started, "launched": launched or started, "end": time.time(),
               "exit": code,
-              "mutating": bool(registered and registered.mutating)}
+              "mutating": bool(registered and registered.mutating),
+              "nice": os.getpriority(os.PRIO_PROCESS, 0)}  # the CPU priority the caller gave the process
     with state.locked():
         with open(state.root / "calls.jsonl", "a") as log:
             log.write(json.dumps(record) + "\n")
