@@ -19,7 +19,7 @@ from .. import names
 from ..runner import NOT_FOUND, Runner
 from ..settings import Settings
 from ..steps import Listener
-from ..tools import ToolError
+from ..tools import ToolError, background
 from . import inventory
 from .inventory import Listing, parse_items
 
@@ -149,8 +149,10 @@ def listing_early(r: Runner, fresh: inventory.Inventory, steps: Sequence[Any]) -
 
 
 def _prefetch(r: Runner, fresh: inventory.Inventory, kinds: set[str]) -> None:
+    """In the background (tools.background): the teardown's own deletes and reads still running come first."""
     try:
-        fresh.prefetch(r, kinds)
+        with background():
+            fresh.prefetch(r, kinds)
     except Exception:  # noqa: BLE001 - the scan fetches what is missing, and reports what fails then
         return
 

@@ -150,13 +150,17 @@ def test_leftover_lists_start_once_every_step_asking_that_kind_has_ended():
 
     class Fresh:
         fetched: list[set[str]] = []
+        low: list[bool] = []
         fetching = threading.Semaphore(0)
 
         def askers(self):
             return {"cluster": {"c.cluster", "c.pool"}, "network": {"n.net"}, "kube:default": {"r.ray", "x.kept"}}
 
         def prefetch(self, r, kinds):
+            from nemo_rl_gke import tools
+
             self.fetched.append(kinds)
+            self.low.append(getattr(tools._priority, "low", False))  # behind the deletes still running
             self.fetching.release()
 
     fresh = Fresh()
@@ -170,6 +174,7 @@ def test_leftover_lists_start_once_every_step_asking_that_kind_has_ended():
     assert fresh.fetching.acquire(timeout=5) and fresh.fetched == [{"kube:default"}, {"cluster"}]
     listen(steps["r.ray"], "deleted", 1.0)  # an end seen twice starts nothing again
     assert not fresh.fetching.acquire(timeout=0.2) and fresh.fetched == [{"kube:default"}, {"cluster"}]
+    assert fresh.low == [True, True]
 
 
 def test_teardown_reads_the_runs_beside_the_lists_with_yes(cloud, monkeypatch):
