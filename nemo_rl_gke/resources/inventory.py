@@ -255,15 +255,19 @@ class Inventory:
                 return None
             return self._items.get(kind)
 
-    def item(self, r: Runner, kind: str, name: str) -> dict[str, Any] | None:
-        """Our listed resource of kind by name, from the snapshot even after changes (for what a resource
-        keeps for life: its description, its labels); None if the snapshot has no answer or no such item."""
+    def as_listed(self, r: Runner, kind: str) -> Items | None:
+        """The snapshot's items of kind even after this run marked the kind changed: what was there before (for
+        the step that changes it, marked from its start), or None: no answer from the snapshot."""
         if r.dry:
             return None
         with self._lock:
             self._fetch(r)
-            items = self._items.get(kind)
-        return next((i for i in items or [] if short(i.get("name")) == name), None)
+            return [] if kind in self._empty else self._items.get(kind)
+
+    def item(self, r: Runner, kind: str, name: str) -> dict[str, Any] | None:
+        """Our listed resource of kind by name, from the snapshot even after changes (for what a resource
+        keeps for life: its description, its labels); None if the snapshot has no answer or no such item."""
+        return next((i for i in self.as_listed(r, kind) or [] if short(i.get("name")) == name), None)
 
     def kube_answered(self) -> bool:
         """Every kubectl listing of the snapshot answered (the kubeconfig context works)."""

@@ -11,7 +11,10 @@ from ..commands import lustre
 from ..runner import NOT_FOUND, Runner
 from ..settings import Settings
 from ..steps import Action, Check
-from .inventory import Decide
+from ..tools import ToolError
+from .inventory import Decide, Inventory
+
+KIND = "VPC peering"  # the inventory's listing of the network's Service Networking connections
 
 
 def existing_peering_ranges(r: Runner, s: Settings) -> list[str] | None:
@@ -41,8 +44,19 @@ def listed(s: Settings) -> Decide:
     return decide
 
 
-def create(s: Settings) -> Action:
+def create(s: Settings, inv: Inventory) -> Action:
     def create(r: Runner) -> str | None:
+        listed = inv.as_listed(r, KIND)
+        if listed is not None and lustre.peering_ranges(json.dumps(listed)) is None:
+            # No peering on the network in this run's listing: connect without asking again. A peering another
+            # service made since makes `connect` fail, changing nothing ("Cannot modify allocated ranges in
+            # CreateConnection. Please use UpdateConnection."): then read it and add our range to its ranges.
+            try:
+                r.run(lustre.peering_connect(s), timeout=1800)
+                return None
+            except ToolError as exc:
+                if "UpdateConnection" not in str(exc):
+                    raise
         action, ranges = lustre.peering_plan(existing_peering_ranges(r, s), names.lustre_range(s))
         if action == "connect":
             r.run(lustre.peering_connect(s), timeout=1800)

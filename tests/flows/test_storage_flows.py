@@ -164,6 +164,44 @@ def test_storage_create_adds_our_range_to_an_existing_peering(cloud):
     assert peering["reservedPeeringRanges"] == ["sql-range", "nemo-lustre-range"]
 
 
+def _peering_calls(cloud, before=0):
+    return [" ".join(c["argv"][:3]) for c in cloud.calls()[before:] if c["argv"][:2] == ["services", "vpc-peerings"]]
+
+
+def test_storage_create_connects_the_peering_its_listing_found_absent_without_asking_again(cloud):
+    # The listing before any create saw no peering on the network: `connect` (which cannot change another
+    # service's peering, it fails) goes without a second `vpc-peerings list` on the Lustre chain.
+    created(cloud)
+    assert _peering_calls(cloud) == ["services vpc-peerings list", "services vpc-peerings connect"]
+
+
+def test_storage_create_adds_our_range_to_a_peering_made_after_its_listing(cloud, monkeypatch):
+    # Another service (Cloud SQL) peers the network while our range is being created, after our listing.
+    from fakecloud import core
+
+    key = ("gcloud", ("compute", "addresses", "create"))
+    real = core.REGISTRY[key]
+
+    def and_meanwhile(ctx):
+        code = real.handler(ctx)
+        if ctx.positionals[0] == "nemo-lustre-range":
+            for argv in (["compute", "addresses", "create", "sql-range", "--global", "--purpose=VPC_PEERING",
+                          "--prefix-length=24", "--network=default", f"--project={PROJECT}"],
+                         ["services", "vpc-peerings", "connect", "--ranges=sql-range", "--network=default",
+                          f"--project={PROJECT}"]):
+                assert gcloud(cloud, *argv).returncode == 0
+        return code
+
+    monkeypatch.setitem(core.REGISTRY, key, core.Registered(and_meanwhile, real.mutating, real.latency))
+    before = len(cloud.calls())
+    created(cloud)
+    (peering,) = cloud.resources()["peering"].values()
+    assert peering["reservedPeeringRanges"] == ["sql-range", "nemo-lustre-range"]
+    ours = [c for c in _peering_calls(cloud, before) if "--ranges=sql-range" not in c]
+    assert ours[-3:] == ["services vpc-peerings connect", "services vpc-peerings list",
+                         "services vpc-peerings update"], ours
+
+
 def test_storage_delete_without_delete_data_keeps_lustre_and_bucket(made):
     cloud = made
     done = cloud.invoke("storage.delete", "--yes")
