@@ -210,6 +210,7 @@ def apply(runner: Runner, steps: Sequence[Step], *, listener: Listener | None = 
         return step.create(runner) or "created"
 
     order(steps)
+
     def seconds(step: Step) -> float:
         return 0.0 if known is not None and known.get(step.name) else step.create_seconds
 
