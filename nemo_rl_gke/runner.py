@@ -296,11 +296,13 @@ class Runner:
         return showing(label, dry=self.dry, display=self.wait_display, err=self.err,
                        say=functools.partial(self.say, err=True))
 
-    def poll(self, label: str, check: Callable[[], bool], *, timeout: float, interval: float | None = None) -> bool:
+    def poll(self, label: str, check: Callable[[], bool], *, timeout: float, interval: float | None = None,
+             wake: threading.Event | None = None) -> bool:
         """Call check() until it returns True or timeout seconds pass. In a dry run: True at once.
 
         Waits in slices of at most WAIT_SLICE_SECONDS, so the display ticks and interrupt() (Ctrl-C) ends the
-        wait at once with Interrupted. A timeout ends the wait with ✗ "timed out after N s", never ✓."""
+        wait at once with Interrupted. A timeout ends the wait with ✗ "timed out after N s", never ✓.
+        wake: set by whoever learns first that check() would now say yes: the pause ends then, not later."""
         if self.dry:
             return True
         deadline = time.monotonic() + timeout
@@ -319,9 +321,11 @@ class Runner:
                     continue
                 until = min(time.monotonic() + pause, deadline)
                 while True:
-                    self.wait_for(max(0.0, min(WAIT_SLICE_SECONDS, until - time.monotonic())))
+                    slice_ = max(0.0, min(WAIT_SLICE_SECONDS, until - time.monotonic()))
+                    woken = wake is not None and wake.wait(slice_)
+                    self.wait_for(0.0 if wake is not None else slice_)  # raises Interrupted on Ctrl-C
                     wait.tick()
-                    if time.monotonic() >= until:
+                    if woken or time.monotonic() >= until:
                         break
 
 

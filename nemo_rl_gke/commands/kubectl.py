@@ -57,6 +57,13 @@ def get(s: Settings, kind: str, *names: str, namespace: str | None = None, outpu
     return argv + [f"--output={output}"]
 
 
+def wait_ready(s: Settings, kind: str, *, selector: str, namespace: str, seconds: float) -> Argv:
+    """`kubectl wait` until every object of kind matching selector (those there when it starts) is Ready:
+    exit 0 then, 1 after seconds ("timed out waiting for the condition") or at once if none matches."""
+    return base(s) + ["wait", kind, "--for=condition=Ready", f"--selector={selector}", f"--namespace={namespace}",
+                      f"--timeout={seconds:g}s"]
+
+
 def get_named(s: Settings, refs: list[str], *, namespace: str) -> Argv:
     """One `kubectl get` of several TYPE/NAME objects (cluster-scoped ones ignore the namespace); what is
     missing is left out, not an error."""

@@ -25,6 +25,9 @@ STORAGE_DEPS = ("storage.pvc", "storage.secret", "storage.ksa")
 READY_TIMEOUT_SECONDS = 1800  # image pull of a 20+ GB image on fresh GPU nodes, with margin
 # Ready pods register with the head within seconds; Ray gets this many poll intervals (2 min by default).
 GPU_CHECK_POLLS = 12
+# While every pod exists, `kubectl wait` ends the wait the moment they are all Ready; the pods are listed again
+# (progress, a hopeless image) once per this many poll intervals.
+WATCH_POLLS = 3
 
 # Runs in the head pod: Ray's view of the cluster, as one JSON line.
 GPU_QUERY = ("import json, ray; ray.init(address='auto', logging_level='ERROR'); "
@@ -40,8 +43,11 @@ class RayNotReady(ToolError):
 
 
 # ---- argv -----------------------------------------------------------------------------------------
+POD_SELECTOR = f"ray.io/cluster={names.RAY_RELEASE}"
+
+
 def pods_argv(s: Settings) -> list[str]:
-    return kubectl.get(s, "pods", namespace=s.NAMESPACE, selector=f"ray.io/cluster={names.RAY_RELEASE}")
+    return kubectl.get(s, "pods", namespace=s.NAMESPACE, selector=POD_SELECTOR)
 
 
 def gpu_query_argv(s: Settings, head_pod: str) -> list[str]:
@@ -247,10 +253,17 @@ def wait_ready(r: Runner, s: Settings, *, timeout: float = READY_TIMEOUT_SECONDS
     never ends in its ✓ line."""
     import time
 
+    from .watch import Watch
+
     last: dict[str, Any] = {"line": None, "states": []}
     deadline = time.monotonic() + timeout
+    seconds = WATCH_POLLS * r.poll_seconds
+    watch = Watch(r, kubectl.wait_ready(s, "pods", selector=POD_SELECTOR, namespace=s.NAMESPACE, seconds=seconds),
+                  seconds)
 
     def check() -> bool:
+        if watch.out():
+            return False
         states = query_pods(r, s)
         last["states"] = states
         line = progress_line(states, s.GPU_NODES)
@@ -265,9 +278,11 @@ def wait_ready(r: Runner, s: Settings, *, timeout: float = READY_TIMEOUT_SECONDS
                    else f"timed out after {timeout:.0f} s")
             raise RayNotReady(f"Ray cluster {names.RAY_RELEASE} is not Ready: {why}.\n"
                               + shortfall_message(s, states, query_gpus(r, s, states), _pool_nodes(r, s)))
+        if len(states) == 1 + s.GPU_NODES:  # `kubectl wait` waits for the pods there when it starts: all of them
+            watch.start()
         return False
 
-    r.poll(f"Ray head and {s.GPU_NODES} GPU workers Ready", check, timeout=float("inf"))
+    r.poll(f"Ray head and {s.GPU_NODES} GPU workers Ready", check, timeout=float("inf"), wake=watch.ready)
     states: list[PodState] = last["states"]
     return states
 

@@ -112,6 +112,17 @@ def test_ray_deploy_polls_until_every_pod_is_ready(cloud):
     assert "head Ready, 2/2 GPU workers Ready" in done.stderr
 
 
+def test_ray_deploy_ends_its_wait_when_kubectl_says_every_pod_is_ready(cloud):
+    # The pods take 1.2 s; the poll interval is a minute. The wait ends on `kubectl wait`'s answer (the pods it
+    # waits for are all there), not at the next poll, which would outlast this invoke's timeout.
+    done = cloud.invoke("ray.deploy", timeout=40, runner={"poll_seconds": 60}, FAKECLOUD_TIME_SCALE="0.002")
+    assert done.code == 0, done.output
+    asked = [" ".join(c["argv"][1:3]) for c in cloud.calls() if c["tool"] == "kubectl"]
+    waited = asked.index("wait pods")
+    assert asked[waited - 1] == "get pods" and asked[waited + 1] == "get pods", asked
+    assert "head Ready, 2/2 GPU workers Ready" in done.stderr
+
+
 def test_ray_deploy_refuses_at_once_when_the_pool_is_smaller_than_gpu_nodes(cloud):
     seen = len(cloud.calls())
     done = cloud.invoke("ray.deploy", "--nodes=4")  # the default 1800 s wait: the refusal must not wait at all

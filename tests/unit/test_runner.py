@@ -141,3 +141,21 @@ def test_parallel_raises_first_error_after_all_finish():
     with pytest.raises(ToolError, match="boom"):
         r.parallel([boom, slow])
     assert finished == ["slow"]
+
+
+def test_runner_poll_ends_its_pause_when_woken():
+    """Whoever learns first that the check would now pass (a `kubectl wait` beside the poll) ends the pause."""
+    import threading
+
+    ticks: list[float] = []
+    r = Runner(out=io.StringIO(), err=io.StringIO(), poll_seconds=60,
+               wait_display=lambda label, seconds, done: ticks.append(seconds))
+    wake = threading.Event()
+    answers = iter([False, True])
+
+    def check() -> bool:
+        threading.Timer(0.05, wake.set).start()
+        return next(answers)
+
+    assert r.poll("Ray pods Ready", check, timeout=20, wake=wake) is True
+    assert len([t for t in ticks if t > 0]) <= 2, ticks  # one slice of the minute's pause, not forty

@@ -252,12 +252,12 @@ def delete(ctx: Ctx) -> int:
 
 @command("kubectl", "wait", latency=0.3)
 def wait(ctx: Ctx) -> int:
-    """`kubectl wait --for=condition=Ready pod -l SEL --timeout=Ns`: sleeps (scaled) until Ready or timeout."""
-    from ..core import time_scale
-
+    """`kubectl wait --for=condition=Ready pod -l SEL --timeout=Ns`: until every matching pod (those there at the
+    start) is Ready, or N seconds pass. N is wall-clock time, as kubectl's own: not scaled (our runner passes
+    its poll interval, already at the cloud's time scale)."""
     kind = kind_of(ctx.positionals[0]) if ctx.positionals else "Pod"
     timeout = float(str(ctx.flag("--timeout", "30s")).rstrip("s") or 30)
-    deadline = time.time() + timeout * max(time_scale(), 0.0)
+    deadline = time.time() + timeout
     selector = str(ctx.flag("--selector", ""))
     while True:
         objs = list_objects(ctx, kind, namespace_of(kind, None, ctx), selector)
