@@ -61,7 +61,7 @@ def wait_ready(s: Settings, kind: str, *, selector: str, namespace: str, seconds
     """`kubectl wait` until every object of kind matching selector (those there when it starts) is Ready:
     exit 0 then, 1 after seconds ("timed out waiting for the condition") or at once if none matches."""
     return base(s) + ["wait", kind, "--for=condition=Ready", f"--selector={selector}", f"--namespace={namespace}",
-                      f"--timeout={seconds:g}s"]
+                      f"--timeout={max(seconds, 0.001):.3f}".rstrip("0").rstrip(".") + "s"]  # a Go duration
 
 
 def get_named(s: Settings, refs: list[str], *, namespace: str) -> Argv:

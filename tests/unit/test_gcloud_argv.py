@@ -94,3 +94,13 @@ def test_nccl_installer_is_pinned_to_a_commit(mode, manifest):
     url = kubectl.nccl_installer_apply(make(CLUSTER_MODE=mode))[-1]
     assert kubectl.NCCL_INSTALLER_COMMIT in url and url.endswith("/" + manifest)
     assert "refs/heads" not in url and "master" not in url
+
+
+def test_kubectl_wait_ready_takes_a_go_duration_and_the_pods_selector():
+    s = make()
+    argv = kubectl.wait_ready(s, "pods", selector="ray.io/cluster=nemo-rl", namespace="default", seconds=30)
+    assert argv == ["kubectl", f"--context={s.kube_context}", "wait", "pods", "--for=condition=Ready",
+                    "--selector=ray.io/cluster=nemo-rl", "--namespace=default", "--timeout=30s"]
+    durations = [kubectl.wait_ready(s, "pods", selector="a=b", namespace="n", seconds=x)[-1]
+                 for x in (1.5, 0.00003, 1800)]
+    assert durations == ["--timeout=1.5s", "--timeout=0.001s", "--timeout=1800s"]  # never 3e-05s
