@@ -325,7 +325,10 @@ class Runner:
                     woken = wake is not None and wake.wait(slice_)
                     self.wait_for(0.0 if wake is not None else slice_)  # raises Interrupted on Ctrl-C
                     wait.tick()
-                    if woken or time.monotonic() >= until:
+                    if woken:
+                        wake.clear()  # this answer is used: the next pause waits for a new one
+                        break
+                    if time.monotonic() >= until:
                         break
 
 

@@ -17,13 +17,15 @@ class Watch:
         self.ready = threading.Event()
         self._r, self._argv, self._seconds = r, argv, seconds
         self._thread: threading.Thread | None = None
+        self._answered = False
 
     def out(self) -> bool:
         """Still waiting (neither answered yes nor ended)."""
-        return self._thread is not None and self._thread.is_alive() and not self.ready.is_set()
+        return self._thread is not None and self._thread.is_alive() and not self._answered
 
     def start(self) -> None:
         self.ready.clear()
+        self._answered = False
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
@@ -32,6 +34,7 @@ class Watch:
         try:
             result = self._r.query(self._argv, ok_codes=range(256), timeout=self._seconds + 60)
             if result is not None and result.ok:
+                self._answered = True  # before the wake: the poll it wakes (and clears) must not see it out
                 self.ready.set()
                 return
             # It gave up before its time (no pod matched yet, one was replaced): not again before then.

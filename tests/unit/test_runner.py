@@ -159,3 +159,15 @@ def test_runner_poll_ends_its_pause_when_woken():
 
     assert r.poll("Ray pods Ready", check, timeout=20, wake=wake) is True
     assert len([t for t in ticks if t > 0]) <= 2, ticks  # one slice of the minute's pause, not forty
+
+
+def test_runner_poll_uses_a_wake_once():
+    """A wake ends one pause; left set, it would turn the poll into a loop of checks without pause."""
+    import threading
+
+    r = Runner(out=io.StringIO(), err=io.StringIO(), poll_seconds=0.2)
+    wake = threading.Event()
+    wake.set()
+    checks: list[int] = []
+    assert r.poll("pods Ready", lambda: bool(checks.append(1)), timeout=1.0, wake=wake) is False
+    assert len(checks) <= 8, len(checks)  # ~6: one per 0.2 s pause after the first; a busy loop makes thousands
