@@ -325,7 +325,7 @@ class Runner:
                     woken = wake is not None and wake.wait(slice_)
                     self.wait_for(0.0 if wake is not None else slice_)  # raises Interrupted on Ctrl-C
                     wait.tick()
-                    if woken:
+                    if woken and wake is not None:
                         wake.clear()  # this answer is used: the next pause waits for a new one
                         break
                     if time.monotonic() >= until:
