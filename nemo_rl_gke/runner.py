@@ -322,13 +322,16 @@ class Runner:
                 until = min(time.monotonic() + pause, deadline)
                 while True:
                     slice_ = max(0.0, min(WAIT_SLICE_SECONDS, until - time.monotonic()))
-                    woken = wake is not None and wake.wait(slice_)
-                    self.wait_for(0.0 if wake is not None else slice_)  # raises Interrupted on Ctrl-C
+                    if wake is None:
+                        self.wait_for(slice_)
+                        woken = False
+                    else:
+                        woken = wake.wait(slice_)
+                        if woken:
+                            wake.clear()  # this answer is used: the next pause waits for a new one
+                        self.wait_for(0.0)  # Ctrl-C ends the wait here too
                     wait.tick()
-                    if woken and wake is not None:
-                        wake.clear()  # this answer is used: the next pause waits for a new one
-                        break
-                    if time.monotonic() >= until:
+                    if woken or time.monotonic() >= until:
                         break
 
 
