@@ -11,6 +11,8 @@ from invoke.collection import Collection  # noqa: E402
 
 from nemo_rl_gke.tasks import clean, cli, cluster, job, lifecycle, net, overview, ray, storage  # noqa: E402
 
+# Output to a reader that went away (`invoke … | head`) is dropped, never a traceback or a half-done run.
+cli.guard_output()
 # Usage errors (unknown flag, bad value, missing NAME) exit 2, and -h/--help print usage on every task.
 cli.install_usage_exit_codes()
 

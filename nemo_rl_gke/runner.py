@@ -226,7 +226,8 @@ class Runner:
     def stream(self, argv: Sequence[str], *, stdin: str | None = None) -> int:
         """Run in the foreground, output straight to the terminal (logs --follow, port-forward).
 
-        Ctrl-C stops the local command only; returns its exit code (130 on Ctrl-C). Every line is redacted.
+        Ctrl-C stops the local command only; returns its exit code (130 on Ctrl-C; READER_GONE when the reader of
+        our output went away, `| head`: the command only made output, so it is ended). Every line is redacted.
         """
         argv = [str(a) for a in argv]
         self.show_command(argv, stdin=stdin, stdin_label="generated input")
@@ -235,10 +236,12 @@ class Runner:
         self._check_interrupted()
         return self.tools.stream(argv, stdin=stdin, out=self._stream_line, err=self._stream_err_line)
 
-    def _stream_line(self, line: str) -> None:
+    def _stream_line(self, line: str) -> bool:
+        """Print a streamed line; True once nobody reads the output any more (the stream then ends)."""
         with self._lock:
             self.out.write(self.redact(line))
             self.out.flush()
+        return bool(getattr(self.out, "reader_gone", False))
 
     def _stream_err_line(self, line: str) -> None:
         with self._lock:

@@ -66,8 +66,10 @@ class Tools(Protocol):
 
     def run(self, argv: list[str], *, stdin: str | None, timeout: float | None) -> Ran: ...
 
-    def stream(self, argv: list[str], *, stdin: str | None, out: Callable[[str], None],
-               err: Callable[[str], None]) -> int: ...
+    def stream(self, argv: list[str], *, stdin: str | None, out: Callable[[str], bool | None],
+               err: Callable[[str], None]) -> int:
+        """out returns True once nobody reads the output any more: the command is ended, READER_GONE."""
+        ...
 
 
 class Processes:
@@ -90,19 +92,47 @@ class Processes:
             timer.cancel()
         return Ran(proc.exit_code, _text(proc.stdout), _text(proc.stderr))
 
-    def stream(self, argv: list[str], *, stdin: str | None, out: Callable[[str], None],
+    def stream(self, argv: list[str], *, stdin: str | None, out: Callable[[str], bool | None],
                err: Callable[[str], None]) -> int:
-        """Ctrl-C stops the local command only: 130."""
-        proc = _start(argv, _in=stdin, _out=out, _err=err)
+        """Ctrl-C stops the local command only: 130. Its reader gone (out says so): ended, READER_GONE."""
+        import sh
+
+        gone = threading.Event()
+        started: list[Any] = []
+
+        def line(text: str) -> bool | None:
+            if not out(text):
+                return None
+            gone.set()
+            if started:
+                _terminate(started[0])
+            return True  # sh: no more lines to this callback
+
+        proc = _start(argv, _in=stdin, _out=line, _err=err)
+        started.append(proc)
+        if gone.is_set():  # its first line came before the append
+            _terminate(proc)
         try:
             proc.wait()
-            return int(proc.exit_code)
+        except sh.SignalException:
+            if not gone.is_set():
+                raise
         except KeyboardInterrupt:
-            try:
-                proc.terminate()
-            except Exception:  # noqa: BLE001 - already gone
-                pass
+            _terminate(proc)
             return 130
+        return READER_GONE if gone.is_set() else int(proc.exit_code)
+
+
+# What a stream returns when the reader of our output went away (`| head`): 128 + SIGPIPE, as a shell reports a
+# command its reader left. Tasks take it as a normal end.
+READER_GONE = 141
+
+
+def _terminate(proc: Any) -> None:
+    try:
+        proc.terminate()
+    except Exception:  # noqa: BLE001 - already gone
+        pass
 
 
 # How much lower a background command runs (`nice`): at start-up gcloud is CPU-bound for most of a second, so

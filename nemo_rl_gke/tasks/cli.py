@@ -189,6 +189,59 @@ def bare_run_ids(tokens: Sequence[str], contexts: Iterable[ParserContext],
     return out
 
 
+class ReaderSafe:
+    """sys.stdout or sys.stderr for a reader that may go away (`invoke status | head`, `| grep -m1 'Step 1/'`).
+
+    A write to a pipe nobody reads raises BrokenPipeError wherever it happens: in a graph step (the bring-up
+    stopped half done, its lease held), in a followed log's reader thread (the follow went on for ever), in
+    Invoke's --list. Here the first such write marks the stream `reader_gone`, points its file descriptor at
+    /dev/null (the interpreter's last flush finds nowhere to fail) and drops everything after: the work goes
+    on to its end; a command that only makes output ends (`Runner.stream`). Anything else is the stream's."""
+
+    def __init__(self, stream: Any):
+        self._stream = stream
+        self.reader_gone = False
+
+    def write(self, text: str) -> int:
+        if not self.reader_gone:
+            try:
+                return int(self._stream.write(text))
+            except BrokenPipeError:
+                self._lose()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.reader_gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._lose()
+
+    def _lose(self) -> None:
+        import os
+
+        self.reader_gone = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, self._stream.fileno())
+            finally:
+                os.close(devnull)
+        except (OSError, ValueError, AttributeError):  # no descriptor of its own (a test's StringIO): nothing to do
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def guard_output() -> None:
+    """sys.stdout and sys.stderr as ReaderSafe streams (once), before anything binds them. Called from tasks.py."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, ReaderSafe):
+            setattr(sys, name, ReaderSafe(stream))
+
+
 def install_usage_exit_codes(program: Any = None) -> None:
     """Usage errors exit 2 (DESIGN: 2 = bad configuration or usage) under the stock `invoke` command,
     `-h`/`--help` print the task's usage even where a positional argument is still waiting for a value, and a

@@ -16,6 +16,7 @@ import pytest
 from nemo_rl_gke import tools as tools_module
 from nemo_rl_gke.runner import TRANSIENT, Interrupted, Runner
 from nemo_rl_gke.settings import ConfigError
+from nemo_rl_gke.tasks.cli import ReaderSafe
 from nemo_rl_gke.tools import Ran, ToolError
 
 SECRET = "hf_STREAMEDsecret4242"
@@ -184,6 +185,45 @@ def test_runner_stream_redacts_lines_from_the_seam():
     r, out, err = quiet(secrets=(SECRET,), tools=Scripted([]))
     r.stream(["kubectl", "logs"])
     assert (out.getvalue(), err.getvalue().splitlines()[-1]) == ("token *** in a line\n", "and *** on stderr")
+
+
+def closed_pipe() -> tuple[ReaderSafe, int]:
+    """A ReaderSafe stream on a real pipe whose reader has gone (`| head` once it has its lines)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    return ReaderSafe(os.fdopen(write_end, "w")), write_end
+
+
+def test_reader_safe_drops_output_once_its_reader_is_gone_and_points_the_descriptor_at_devnull():
+    stream, fd = closed_pipe()
+    with pytest.raises(BrokenPipeError):
+        os.write(fd, b"x")  # what every write met before
+    assert (stream.write("one\n"), stream.reader_gone) == (4, False)  # buffered: nothing written yet
+    stream.flush()
+    assert stream.reader_gone
+    assert (stream.write("two\n"), os.write(fd, b"x")) == (4, 1)  # dropped; the descriptor is /dev/null now
+    stream.flush()
+    stream.close()
+
+
+def test_runner_stream_ends_a_real_endless_command_once_its_reader_is_gone(tmp_path, monkeypatch):
+    write_tool(tmp_path, "endless", "import itertools\nfor n in itertools.count():\n    print(n, flush=True)")
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    out, _ = closed_pipe()
+    r = Runner(out=out, err=io.StringIO())
+    ended: list[int] = []
+    follower = threading.Thread(target=lambda: ended.append(r.stream(["endless"])), daemon=True)
+    follower.start()
+    follower.join(30)  # without the end it follows for ever
+    assert (ended, out.reader_gone) == ([tools_module.READER_GONE], True)
+
+
+def test_runner_stream_with_a_reader_runs_to_the_commands_own_end(tmp_path, monkeypatch):
+    write_tool(tmp_path, "counter", "import sys\nfor n in range(200):\n    print(n, flush=True)\nsys.exit(3)")
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    out = ReaderSafe(io.StringIO())
+    r = Runner(out=out, err=io.StringIO())
+    assert (r.stream(["counter"]), out.getvalue().count("\n"), out.reader_gone) == (3, 200, False)
 
 
 # ---- Ctrl-C ----------------------------------------------------------------------------------------
