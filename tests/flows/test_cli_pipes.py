@@ -51,11 +51,13 @@ def test_pipes_output_to_a_closed_pipe_is_dropped_quietly(fake, args):
 
 
 def test_pipes_up_goes_to_its_end_when_its_reader_goes(fake):
-    """`invoke up --yes 2>&1 | head`: the board and notes go nowhere, the bring-up completes, the lease is let go."""
+    """`invoke up --yes 2>&1 | head -12`: the pager closes while the graph runs (before: exit 1, half done); the
+    rest of the board and notes go nowhere, the bring-up completes, the lease is let go."""
     proc = start(fake, "up", "--yes")
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.close()
-    proc.stderr.readline()
+    while not proc.stderr.readline().startswith(b"$ gcloud compute networks create"):  # the graph has started
+        pass
     proc.stderr.close()
     try:
         proc.wait(timeout=300)
