@@ -1,10 +1,12 @@
 """gcloud container: clusters (Standard and Autopilot), node pools, get-credentials.
 
-Deleting a cluster removes its node pools, its kubectl context and every in-cluster object (state kinds
+Deleting a cluster removes its node pools, its kubectl context from the deleting machine's kubeconfig (others
+keep theirs: kubeconfig.py) and every in-cluster object (state kinds
 ending in ':<context>', such as 'k8s:<context>' and 'helm:<context>')."""
 
 from __future__ import annotations
 
+from .. import kubeconfig
 from ..core import (
     Ctx,
     Fail,
@@ -48,7 +50,8 @@ def _create(ctx: Ctx, autopilot: bool) -> None:
            "currentMasterVersion": ctx.flag("--cluster-version", "1.33.5-gke.1000000"),
            "resourceLabels": dict(kv.split("=", 1) for kv in str(ctx.flag("--labels", "")).split(",") if "=" in kv),
            "addons": str(ctx.flag("--addons", "")).split(",") if ctx.flag("--addons") else [],
-           "workloadPool": ctx.flag("--workload-pool", f"{ctx.project}.svc.id.goog" if autopilot else None)}
+           "workloadPool": ctx.flag("--workload-pool", f"{ctx.project}.svc.id.goog" if autopilot else None),
+           "endpoint": kubeconfig.new_endpoint(ctx, _cluster_key(ctx, name))}
     create_resource(ctx, "cluster", _cluster_key(ctx, name), obj, _cluster_path(ctx, name))
 
 
@@ -104,6 +107,7 @@ def cluster_delete(ctx: Ctx) -> None:
         for pool_key in [k for k in ctx.state.items("nodepool") if k.startswith(key + "/")]:
             ctx.state.delete("nodepool", pool_key)
         ctx.state.delete("kubecontext", context)
+        kubeconfig.remove(context, cluster_and_user=True)  # this machine's file only: others keep theirs
         for kind in ctx.state.kinds():
             if kind.endswith(f":{context}"):
                 ctx.state.drop_kind(kind)
@@ -120,6 +124,7 @@ def get_credentials(ctx: Ctx) -> None:
     context = context_name(ctx.project, _location(ctx), name)
     ctx.state.put("kubecontext", context, {"name": context, "cluster": _cluster_key(ctx, name),
                                            "autopilot": cluster["autopilot"]["enabled"]})
+    kubeconfig.write(context, cluster.get("endpoint", ""))
     ctx.err(f"Fetching cluster endpoint and auth data.\nkubeconfig entry generated for {name}.")
 
 

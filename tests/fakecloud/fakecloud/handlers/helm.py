@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .. import kubeconfig
 from ..core import Ctx, Fail, command
 from . import ray_pods
 
@@ -27,7 +28,7 @@ def _context(ctx: Ctx) -> str:
     context = ctx.flag("--kube-context")
     if not context:
         raise Fail(1, "Error: no --kube-context given (the fake insists, as our code always names one)")
-    if ctx.state.get("kubecontext", str(context)) is None:
+    if kubeconfig.reachable(ctx, str(context), helm=True) is None:
         raise Fail(1, f'Error: Kubernetes cluster unreachable: context "{context}" does not exist')
     return str(context)
 

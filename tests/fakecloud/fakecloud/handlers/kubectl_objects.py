@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .. import kubeconfig
 from ..core import POD_COMMANDS, Ctx, Fail, command, public
 
 CLUSTER_SCOPED = {"Namespace", "PersistentVolume", "GKENetworkParamSet", "Network", "ClusterRole",
@@ -59,8 +60,8 @@ def store_kind(ctx: Ctx) -> str:
     context = ctx.flag("--context")
     if not context:
         raise Fail(1, "error: no --context given (the fake insists, as our code always names one)")
-    if ctx.state.get("kubecontext", str(context)) is None:
-        raise Fail(1, f'error: context "{context}" does not exist')
+    if kubeconfig.reachable(ctx, str(context)) is None:  # kubectl 1.32's words (helm says it its own way)
+        raise Fail(1, f"Error in configuration: context was not found for specified context: {context}")
     return f"k8s:{context}"
 
 
@@ -339,6 +340,15 @@ def exec_(ctx: Ctx) -> int:
     if handler is None:
         raise Fail(126, f"fakecloud: no pod command registered for {program!r}")
     return handler(ctx, pod, container, ctx.after_dashdash) or 0
+
+
+@command("kubectl", "config", "delete-context", latency=0)
+def config_delete_context(ctx: Ctx) -> None:
+    """The context out of the caller's kubeconfig file (kubeconfig.py), in kubectl's words."""
+    context = str(ctx.positionals[0]) if ctx.positionals else ""
+    if not context or not kubeconfig.remove(context, cluster_and_user=False):
+        raise Fail(1, f"error: cannot delete context {context}, not in {kubeconfig.kubeconfig_file()}")
+    ctx.out(f"deleted context {context} from {kubeconfig.kubeconfig_file()}")
 
 
 @command("kubectl", "version", latency=0)
