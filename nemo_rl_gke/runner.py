@@ -212,6 +212,11 @@ class Runner:
             return result
         raise self.failure(result)
 
+    def end_calls(self, matches: Callable[[list[str]], bool], why: str) -> int:
+        """End the commands running now (launched before this call) whose argv matches: each answers exit
+        ENDED with why as its stderr, and is not retried. How many were running."""
+        return self.tools.end(matches, why, launched_before=time.monotonic())
+
     def exists(self, argv: Sequence[str]) -> bool:
         """True if a describe/get exits 0, False if it says 'not found'; any other failure raises."""
         result = self.query(argv)

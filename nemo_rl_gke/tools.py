@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -71,26 +72,71 @@ class Tools(Protocol):
         """out returns True once nobody reads the output any more: the command is ended, READER_GONE."""
         ...
 
+    def end(self, matches: Callable[[list[str]], bool], why: str, *, launched_before: float) -> int:
+        """End the running commands (`run`) whose argv matches and that were launched before that time
+        (time.monotonic()); each answers Ran(ENDED, "", why). How many were running."""
+        ...
+
 
 class Processes:
     """The real seam: each command is a process started with `sh`, the executable resolved at call time."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: dict[int, tuple[list[str], float, Any]] = {}  # id -> argv, launched, process
+        self._ended: dict[int, str] = {}  # id -> why `end` ended it
+        self._ends: list[tuple[Callable[[list[str]], bool], str, float]] = []
 
     def run(self, argv: list[str], *, stdin: str | None, timeout: float | None) -> Ran:
         """The timeout is our own timer, not sh's `_timeout`: given one, sh notices the end of the process only
         at its next 0.1 s tick, so every command with a timeout took up to 0.1 s longer than it ran."""
         import sh
 
+        launched = time.monotonic()
         proc = _start(argv, _in=stdin, _tty_out=False)
+        key = self._register(argv, launched, proc)
         timer = _Deadline(proc, timeout)
         try:
             proc.wait()
         except sh.SignalException:
-            if not timer.fired:
+            if timer.fired:
+                return Ran(124, "", f"timed out after {timeout:.0f} s")
+            with self._lock:
+                why = self._ended.get(key)
+            if why is None:
                 raise
-            return Ran(124, "", f"timed out after {timeout:.0f} s")
+            return Ran(ENDED, "", why)
         finally:
             timer.cancel()
+            with self._lock:
+                self._running.pop(key, None)
+                self._ended.pop(key, None)
         return Ran(proc.exit_code, _text(proc.stdout), _text(proc.stderr))
+
+    def end(self, matches: Callable[[list[str]], bool], why: str, *, launched_before: float) -> int:
+        with self._lock:
+            self._ends.append((matches, why, launched_before))
+            doomed = [key for key, (argv, launched, _) in self._running.items()
+                      if launched < launched_before and matches(argv)]
+            for key in doomed:
+                self._ended[key] = why
+            procs = [self._running[key][2] for key in doomed]
+        for proc in procs:
+            _terminate(proc)
+        return len(procs)
+
+    def _register(self, argv: list[str], launched: float, proc: Any) -> int:
+        """Track a running command; one an `end` already covers (launched before it, registered after its
+        scan) is ended at once."""
+        key = id(proc)
+        with self._lock:
+            self._running[key] = (argv, launched, proc)
+            why = next((w for m, w, before in self._ends if launched < before and m(argv)), None)
+            if why is not None:
+                self._ended[key] = why
+        if why is not None:
+            _terminate(proc)
+        return key
 
     def stream(self, argv: list[str], *, stdin: str | None, out: Callable[[str], bool | None],
                err: Callable[[str], None]) -> int:
@@ -122,6 +168,9 @@ class Processes:
             return 130
         return READER_GONE if gone.is_set() else int(proc.exit_code)
 
+
+# What a command ended by `Processes.end` answers (128 + SIGTERM, as a shell reports it), with why on stderr.
+ENDED = 143
 
 # What a stream returns when the reader of our output went away (`| head`): 128 + SIGPIPE, as a shell reports a
 # command its reader left. Tasks take it as a normal end.

@@ -36,6 +36,17 @@ def base(s: Settings) -> Argv:
     return ["kubectl", f"--context={s.kube_context}"]
 
 
+def delete_context(s: Settings) -> Argv:
+    """Our context out of the local kubeconfig, as `gcloud container clusters delete` does on the machine that
+    deletes (its cluster gone, kubectl would dial a dead endpoint for minutes). Exit 1 if there is none."""
+    return ["kubectl", "config", "delete-context", s.kube_context]
+
+
+def uses_context(s: Settings, argv: list[str]) -> bool:
+    """argv is a kubectl or helm call through our context."""
+    return f"--context={s.kube_context}" in argv or f"--kube-context={s.kube_context}" in argv
+
+
 def apply_stdin(s: Settings, *, namespace: str | None = None) -> Argv:
     argv = base(s) + ["apply"]
     if namespace:

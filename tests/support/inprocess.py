@@ -97,6 +97,11 @@ class FakeTools:
         code = dispatch(Path(argv[0]).name, argv[1:], stdin=stdin or "", stdout=out, stderr=err)
         return Ran(code, out.getvalue(), err.getvalue())
 
+    def end(self, matches: Callable[[list[str]], bool], why: str, *, launched_before: float) -> int:
+        """Nothing to end: a handler runs to its end in-process (a stale context's dial timeout is tested with
+        real processes, FakeCloud.invoke(process=True))."""
+        return 0
+
     def stream(self, argv: list[str], *, stdin: str | None, out: Callable[[str], None],
                err: Callable[[str], None]) -> int:
         from nemo_rl_gke.tools import Processes

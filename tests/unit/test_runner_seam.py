@@ -187,6 +187,32 @@ def test_runner_stream_redacts_lines_from_the_seam():
     assert (out.getvalue(), err.getvalue().splitlines()[-1]) == ("token *** in a line\n", "and *** on stderr")
 
 
+def test_processes_end_stops_the_matching_running_calls_and_only_them(tmp_path, monkeypatch):
+    """What the inventory does to calls dialing a dead endpoint: they answer ENDED with why, at once; a call
+    that does not match, or was launched after the end, runs to its own end; an ended call is not retried."""
+    write_tool(tmp_path, "dialer", "import sys, time\ntime.sleep(float(sys.argv[2]))\nprint('answered', sys.argv[1])")
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    r, _, _ = quiet()
+    answers: dict[str, object] = {}
+
+    def call(name: str, seconds: str) -> None:
+        answers[name] = r.query(["dialer", name, seconds], ok_codes=range(256))
+
+    threads = [threading.Thread(target=call, args=args) for args in (("stale", "60"), ("other", "1"))]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.5)  # both running
+    assert r.end_calls(lambda argv: argv[1].startswith("stale"), "stopped: its cluster is gone") == 1
+    later = threading.Thread(target=call, args=("stale-later", "0"))  # launched after the end: its own answer
+    later.start()
+    for thread in (*threads, later):
+        thread.join(30)
+    stale, other, fresh = (answers[k] for k in ("stale", "other", "stale-later"))
+    assert (stale.exit_code, stale.stderr, stale.attempts) == (tools_module.ENDED, "stopped: its cluster is gone", 1)
+    assert (other.exit_code, other.stdout.strip()) == (0, "answered other")
+    assert fresh.stdout.strip() == "answered stale-later"
+
+
 def closed_pipe() -> tuple[ReaderSafe, int]:
     """A ReaderSafe stream on a real pipe whose reader has gone (`| head` once it has its lines)."""
     read_end, write_end = os.pipe()

@@ -1,0 +1,74 @@
+"""A kubeconfig context that outlived its cluster: deleted, or re-created, from another machine.
+
+gcloud removes the context only on the machine that deletes the cluster; on this one kubectl and helm then dial a
+dead endpoint and give up after the dial timeout (the fake hangs FAKECLOUD_UNREACHABLE_SECONDS, wall-clock, then
+fails with kubectl's and helm's words, as the real ones do), and our runner retried that as transient: minutes
+per `status`, `up` or `down`. The run's cluster listing tells: the context is removed and the calls dialing it are
+ended. Each run here gets 60 s; without that it would take 30 s per call, five attempts each.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from support.fake import FakeCloud
+
+CONTEXT = "gke_my-nemo-project_us-central1_nemo-rl"
+TIMEOUT = 60
+
+
+def on(fake: FakeCloud, machine: Path, *args: str):
+    return fake.invoke(*args, process=True, timeout=TIMEOUT, HOME=str(machine))
+
+
+def contexts(machine: Path) -> list[str]:
+    import yaml
+
+    config = machine / ".kube" / "config"
+    return [c["name"] for c in (yaml.safe_load(config.read_text()) or {}).get("contexts") or []] if config.exists() \
+        else []
+
+
+def test_stale_context_of_a_cluster_deleted_elsewhere(fake, tmp_path):
+    here, there = tmp_path / "here", tmp_path / "there"
+    assert on(fake, here, "up", "--yes").code == 0
+    assert CONTEXT in contexts(here)
+    gone = on(fake, there, "down", "--yes")  # the other machine never had the context
+    assert gone.code == 0, gone.output
+    assert CONTEXT in contexts(here)  # gcloud left this machine's entry alone
+
+    status = on(fake, here, "status")
+    assert status.code == 0, status.output
+    assert f"note: the kubeconfig context {CONTEXT} pointed at" in status.stderr
+    assert "is not in my-nemo-project/us-central1 any more: removed it" in status.stderr
+    assert "i/o timeout" not in status.output
+    assert CONTEXT not in contexts(here)
+
+    again = on(fake, here, "down", "--yes")  # nothing stale any more: nothing to note
+    assert again.code == 0, again.output
+    assert "kubeconfig context" not in again.stderr
+
+
+def test_stale_context_down_from_this_machine_after_a_delete_elsewhere(fake, tmp_path):
+    """down's own direct reads (helm status, the prefetch Jobs, the head pod) dial the context too."""
+    here, there = tmp_path / "here", tmp_path / "there"
+    assert on(fake, here, "up", "--yes").code == 0
+    assert on(fake, there, "cluster.delete", "--yes").code == 0
+    down = on(fake, here, "down", "--yes")
+    assert down.code == 0, down.output
+    assert "removed it" in down.stderr and "i/o timeout" not in down.output
+    assert "nothing of ours is left" in down.stderr
+
+
+def test_stale_context_of_a_cluster_recreated_elsewhere(fake, tmp_path):
+    here, there = tmp_path / "here", tmp_path / "there"
+    assert on(fake, here, "up", "--yes").code == 0
+    assert on(fake, there, "cluster.delete", "--yes").code == 0
+    assert on(fake, there, "up", "--yes").code == 0  # the same name, a new endpoint
+
+    up = on(fake, here, "up", "--yes")
+    assert up.code == 0, up.output
+    assert "was re-created: its endpoint is" in up.stderr and "i/o timeout" not in up.output
+    assert CONTEXT in contexts(here)  # fetched again by up's credentials step
+    status = on(fake, here, "status")
+    assert status.code == 0 and "kubeconfig context" not in status.stderr, status.output
