@@ -62,9 +62,11 @@ def head(r: Runner, s: Settings) -> tuple[str, int | None]:
 
     from .. import names
     from ..tools import ToolError
+    from . import kube_context
     from .ray_steps import pods_argv
 
-    result = r.query(pods_argv(s))
+    with kube_context.watch(r, s):  # a context that outlived its cluster: seconds, not minutes of dialing
+        result = r.query(pods_argv(s))
     if result is None:
         return "HEAD_POD", None
     if not result.ok:

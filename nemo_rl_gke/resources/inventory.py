@@ -241,36 +241,12 @@ class Inventory:
 
     def _clusters(self, r: Runner, listing: Listing) -> Items | None:
         """The cluster listing; with it, a kubeconfig context of ours that has outlived its cluster is let go."""
+        from . import kube_context
+
         items = _ask(r, listing.argv, listing.missing_ok)
         if items is not None:
-            self._drop_stale_context(r, items)
+            kube_context.drop_if_stale(r, self.s, self.cluster(items))
         return items
-
-    def _drop_stale_context(self, r: Runner, clusters: Items) -> None:
-        """Our cluster listed absent (deleted from another machine or the console: gcloud removes the context
-        only where it deletes), or listed with another endpoint (re-created), while this machine's kubeconfig
-        still has the context: every kubectl and helm call through it would dial a dead endpoint and give up
-        after minutes ("i/o timeout", retried as transient). Remove the context, as gcloud's delete does, and
-        end the calls already dialing: they and every later one then answer at once that there is no such
-        context, the path a first `up` takes (and `up` fetches credentials again)."""
-        from .. import kubeconfig
-
-        server = kubeconfig.server_of(self.s.kube_context)
-        if server is None:
-            return
-        ours = self.cluster(clusters)
-        if ours is None:
-            why = f"cluster {self.s.CLUSTER_NAME} is not in {self.s.PROJECT_ID}/{self.s.region} any more"
-        else:
-            endpoints = {ours.get("endpoint"), (ours.get("privateClusterConfig") or {}).get("privateEndpoint")}
-            if not server or not re.fullmatch(r"[0-9.]+|\[?[0-9a-fA-F:]+\]?", server) or server in endpoints:
-                return  # ours, or a DNS endpoint this check cannot compare
-            why = f"cluster {self.s.CLUSTER_NAME} was re-created: its endpoint is {ours.get('endpoint')}"
-        r.query(kubectl.delete_context(self.s), ok_codes=range(256))
-        ended = r.end_calls(lambda argv: kubectl.uses_context(self.s, argv), f"stopped: {why}")
-        r.say(f"note: the kubeconfig context {self.s.kube_context} pointed at {server}, but {why}: removed it "
-              f"(as gcloud does on the machine that deletes a cluster)"
-              + (f"; {ended} kubectl/helm call(s) waiting on it stopped." if ended else "."), err=True)
 
     def prefetch(self, r: Runner, kinds: set[str]) -> None:
         """Fetch these kinds now, the others later (the leftover scan lists a kind once its deletes ended)."""

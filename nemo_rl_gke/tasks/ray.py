@@ -117,14 +117,16 @@ def status(c: Context) -> None:
     """Show the Helm release, the Ray pods (and why any is not Ready), and Ray's count of nodes and GPUs."""
     from .. import names, raychart
     from ..commands import helm
-    from ..resources import ray_steps
+    from ..resources import kube_context, ray_steps
 
     s = context.settings(c)
     r = context.runner(c, s)
     if r.dry:
         r.say("# ray.status reads the cluster; a dry run shows nothing.")
         return
-    if not r.exists(helm.status(s)):
+    with kube_context.watch(r, s):  # a context that outlived its cluster: seconds, not minutes of dialing
+        deployed = r.exists(helm.status(s))
+    if not deployed:
         r.say(f"Ray cluster {names.RAY_RELEASE} is not deployed in {s.NAMESPACE} (run `invoke ray.deploy`).")
         return
     states = ray_steps.query_pods(r, s)

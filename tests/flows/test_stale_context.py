@@ -72,3 +72,28 @@ def test_stale_context_of_a_cluster_recreated_elsewhere(fake, tmp_path):
     assert CONTEXT in contexts(here)  # fetched again by up's credentials step
     status = on(fake, here, "status")
     assert status.code == 0 and "kubeconfig context" not in status.stderr, status.output
+
+
+def test_stale_context_job_tasks_say_why_in_seconds(fake, tmp_path):
+    """The job tasks list no clusters: their first kubectl call is watched, and gcloud asked only once it has not
+    answered for kube_context.STALE_CHECK_SECONDS (5 s; the dial timeout is 30 s, five attempts)."""
+    here, there = tmp_path / "here", tmp_path / "there"
+    assert on(fake, here, "up", "--yes").code == 0
+    assert on(fake, there, "cluster.delete", "--yes").code == 0
+    status = on(fake, here, "job.status")
+    assert status.code != 0
+    assert "stopped: cluster nemo-rl is not in my-nemo-project/us-central1 any more" in status.stderr
+    assert "removed it" in status.stderr and "i/o timeout" not in status.output
+    assert CONTEXT not in contexts(here)
+    again = on(fake, here, "job.status")  # at once now: kubectl knows no such context
+    assert again.code != 0 and "context was not found" in again.stderr, again.output
+    assert "removed it" not in again.stderr
+
+
+def test_stale_context_ray_status_says_why_in_seconds(fake, tmp_path):
+    here, there = tmp_path / "here", tmp_path / "there"
+    assert on(fake, here, "up", "--yes").code == 0
+    assert on(fake, there, "cluster.delete", "--yes").code == 0
+    status = on(fake, here, "ray.status")
+    assert "removed it" in status.stderr and "i/o timeout" not in status.output, status.output
+    assert CONTEXT not in contexts(here)

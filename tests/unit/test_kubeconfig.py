@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from nemo_rl_gke import kubeconfig
+from nemo_rl_gke.resources import kube_context
 from nemo_rl_gke.resources.inventory import Inventory
 from nemo_rl_gke.runner import Runner
 from nemo_rl_gke.settings import Settings, coerce, validate
@@ -87,8 +88,51 @@ def test_inventory_lets_a_stale_context_go(tmp_path, monkeypatch, server, listed
         write_config(path, s.kube_context, server)
     seam, err = Seam(), io.StringIO()
     r = Runner(tools=seam, out=io.StringIO(), err=err)
-    Inventory(s)._drop_stale_context(r, listed)
+    kube_context.drop_if_stale(r, s, Inventory(s).cluster(listed))
     assert seam.asked == ([["kubectl", "config", "delete-context", s.kube_context]] if acts else [])
     assert bool(seam.ended) == acts and ("2 kubectl/helm call(s) waiting on it stopped" in err.getvalue()) == acts
     if acts:
         assert ("re-created" in seam.ended[0]) == bool(listed and listed[0]["location"] == s.region)
+
+
+def test_watch_asks_nothing_when_the_block_ends_in_time_or_the_machine_has_no_context(tmp_path, monkeypatch):
+    import time
+
+    s = make()
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "config"))
+    seam = Seam()
+    r = Runner(tools=seam, out=io.StringIO(), err=io.StringIO())
+    write_config(tmp_path / "config", s.kube_context, "https://34.9.9.9")
+    with kube_context.watch(r, s, after=0.2):
+        pass  # the first call answered at once
+    time.sleep(0.4)
+    (tmp_path / "config").unlink()
+    with kube_context.watch(r, s, after=0.1):
+        time.sleep(0.4)  # slow, but no context here: kubectl says so at once, nothing to ask gcloud
+    assert seam.asked == []
+
+
+def test_watch_asks_gcloud_once_the_block_is_slow_and_drops_a_stale_context(tmp_path, monkeypatch):
+    import time
+
+    s = make()
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "config"))
+    write_config(tmp_path / "config", s.kube_context, "https://34.9.9.9")
+
+    class Gone(Seam):
+        def run(self, argv, *, stdin, timeout):
+            self.asked.append(argv)
+            if argv[:4] == ["gcloud", "container", "clusters", "describe"]:
+                return Ran(1, "", "ERROR: (gcloud.container.clusters.describe) ResponseError: code=404, message=Not "
+                                  "found: projects/p/locations/us-central1/clusters/nemo-rl.")
+            return Ran(0, "", "")
+
+    seam, err = Gone(), io.StringIO()
+    r = Runner(tools=seam, out=io.StringIO(), err=err)
+    with kube_context.watch(r, s, after=0.1):
+        deadline = time.monotonic() + 10
+        while not seam.ended and time.monotonic() < deadline:  # the stuck kubectl call, until it is ended
+            time.sleep(0.05)
+    assert [argv[:4] for argv in seam.asked] == [["gcloud", "container", "clusters", "describe"],
+                                                ["kubectl", "config", "delete-context", s.kube_context]]
+    assert seam.ended and "is not in" in seam.ended[0] and "removed it" in err.getvalue()
