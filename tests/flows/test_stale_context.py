@@ -18,7 +18,7 @@ TIMEOUT = 60
 
 
 def on(fake: FakeCloud, machine: Path, *args: str):
-    return fake.invoke(*args, process=True, timeout=TIMEOUT, HOME=str(machine))
+    return fake.invoke(*args, process=True, timeout=TIMEOUT, HOME=str(machine), FAKECLOUD_MACHINE=machine.name)
 
 
 def contexts(machine: Path) -> list[str]:

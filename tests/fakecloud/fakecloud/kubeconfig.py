@@ -1,12 +1,19 @@
-"""Kubeconfig files, one per machine, as gcloud and kubectl keep them; what a context whose cluster is gone does.
+"""Kubeconfig contexts, one set per machine, as gcloud and kubectl keep them; what a context whose cluster is
+gone does.
 
 `gcloud container clusters get-credentials` writes the context, its cluster entry (the endpoint of that moment)
-and its user into the caller's kubeconfig ($KUBECONFIG's first file, else ~/.kube/config: in tests, a machine is
-a HOME); a cluster delete takes them out of the deleting machine's file only. Another machine keeps its entry:
+and its user into the caller's kubeconfig ($KUBECONFIG's first file, else ~/.kube/config; a test's second
+machine has a HOME and a FAKECLOUD_MACHINE of its own); a cluster delete takes them out of the deleting
+machine's kubeconfig only. Another machine keeps its entry:
 its kubectl and helm then dial an endpoint that no longer answers (the cluster deleted, or re-created with a new
 endpoint) and give up only after the dial timeout, wall-clock as the network's (UNREACHABLE_SECONDS, not the
-time scale), in their own words. A context with no file entry answers from the fake's state as before (the job
-tests seed one for every machine).
+time scale), in their own words.
+
+The fake's own record is state kind 'kubecontext', one per context name: the cluster, and "_kubeconfigs":
+{machine: endpoint} for each machine that has it (private: equality checks compare clouds, not machines). Each
+kubectl/helm call reads it in one locked look; the YAML file is written beside it for what reads a real
+kubeconfig (nemo_rl_gke/kubeconfig.py, the tests). A record without "_kubeconfigs" (the job tests seed one) is
+every machine's and always reachable.
 """
 
 from __future__ import annotations
@@ -28,6 +35,74 @@ def kubeconfig_file() -> Path:
     return Path(listed[0]) if listed else Path(os.path.expanduser("~")) / ".kube" / "config"
 
 
+def machine() -> str:
+    """Whose kubeconfig: FAKECLOUD_MACHINE (a test's second machine sets it, with a HOME of its own), else this
+    one. Not the file's path: a test may copy a cloud's state to another folder, and stays the same machine."""
+    return os.environ.get("FAKECLOUD_MACHINE", "this machine")
+
+
+def new_endpoint(ctx: Ctx, key: str) -> str:
+    """A public endpoint for a cluster created now: the same for the same history (runs compare), another for a
+    re-created cluster (its creations are counted in state kind '_cluster-generation', bookkeeping)."""
+    generation = int((ctx.state.get("_cluster-generation", key) or {}).get("n", 0)) + 1
+    ctx.state.put("_cluster-generation", key, {"n": generation})
+    digest = hashlib.sha1(f"{key}/{generation}".encode()).digest()
+    return f"34.{digest[0]}.{digest[1]}.{digest[2] or 1}"
+
+
+def write(ctx: Ctx, context: str, cluster_key: str, cluster: dict[str, Any]) -> None:
+    """get-credentials: the context, with the cluster's endpoint now, for the caller's machine."""
+    endpoint = str(cluster.get("endpoint", ""))
+    with ctx.state.locked() as data:
+        record = data.setdefault("kubecontext", {}).get(context) or {"name": context}
+        files = {**(record.get("_kubeconfigs") or {}), machine(): endpoint}
+        data["kubecontext"][context] = {**record, "cluster": cluster_key,
+                                        "autopilot": cluster["autopilot"]["enabled"], "_kubeconfigs": files}
+    _write_file(context, endpoint)
+
+
+def remove(ctx: Ctx, context: str, *, cluster_and_user: bool) -> bool:
+    """The context out of the caller's kubeconfig (with its cluster and user entries: what a cluster delete
+    does); other machines keep theirs. False if the caller had no such context."""
+    mine = machine()
+    with ctx.state.locked() as data:
+        contexts = data.setdefault("kubecontext", {})
+        record = contexts.get(context)
+        if record is None:
+            return False
+        files = record.get("_kubeconfigs")
+        if files is not None and mine not in files:
+            return False
+        rest = {f: e for f, e in (files or {}).items() if f != mine}
+        if rest:
+            contexts[context] = {**record, "_kubeconfigs": rest}
+        else:
+            contexts.pop(context)
+    _remove_from_file(context, cluster_and_user=cluster_and_user)
+    return True
+
+
+def reachable(ctx: Ctx, context: str, *, helm: bool = False) -> dict[str, Any] | None:
+    """The context's record (None: the caller's kubeconfig has no such context). One whose cluster is gone, or
+    has another endpoint now, hangs for the dial timeout, then fails as kubectl or helm does."""
+    with ctx.state.locked() as data:  # one look: a cluster delete changes the record and the cluster at once
+        record = data.get("kubecontext", {}).get(context)
+        files = (record or {}).get("_kubeconfigs")
+        cluster = data.get("cluster", {}).get(str((record or {}).get("cluster")))
+    if record is None or files is None:
+        return record
+    endpoint = files.get(machine())
+    if endpoint is None:
+        return None
+    if endpoint and (cluster is None or cluster.get("endpoint") != endpoint):
+        time.sleep(UNREACHABLE_SECONDS)
+        dial = f"dial tcp {endpoint}:443: i/o timeout"
+        raise Fail(1, f'Error: Kubernetes cluster unreachable: Get "https://{endpoint}/version": {dial}' if helm
+                   else f"Unable to connect to the server: {dial}")
+    return dict(record)
+
+
+# ---- the YAML file, as kubectl writes it ----------------------------------------------------------------
 def _load() -> dict[str, Any]:
     import yaml
 
@@ -50,17 +125,7 @@ def _without(config: dict[str, Any], section: str, name: str) -> list[dict[str, 
     return [entry for entry in config[section] if entry.get("name") != name]
 
 
-def new_endpoint(ctx: Ctx, key: str) -> str:
-    """A public endpoint for a cluster created now: the same for the same history (runs compare), another for a
-    re-created cluster (its creations are counted in state kind '_cluster-generation', bookkeeping)."""
-    generation = int((ctx.state.get("_cluster-generation", key) or {}).get("n", 0)) + 1
-    ctx.state.put("_cluster-generation", key, {"n": generation})
-    digest = hashlib.sha1(f"{key}/{generation}".encode()).digest()
-    return f"34.{digest[0]}.{digest[1]}.{digest[2] or 1}"
-
-
-def write(context: str, endpoint: str) -> None:
-    """get-credentials: context, cluster and user entries named after the context, made current."""
+def _write_file(context: str, endpoint: str) -> None:
     config = _load()
     config["clusters"] = [*_without(config, "clusters", context),
                           {"name": context, "cluster": {"server": f"https://{endpoint}"}}]
@@ -72,44 +137,12 @@ def write(context: str, endpoint: str) -> None:
     _save(config)
 
 
-def remove(context: str, *, cluster_and_user: bool) -> bool:
-    """The context out of the caller's kubeconfig (with its cluster and user: what a cluster delete does);
-    False if the file has no such context."""
+def _remove_from_file(context: str, *, cluster_and_user: bool) -> None:
+    if not kubeconfig_file().exists():
+        return
     config = _load()
-    if not any(entry.get("name") == context for entry in config["contexts"]):
-        return False
     config["contexts"] = _without(config, "contexts", context)
     if cluster_and_user:
         config["clusters"] = _without(config, "clusters", context)
         config["users"] = _without(config, "users", context)
     _save(config)
-    return True
-
-
-def server_of(context: str) -> str | None:
-    """The endpoint the caller's kubeconfig has for context (None: no such context in its file)."""
-    config = _load()
-    entry = next((e for e in config["contexts"] if e.get("name") == context), None)
-    if entry is None:
-        return None
-    cluster = (entry.get("context") or {}).get("cluster")
-    server = next((c.get("cluster", {}).get("server", "") for c in config["clusters"] if c.get("name") == cluster),
-                  "")
-    return str(server).removeprefix("https://")
-
-
-def reachable(ctx: Ctx, context: str, *, helm: bool = False) -> dict[str, Any] | None:
-    """The context's record (None: the caller cannot name it). A context in the caller's file whose cluster is
-    gone, or has another endpoint now, hangs for the dial timeout, then fails as kubectl or helm does."""
-    with ctx.state.locked():  # as a cluster delete changes both: never half of it seen
-        endpoint = server_of(context)
-        record = ctx.state.get("kubecontext", context)
-        cluster = ctx.state.get("cluster", str(record.get("cluster"))) if record else None
-    if not endpoint:  # no entry in the caller's file, or one without an endpoint (a seeded cluster)
-        return record
-    if cluster is None or cluster.get("endpoint") != endpoint:
-        time.sleep(UNREACHABLE_SECONDS)
-        dial = f"dial tcp {endpoint}:443: i/o timeout"
-        raise Fail(1, f'Error: Kubernetes cluster unreachable: Get "https://{endpoint}/version": {dial}' if helm
-                   else f"Unable to connect to the server: {dial}")
-    return record

@@ -106,8 +106,7 @@ def cluster_delete(ctx: Ctx) -> None:
             raise Fail(1, gcloud_error(ctx, f"NOT_FOUND: The resource '{what}' was not found"))
         for pool_key in [k for k in ctx.state.items("nodepool") if k.startswith(key + "/")]:
             ctx.state.delete("nodepool", pool_key)
-        ctx.state.delete("kubecontext", context)
-        kubeconfig.remove(context, cluster_and_user=True)  # this machine's file only: others keep theirs
+        kubeconfig.remove(ctx, context, cluster_and_user=True)  # this machine's only: others keep theirs
         for kind in ctx.state.kinds():
             if kind.endswith(f":{context}"):
                 ctx.state.drop_kind(kind)
@@ -122,9 +121,7 @@ def get_credentials(ctx: Ctx) -> None:
         raise Fail(1, gcloud_error(ctx, f"ResponseError: code=404, message=Not found: {_cluster_path(ctx, name)}."))
     ctx.work()
     context = context_name(ctx.project, _location(ctx), name)
-    ctx.state.put("kubecontext", context, {"name": context, "cluster": _cluster_key(ctx, name),
-                                           "autopilot": cluster["autopilot"]["enabled"]})
-    kubeconfig.write(context, cluster.get("endpoint", ""))
+    kubeconfig.write(ctx, context, _cluster_key(ctx, name), cluster)
     ctx.err(f"Fetching cluster endpoint and auth data.\nkubeconfig entry generated for {name}.")
 
 

@@ -344,9 +344,9 @@ def exec_(ctx: Ctx) -> int:
 
 @command("kubectl", "config", "delete-context", latency=0)
 def config_delete_context(ctx: Ctx) -> None:
-    """The context out of the caller's kubeconfig file (kubeconfig.py), in kubectl's words."""
+    """The context out of the caller's kubeconfig (kubeconfig.py), in kubectl's words."""
     context = str(ctx.positionals[0]) if ctx.positionals else ""
-    if not context or not kubeconfig.remove(context, cluster_and_user=False):
+    if not context or not kubeconfig.remove(ctx, context, cluster_and_user=False):
         raise Fail(1, f"error: cannot delete context {context}, not in {kubeconfig.kubeconfig_file()}")
     ctx.out(f"deleted context {context} from {kubeconfig.kubeconfig_file()}")
 
