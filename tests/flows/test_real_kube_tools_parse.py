@@ -9,7 +9,6 @@ reach (waits, listings, the head pod, the stale-context cleanup)."""
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import shlex
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from support.asked import asked_by_checks
 from support.fake import FAKE_BIN, REPO, FakeCloud, read_env_example
 
 CONTEXT = "gke_my-nemo-project_us-central1_nemo-rl"
@@ -68,28 +68,6 @@ def _settings():
     return validate(Settings(**coerce(values)))
 
 
-def _asked_by_checks(s) -> list[list[str]]:
-    """What every step's exists() and is_present() ask, from a runner that answers 'not found' to everything."""
-    from nemo_rl_gke.resources import all_steps
-    from nemo_rl_gke.runner import Result, Runner
-
-    asked: list[list[str]] = []
-
-    class Recording(Runner):
-        def _execute(self, argv, *, stdin, retry, timeout):  # noqa: ANN001 - the Runner's own signature
-            asked.append(list(argv))
-            return Result(list(argv), 1, "", "Error from server (NotFound): not found")
-
-    r = Recording(out=io.StringIO(), err=io.StringIO())
-    for step in all_steps(s):
-        for check in (step.exists, step.is_present):
-            try:
-                check(r)
-            except Exception:  # noqa: BLE001 - a check that wanted a live answer still recorded its argv
-                pass
-    return asked
-
-
 def _builders(s) -> list[list[str]]:
     from nemo_rl_gke.commands import kubectl
     from nemo_rl_gke.resources import all_steps, head_pod, prefetch_steps, ray_steps
@@ -126,7 +104,7 @@ def _parse(commands: list[list[str]], tmp_path: Path) -> dict[tuple[str, ...], s
 
 def test_real_kubectl_and_helm_take_every_command_we_make(tmp_path):
     s = _settings()
-    commands = [*_dry_lines(tmp_path), *_asked_by_checks(s), *_builders(s)]
+    commands = [*_dry_lines(tmp_path), *asked_by_checks(s, presence=True), *_builders(s)]
     commands = [c for c in commands if c and c[0] in ("kubectl", "helm")]
     words = {" ".join(c[1:4]) for c in commands}
     assert any("upgrade --install" in w for w in words) and any("exec -i" in w for w in words), words

@@ -4,9 +4,9 @@ doctor's queries, parsed by the real gcloud: none may exit 2 (= our flags are wr
 
 from __future__ import annotations
 
-import io
 import shlex
 
+from support.asked import asked_by_checks
 from support.fake import FakeCloud, read_env_example
 
 VARIANTS = [(gpu, mode) for gpu in ("b200", "h200") for mode in ("standard", "autopilot")]
@@ -24,25 +24,7 @@ def _gcloud_lines(text: str) -> list[list[str]]:
 
 
 def _existence_queries(s) -> list[list[str]]:
-    """The argv every step's exists() asks, recorded by a runner that answers 'not found' without running."""
-    from nemo_rl_gke.resources import all_steps
-    from nemo_rl_gke.runner import Result, Runner
-
-    asked: list[list[str]] = []
-
-    class Recording(Runner):
-        def _execute(self, argv, *, stdin, retry, timeout):  # noqa: ANN001 - the Runner's own signature
-            asked.append(list(argv))
-            return Result(list(argv), 1, "", "ERROR: (gcloud) NOT_FOUND: was not found")
-
-    r = Recording(out=io.StringIO(), err=io.StringIO())
-    for step in all_steps(s):
-        if not step.always:
-            try:
-                step.exists(r)
-            except Exception:  # noqa: BLE001 - a check that needs a live answer still recorded its argv
-                pass
-    return [argv for argv in asked if argv and argv[0] == "gcloud"]
+    return [argv for argv in asked_by_checks(s) if argv and argv[0] == "gcloud"]
 
 
 def test_lifecycle_dry_transcripts_parse_in_real_gcloud(tmp_path, gcloud_parse):
