@@ -11,6 +11,8 @@ import threading
 import time
 from contextlib import ExitStack
 
+import pytest
+
 from fakecloud.core import State
 from reliability.cloud import make_cloud, run
 from support.fake import REPO
@@ -44,7 +46,10 @@ def test_inprocess_ctrl_c_while_up_waits_for_lustre_stops_within_2_s(tmp_path):
             time.sleep(1.0)  # inside the 30 s pause between two polls
             sent = time.monotonic()
             proc.send_signal(signal.SIGINT)
-            code = proc.wait(timeout=10)
+            try:
+                code = proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pytest.fail("still running 10 s after Ctrl-C:\n" + "".join(lines)[-3000:])
             took = time.monotonic() - sent
         finally:
             if proc.poll() is None:
