@@ -92,12 +92,8 @@ def _shellcheck_impl(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Unit tests, fake-cloud flows and the reliability suite."""
-    env = _helm_env(session)
     _pytest_impl(session, "-n", "auto", "tests", "--ignore=tests/manifests", "--ignore=tests/gcloud",
-                 "--ignore=tests/k3s", "-m", "not serial", env=env)
-    if not session.posargs:  # the tests that time a real process, alone
-        _pytest_impl(session, "tests", "--ignore=tests/manifests", "--ignore=tests/gcloud", "--ignore=tests/k3s",
-                     "-m", "serial", env=env)
+                 "--ignore=tests/k3s", env=_helm_env(session))
 
 
 @nox.session
