@@ -27,8 +27,11 @@ def test_inprocess_ctrl_c_while_up_waits_for_lustre_stops_within_2_s(tmp_path):
                 instance["_ready_at"] = time.time() + 3600
         fake.runner_options = {"poll_seconds": 30}
         argv = [sys.executable, "-m", "invoke", "--search-root", str(REPO), "up", "--yes"]
+        # SIGINT as a terminal's Ctrl-C finds it: a suite started in the background (`.ci/run &`) hands its
+        # children SIGINT ignored, and a Python started so never turns it into KeyboardInterrupt.
         proc = subprocess.Popen(argv, cwd=fake.workdir, env=fake.process_env(), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+                                stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         lines: list[str] = []
         waiting = threading.Event()
 
