@@ -20,7 +20,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any, TypeVar
 
-from .tools import Processes, ToolError, Tools
+from .tools import READER_GONE, Processes, ToolError, Tools
 from .waits import WaitDisplay, Waiting, showing
 
 # Errors worth another try: per-minute quotas and rate limits, 429/5xx, and "another operation is running on
@@ -231,15 +231,17 @@ class Runner:
     def stream(self, argv: Sequence[str], *, stdin: str | None = None) -> int:
         """Run in the foreground, output straight to the terminal (logs --follow, port-forward).
 
-        Ctrl-C stops the local command only; returns its exit code (130 on Ctrl-C; READER_GONE when the reader of
-        our output went away, `| head`: the command only made output, so it is ended). Every line is redacted.
+        Ctrl-C stops the local command only; returns its exit code (130 on Ctrl-C). When the reader of our output
+        went away (`| head`), the command, which only made output, is ended and this returns 0: a normal end.
+        Every line is redacted.
         """
         argv = [str(a) for a in argv]
         self.show_command(argv, stdin=stdin, stdin_label="generated input")
         if self.dry:
             return 0
         self._check_interrupted()
-        return self.tools.stream(argv, stdin=stdin, out=self._stream_line, err=self._stream_err_line)
+        code = self.tools.stream(argv, stdin=stdin, out=self._stream_line, err=self._stream_err_line)
+        return 0 if code == READER_GONE else code
 
     def _stream_line(self, line: str) -> bool:
         """Print a streamed line; True once nobody reads the output any more (the stream then ends)."""

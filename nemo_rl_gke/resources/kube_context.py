@@ -78,7 +78,7 @@ def watch(r: Runner, s: Settings, after: float = STALE_CHECK_SECONDS) -> Iterato
             cluster = None
         else:
             return
-        drop_if_stale(r, s, cluster)
+        drop_if_stale(r, s, cluster)  # reads the kubeconfig again: it may have changed during the describe
 
     thread = threading.Thread(target=check, daemon=True, name="kube-context-watch")
     thread.start()

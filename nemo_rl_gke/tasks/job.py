@@ -168,9 +168,9 @@ def logs(c: Context, id_: str | None = None, follow: bool = False, lines: int = 
     pod = "HEAD_POD" if r.dry else head_pod.head(r, s)[0]
     script = jobscript.logs_script(id_ or "", follow=follow, lines=int(lines))
     code = r.stream(head_pod.kubectl_exec(s, pod), stdin=script)
-    from ..tools import READER_GONE, ToolError
+    from ..tools import ToolError
 
-    if code not in (0, 130, READER_GONE):
+    if code not in (0, 130):
         raise ToolError(f"reading the driver log failed (exit code {code})", code)
 
 

@@ -164,11 +164,9 @@ def dashboard(c: Context, port: int = 8265, client: bool = False, client_port: i
     if client:
         r.say(f"Ray client: ray.init(\"ray://localhost:{client_port}\")", err=True)
     code = r.stream(raychart.port_forward_argv(s, forwarded))
-    from ..tools import READER_GONE
-
     if code == 130:
         r.say("dashboard stopped.", err=True)
-    elif code and code != READER_GONE:
+    elif code:
         from ..tools import ToolError
 
         raise ToolError(f"kubectl port-forward exited with code {code}: is the Ray cluster deployed "
