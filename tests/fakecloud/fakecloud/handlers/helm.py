@@ -38,12 +38,13 @@ def _namespace(ctx: Ctx) -> str:
 
 
 def _release_view(release: dict[str, Any]) -> dict[str, Any]:
+    """`helm status -o json`: the release without its chart (helm's status command sets rel.Chart = nil,
+    "strip chart metadata from the output"), with the values given (config)."""
     return {
         "name": release["name"],
         "namespace": release["namespace"],
         "version": release["version"],
         "info": {"status": release["status"], "last_deployed": release["updated"]},
-        "chart": {"metadata": {"name": Path(release["chart"]).name}},
         "config": release["values"],
     }
 
