@@ -332,6 +332,22 @@ def release_exists(r: Runner, s: Settings) -> bool:
     return r.exists(helm.status(s))
 
 
+def listed_workers(r: Runner, s: Settings, steps: Any) -> int | None:
+    """The GPU workers the deployed RayCluster asks for (its worker group's replicas), from this run's kubectl
+    listing (steps: their inventory); None without that listing or without our RayCluster in it."""
+    from .inventory import inventory_of
+
+    inv = inventory_of(steps or [])
+    items = inv.as_listed(r, f"kube:{s.NAMESPACE}") if inv is not None else None
+    found = next((i for i in items or [] if i.get("kind") == "RayCluster"
+                  and (i.get("metadata") or {}).get("name") == names.RAY_RELEASE), None)
+    if found is None:
+        return None
+    groups = (found.get("spec") or {}).get("workerGroupSpecs") or []
+    counts = [g.get("replicas") for g in groups if g.get("groupName") == raychart.WORKER_GROUP]
+    return counts[0] if counts and isinstance(counts[0], int) else None
+
+
 def uninstall(r: Runner, s: Settings) -> None:
     r.run(helm.uninstall(s), timeout=900)
 

@@ -1,6 +1,7 @@
 """Drift: what exists but differs from the settings (cluster mode, GPU machine type, GPU node count, Spot or
-reservation). `plan` shows it; `up` refuses on it (exit 2) before any change, except a node-count difference,
-which `up --resize` applies.
+reservation, the Ray cluster's GPU workers). `plan` shows it; `up` refuses on it (exit 2) before any change,
+except the counts, which `up --resize` applies: the GPU pool's nodes, and the Ray cluster's workers (which `up`
+alone leaves as they are, with a note: `ray.deploy --nodes=N` runs fewer on purpose).
 
 The GPU pool's current size is not its describe's `initialNodeCount` (the size at creation): see
 resources/pool_size.py.
@@ -30,12 +31,13 @@ class Found:
     nodes: int | None = None  # current size of the GPU pool (None: unknown, or the autoscaler decides)
     spot: bool | None = None
     reservation: str | None = None  # "" when no specific reservation
+    ray_workers: int | None = None  # the deployed RayCluster's GPU workers (None: no Ray cluster, or not known)
 
 
 @dataclass(frozen=True)
 class Difference:
     step: str
-    field: str  # mode | gpu | nodes | capacity
+    field: str  # mode | gpu | nodes | capacity | workers
     have: str
     want: str
 
@@ -44,12 +46,14 @@ class Difference:
             return f"it is {self.have}, the settings say {self.want}"
         if self.field == "nodes":
             return f"{self.have} nodes, the settings say {self.want}"
+        if self.field == "workers":
+            return f"{self.have} GPU worker(s), the settings say {self.want}"
         return f"{self.have}, the settings say {self.want}"
 
     def document(self) -> dict[str, str]:
-        from ..resources.cluster_steps import CLUSTER
+        from ..resources.cluster_steps import CLUSTER, GPU_POOL
 
-        title = "GKE cluster" if self.step == CLUSTER else "GPU node pool"
+        title = "GKE cluster" if self.step == CLUSTER else "GPU node pool" if self.step == GPU_POOL else "Ray cluster"
         return {"name": self.step, "title": title, "field": self.field, "have": self.have, "want": self.want}
 
 
@@ -83,8 +87,9 @@ def read_pool(body: dict[str, Any], group_sizes: list[int] | None = None) -> Fou
 
 
 def differences(s: Settings, found: Found) -> list[Difference]:
-    """Each way what exists differs from the settings, in a fixed order (mode, gpu, nodes, capacity)."""
+    """Each way what exists differs from the settings, in a fixed order (mode, gpu, nodes, capacity, workers)."""
     from ..resources.cluster_steps import CLUSTER, GPU_POOL
+    from ..resources.ray_steps import RELEASE
 
     out = []
     if found.mode is not None and found.mode != s.CLUSTER_MODE:
@@ -99,7 +104,12 @@ def differences(s: Settings, found: Found) -> list[Difference]:
         want = _capacity_text(s.SPOT and not s.RESERVATION, want_reservation)
         if have != want and found.reservation != "?":
             out.append(Difference(GPU_POOL, "capacity", have, want))
+    if found.ray_workers is not None and found.ray_workers != s.GPU_NODES:
+        out.append(Difference(RELEASE, "workers", str(found.ray_workers), str(s.GPU_NODES)))
     return out
+
+
+RESIZED = ("nodes", "workers")  # the differences `up --resize` applies; `up` refuses on the others
 
 
 def by_step(found: list[Difference]) -> dict[str, str]:
@@ -117,7 +127,12 @@ def advice(found: list[Difference]) -> str:
         nodes = next(d for d in found if d.field == "nodes")
         hints.append(f"add --resize to resize the GPU pool to {nodes.want} nodes (`invoke up --nodes={nodes.want} "
                      f"--resize`; asks first), or set GPU_NODES={nodes.have} / --nodes={nodes.have} to keep it")
-    others = [d for d in found if d.field != "nodes"]
+    workers = next((d for d in found if d.field == "workers"), None)
+    if workers is not None and not any(d.field == "nodes" for d in found):
+        hints.append(f"`invoke up --resize` (asks first) or `invoke ray.deploy` upgrades the Ray cluster to "
+                     f"{workers.want} GPU workers; `up` alone leaves it at {workers.have} (`ray.deploy "
+                     f"--nodes={workers.have}` runs fewer on purpose)")
+    others = [d for d in found if d.field not in RESIZED]
     if others:
         flags = {"mode": "CLUSTER_MODE / --mode", "gpu": "GPU_TYPE / --gpu", "capacity": "SPOT, RESERVATION / "
                  "--spot, --reservation"}
@@ -134,6 +149,7 @@ def existing(r: Runner, s: Settings, present: dict[str, bool | None], steps: Any
     from ..commands import gcloud
     from ..resources.cluster_steps import CLUSTER, GPU_POOL, listed_bodies
     from ..resources.pool_size import group_sizes
+    from ..resources.ray_steps import RELEASE, listed_workers
 
     asks = {CLUSTER: gcloud.cluster_describe(s), GPU_POOL: gcloud.node_pool_describe(s)}
     listed = listed_bodies(r, s, steps)
@@ -143,12 +159,13 @@ def existing(r: Runner, s: Settings, present: dict[str, bool | None], steps: Any
               if result is not None and result.ok}
     bodies.update({name: body for name, body in listed.items() if present.get(name)})
     mode = read_cluster(bodies[CLUSTER]).mode if CLUSTER in bodies else None
+    workers = listed_workers(r, s, steps) if present.get(RELEASE) else None
     pool = bodies.get(GPU_POOL)
     if pool is None:
-        return Found(mode=mode)
+        return Found(mode=mode, ray_workers=workers)
     read = read_pool(pool, group_sizes(r, s, pool))  # the size now, not initialNodeCount
     return Found(mode=mode, machine_type=read.machine_type, nodes=read.nodes, spot=read.spot,
-                 reservation=read.reservation)
+                 reservation=read.reservation, ray_workers=workers)
 
 
 def as_found(s: Settings, found: Found) -> Settings:

@@ -5,7 +5,7 @@ They run the one resource graph (`resources.all_steps`): `up` creates what is mi
 parallel, with a live board; `down` walks it backwards and ends with a leftover scan. Two changing runs against
 the same project and cluster never interleave (`lock.py`). `up` changes nothing that exists: when what exists
 differs from the settings (GPU type, mode, node count, Spot or reservation) it stops with exit 2 before any
-change; `--resize` applies a node count.
+change; `--resize` applies a node count, and the Ray cluster's GPU workers (which `up` alone leaves, with a note).
 
 Examples:
     invoke --dry up                      # the whole plan, offline, nothing runs
@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # imported where used: `invoke --list` imports this module
     from ..cost import Estimate
     from ..runner import Runner
     from ..steps import Step
+    from .drift import Difference
 from . import context
 from .checkup import doctor
 from .cluster import FLAG_HELP, cluster_settings
@@ -57,7 +58,7 @@ def _say_cost(r: Runner, est: Estimate, *, prefix: str) -> None:
 
 
 def _announce_up(c: Context, r: Runner, s: Settings, steps: list[Step], present: dict[str, bool | None],
-                 resizing: int | None, est: Estimate, *, yes: bool) -> None:
+                 resizing: list[Difference], est: Estimate, *, yes: bool) -> None:
     """Say what `up` will create or resize and what it costs; ask before any change (--yes answers)."""
     from .. import cost, graph
 
@@ -69,12 +70,17 @@ def _announce_up(c: Context, r: Runner, s: Settings, steps: list[Step], present:
               + ", ".join(step.title for step in missing), err=True)
     elif not resizing:
         r.say("everything exists already; only refreshing credentials and checks.", err=True)
-    if resizing:
-        r.say(f"will resize the GPU node pool from {resizing} to {s.GPU_NODES} nodes (and the Ray cluster to "
+    pool = next((d for d in resizing if d.field == "nodes"), None)
+    ray = next((d for d in resizing if d.field == "workers"), None)
+    if pool is not None:
+        r.say(f"will resize the GPU node pool from {pool.have} to {s.GPU_NODES} nodes (and the Ray cluster to "
               f"{s.GPU_NODES} workers)", err=True)
+    elif ray is not None:
+        r.say(f"will upgrade the Ray cluster from {ray.have} to {s.GPU_NODES} GPU workers", err=True)
     _say_cost(r, est, prefix="")
     if resizing or any(step.mutating for step in missing):
-        what = [f"resize the GPU pool to {s.GPU_NODES} nodes"] if resizing else []
+        what = ([f"resize the GPU pool to {s.GPU_NODES} nodes"] if pool is not None else
+                [f"upgrade the Ray cluster to {s.GPU_NODES} GPU workers"] if ray is not None else [])
         what += [f"create {len(missing)} resources"] if missing else []
         question = " and ".join(what)
         context.confirm(c, f"{question[0].upper()}{question[1:]} in {s.PROJECT_ID}, about "
@@ -116,7 +122,7 @@ def bring_up(c: Context, s: Settings, *, yes: bool, force_unlock: bool = False, 
             present[bucket.name] = True
         with bucket_lease(s, "up", force=force_unlock), Board(steps, title=f"up {s.CLUSTER_NAME}", runner=r) as board:
             if resizing:
-                _resize(r, s, present)
+                _resize(r, s, present, resizing)
             try:
                 graph.apply(r, steps, listener=board.listener, known=present)
             except GraphError:
@@ -129,30 +135,38 @@ def bring_up(c: Context, s: Settings, *, yes: bool, force_unlock: bool = False, 
 
 
 def _drift_check(r: Runner, s: Settings, present: dict[str, bool | None], *, resize: bool,
-                 steps: Any = None) -> int | None:
-    """Refuse (exit 2) when what exists differs from the settings; `up` changes nothing that exists. A node
-    count that differs is applied with --resize: returns the pool's current count then (None: nothing to do)."""
+                 steps: Any = None) -> list[Difference]:
+    """Refuse (exit 2) when what exists differs from the settings; `up` changes nothing that exists. The counts
+    that differ (the GPU pool's nodes, the Ray cluster's workers) are applied with --resize: returned then. Ray's
+    workers alone never block: `up` leaves them with a note (`ray.deploy --nodes=N` runs fewer on purpose)."""
     from . import drift
 
     differences = drift.differences(s, drift.existing(r, s, present, steps))
-    blocking = [d for d in differences if not (resize and d.field == "nodes")]
+    blocking = [d for d in differences if d.field != "workers" and not (resize and d.field == "nodes")]
     if blocking:
         lines = "\n".join(f"  {d.document()['title']}: {d.text()}" for d in differences)
         raise Exit(f"error: what exists in {s.PROJECT_ID} differs from the settings (flags, then .env):\n{lines}\n"
                    f"up changes nothing that exists, so it stops here; nothing was changed. {drift.advice(blocking)}",
                    code=2)
-    nodes = next((d for d in differences if d.field == "nodes"), None)
-    if resize and nodes is None:
-        r.say("--resize: the GPU pool already has the settings' node count (or there is no pool yet).", err=True)
-    return int(nodes.have) if nodes is not None else None
+    counts = [d for d in differences if d.field in drift.RESIZED]
+    if resize and not counts:
+        r.say("--resize: the GPU pool and the Ray cluster already have the settings' counts (or do not exist "
+              "yet).", err=True)
+    if not resize and any(d.field == "workers" for d in counts):
+        workers = next(d for d in counts if d.field == "workers")
+        r.say(f"note: the Ray cluster has {workers.have} GPU worker(s), the settings say {workers.want}; up leaves "
+              f"it so. `invoke up --resize` or `invoke ray.deploy` upgrades it.", err=True)
+    return counts if resize else []
 
 
-def _resize(r: Runner, s: Settings, present: dict[str, bool | None]) -> None:
-    """Resize the GPU pool to GPU_NODES, and have the graph upgrade the Ray release to as many workers."""
+def _resize(r: Runner, s: Settings, present: dict[str, bool | None], resizing: list[Difference]) -> None:
+    """Resize the GPU pool to GPU_NODES (when its size differs), and have the graph upgrade the Ray release to
+    as many workers."""
     from ..commands import gcloud
     from ..resources import ray_steps
 
-    r.run(gcloud.node_pool_resize(s), timeout=3600)
+    if any(d.field == "nodes" for d in resizing):
+        r.run(gcloud.node_pool_resize(s), timeout=3600)
     if present.get(ray_steps.RELEASE):
         present[ray_steps.RELEASE] = False  # its create is `helm upgrade --install`: GPU_NODES workers, waited for
 

@@ -83,8 +83,10 @@ def plan(c: Context, gpu: str | None = None, mode: str | None = None, nodes: int
         print(f"up would create {creating} of {len(steps)} and leave {leaving}. Everything up: about "
               f"{cost.money(est.total)}/hour; what exists now: about {cost.money(now)}/hour.")
         if differences:
-            print(f"{len(differs)} existing resource(s) differ from the settings; `invoke up` refuses until they "
-                  f"agree. {drift.advice(differences)}")
+            refuses = ("`invoke up` refuses until they agree" if any(d.field != "workers" for d in differences)
+                       else "`invoke up` leaves them so")
+            print(f"{len(differs)} existing resource(s) differ from the settings; {refuses}. "
+                  f"{drift.advice(differences)}")
         print(f"({est.caveat()})")
 
 

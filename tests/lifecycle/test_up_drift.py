@@ -77,7 +77,44 @@ def test_up_resize_applies_the_node_count_and_upgrades_ray(cloud):
     assert pool["cost_per_hour"] == 171.0, pool
     plan = cloud.invoke("plan", "--json")  # the .env still says 2
     document = json.loads(plan.stdout)
-    assert [(d["field"], d["have"], d["want"]) for d in document["drift"]] == [("nodes", "3", "2")]
+    assert [(d["field"], d["have"], d["want"]) for d in document["drift"]] == [("nodes", "3", "2"),
+                                                                               ("workers", "3", "2")]
+
+
+def test_up_leaves_fewer_ray_workers_with_a_note_and_resize_upgrades_them(cloud):
+    _up(cloud)
+    done = cloud.invoke("ray.deploy", "--nodes=1")  # fewer workers than the pool, on purpose
+    assert done.code == 0, done.output[-2000:]
+    plan = cloud.invoke("plan")
+    assert plan.code == 0, plan.output[-2000:]
+    assert "leave, but it differs: 1 GPU worker(s), the settings say 2" in plan.stdout
+    assert "`invoke up` leaves them so" in plan.stdout and "`invoke ray.deploy` upgrades" in plan.stdout
+    before = len(cloud.calls())
+    done = cloud.invoke("up", "--yes")  # not a refusal: the count is a choice ray.deploy offers
+    assert done.code == 0, done.output[-2000:]
+    assert "note: the Ray cluster has 1 GPU worker(s), the settings say 2; up leaves it so" in done.stderr
+    assert cloud.mutating_calls(since=before) == []
+    done = cloud.invoke("up", "--resize", "--yes")
+    assert done.code == 0, done.output[-2000:]
+    assert "will upgrade the Ray cluster from 1 to 2 GPU workers" in done.stderr
+    changes = [" ".join(c["argv"][:3]) for c in cloud.mutating_calls(since=before)]
+    assert changes == ["upgrade --install nemo-rl"], changes  # the pool has its 2 nodes: not resized
+    status = cloud.invoke("status")
+    assert "Ray sees 16 of 16 GPUs" in status.stdout, status.output[-2000:]
+    assert json.loads(cloud.invoke("plan", "--json").stdout)["drift"] == []
+
+
+def test_up_resize_on_autopilot_upgrades_the_ray_workers(cloud):
+    _up(cloud, "--mode=autopilot", "--nodes=1")
+    done = cloud.invoke("up", "--mode=autopilot", "--nodes=2", "--yes")
+    assert done.code == 0, done.output[-2000:]  # no pool to differ: Autopilot's node count is Ray's workers
+    assert "note: the Ray cluster has 1 GPU worker(s), the settings say 2" in done.stderr
+    before = len(cloud.calls())
+    _up(cloud, "--mode=autopilot", "--nodes=2", "--resize")
+    changes = [" ".join(c["argv"][:3]) for c in cloud.mutating_calls(since=before)]
+    assert changes == ["upgrade --install nemo-rl"], changes
+    status = cloud.invoke("status", CLUSTER_MODE="autopilot", GPU_NODES="2")
+    assert "Ray sees 16 of 16 GPUs" in status.stdout, status.output[-2000:]
 
 
 def test_plan_prices_what_exists_not_the_settings(cloud):

@@ -55,6 +55,27 @@ def test_drift_advice_names_resize_only_for_a_node_count():
     assert "add --resize to resize the GPU pool to 4 nodes" in text and "GPU_TYPE / --gpu" in text
 
 
+def test_drift_ray_workers_are_a_count_up_resize_applies():
+    s = settings(GPU_NODES="2", SPOT="true")
+    found = drift.differences(s, drift.Found(ray_workers=1))
+    assert [(d.step, d.field, d.text()) for d in found] == \
+        [("ray.release", "workers", "1 GPU worker(s), the settings say 2")]
+    assert found[0].document()["title"] == "Ray cluster"
+    text = drift.advice(found)
+    assert "`invoke up --resize`" in text and "`invoke ray.deploy` upgrades the Ray cluster to 2" in text
+    assert drift.differences(s, drift.Found(ray_workers=2)) == []
+    assert drift.differences(s, drift.Found()) == []  # no Ray cluster, or its count not known: no difference
+
+
+def test_drift_pool_and_ray_counts_together_get_one_resize_hint():
+    s = settings(GPU_NODES="4", SPOT="true")
+    pool = drift.read_pool(POOL, [2])
+    found = drift.differences(s, drift.Found(machine_type=pool.machine_type, nodes=2, spot=True, reservation="",
+                                             ray_workers=2))
+    assert [d.field for d in found] == ["nodes", "workers"]
+    assert drift.advice(found).count("--resize") == 2  # the pool's hint (flag and example), no second one for Ray
+
+
 def test_drift_prices_what_exists():
     s = settings(GPU_TYPE="h200", GPU_NODES="4")
     as_built = drift.as_found(s, drift.read_pool(POOL, [2]))
