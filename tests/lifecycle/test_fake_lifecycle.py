@@ -151,7 +151,8 @@ def test_up_runs_independent_steps_overlapping_in_time(cloud):
 def test_plan_after_up_names_a_gpu_pool_that_differs_from_the_settings(cloud):
     _up(cloud)
     done = cloud.invoke("plan", "--nodes=3")
-    assert (done.code, "1 existing resource(s) differ from the settings" in done.stdout) == (0, True), done.stdout
+    # the pool's size and, following it, the Ray cluster's workers
+    assert (done.code, "2 existing resource(s) differ from the settings" in done.stdout) == (0, True), done.stdout
 
 
 def test_down_delete_data_never_deletes_a_main_vpc_it_did_not_create(cloud):

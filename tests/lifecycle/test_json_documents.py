@@ -44,6 +44,7 @@ def test_json_status_after_up_has_every_resource_present_with_costs(cloud):
     assert status["ray"] == {"deployed": True, "pods": 3, "ready_pods": 3, "gpus_seen": 16.0, "gpus_expected": 16}
     plan = document(cloud, "plan", "--nodes=3")
     assert plan["create"] == 0 and plan["drift"] == [
-        {"name": "cluster.gpu-pool", "title": "GPU node pool", "field": "nodes", "have": "2", "want": "3"}]
+        {"name": "cluster.gpu-pool", "title": "GPU node pool", "field": "nodes", "have": "2", "want": "3"},
+        {"name": "ray.release", "title": "Ray cluster", "field": "workers", "have": "2", "want": "3"}]
     pool_row = next(row for row in plan["resources"] if row["name"] == "cluster.gpu-pool")
     assert pool_row["action"] == "leave" and pool_row["differs"] == "2 nodes, the settings say 3"
