@@ -85,6 +85,29 @@ def head(r: Runner, s: Settings) -> tuple[str, int | None]:
     return head, ray_gpus(r, s, head, items)
 
 
+def check_head_service(r: Runner, s: Settings) -> None:
+    """Before a port-forward to the head's Service: ask for it once, under the stale-context watch (as head()
+    does), so a dead context or a missing Ray cluster is said in seconds, not after kubectl's dial timeout."""
+    import json
+
+    from .. import names, raychart
+    from ..commands import kubectl
+    from ..tools import ToolError
+    from . import kube_context
+
+    service = raychart.head_service(s)
+    with kube_context.watch(r, s):
+        result = r.query(kubectl.get_named(s, [f"service/{service}"], namespace=s.NAMESPACE))
+    if result is None:
+        return
+    if not result.ok:
+        raise ToolError(f"cannot read the Ray head's Service {service}: {result.stderr.strip()}", result.exit_code)
+    if not (result.stdout.strip() and json.loads(result.stdout).get("kind") == "Service"):
+        raise ToolError(f"no Ray cluster to forward to: Service {service} (made by KubeRay for RayCluster "
+                        f"{names.RAY_RELEASE}) is not in namespace {s.NAMESPACE}; deploy it with `invoke "
+                        f"ray.deploy` (or `invoke up`).", 1)
+
+
 def ray_gpus(r: Runner, s: Settings, head: str, items: list[dict[str, Any]]) -> int | None:
     """What Ray in the head reports (one cheap exec); the Running workers' GPU limits if Ray cannot say."""
     import json

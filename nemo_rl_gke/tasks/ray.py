@@ -64,6 +64,24 @@ def _port(flag: str, value: Any) -> int:
     return number
 
 
+def _free(flag: str, port: int) -> None:
+    """The local port must be free for kubectl to listen on (bound the way Go binds it, SO_REUSEADDR, so a port
+    in TIME_WAIT is free): taken, exit 2 now, naming the flag, instead of kubectl's "unable to listen"."""
+    import socket
+
+    from ..settings import ConfigError
+
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind(("127.0.0.1", port))
+    except OSError as exc:
+        raise ConfigError(flag, port, f"port {port} on this machine is taken ({exc.strerror or exc}): choose a "
+                                      f"free one, e.g. {flag}={port + 1}.") from None
+    finally:
+        probe.close()
+
+
 def _credentials(r: Runner, s: Settings) -> None:
     from ..resources import cluster_steps as cluster
 
@@ -159,7 +177,13 @@ def dashboard(c: Context, port: int = 8265, client: bool = False, client_port: i
 
             raise ConfigError("--client-port", client_port, "use a port other than the dashboard's --port.")
         forwarded[client_port] = raychart.CLIENT_PORT
+    from ..resources import head_pod
+
     r = context.runner(c, s)
+    if not r.dry:
+        for flag, local in zip(("--port", "--client-port"), forwarded, strict=False):
+            _free(flag, local)
+    head_pod.check_head_service(r, s)  # no Ray cluster, or a dead context: said now, not after 30 s of dialing
     r.say(f"Ray dashboard: http://localhost:{port}  (Ctrl-C to stop)", err=True)
     if client:
         r.say(f"Ray client: ray.init(\"ray://localhost:{client_port}\")", err=True)
@@ -169,8 +193,8 @@ def dashboard(c: Context, port: int = 8265, client: bool = False, client_port: i
     elif code:
         from ..tools import ToolError
 
-        raise ToolError(f"kubectl port-forward exited with code {code}: is the Ray cluster deployed "
-                        "(`invoke ray.status`)?", code)
+        raise ToolError(f"kubectl port-forward exited with code {code} (its words are above); `invoke ray.status` "
+                        "shows the Ray cluster's pods.", code)
 
 
 @context.task(help={"yes": context.YES_ONE_HELP,

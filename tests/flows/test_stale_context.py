@@ -9,6 +9,8 @@ ended. Each run here gets 60 s; without that it would take 30 s per call, five a
 
 from __future__ import annotations
 
+import socket
+import time
 from pathlib import Path
 
 from support.fake import FakeCloud
@@ -97,3 +99,19 @@ def test_stale_context_ray_status_says_why_in_seconds(fake, tmp_path):
     status = on(fake, here, "ray.status")
     assert "removed it" in status.stderr and "i/o timeout" not in status.output, status.output
     assert CONTEXT not in contexts(here)
+
+
+def test_stale_context_ray_dashboard_says_why_in_seconds(fake, tmp_path):
+    """The port-forward itself would dial for 30 s: the head's Service is asked first, under the watch."""
+    here, there = tmp_path / "here", tmp_path / "there"
+    assert on(fake, here, "up", "--yes").code == 0
+    assert on(fake, there, "cluster.delete", "--yes").code == 0
+    with socket.socket() as probe:  # a port free on this machine
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    done = on(fake, here, "ray.dashboard", f"--port={port}")
+    assert done.code == 143, done.output
+    assert time.monotonic() - started < 25  # the 5 s watch and a describe, not the 30 s dial timeout
+    assert "stopped: cluster nemo-rl is not in my-nemo-project/us-central1 any more" in done.stderr
+    assert "removed it" in done.stderr and "i/o timeout" not in done.output and "port-forward" not in done.output

@@ -48,7 +48,10 @@ class _Pipe(io.StringIO):
 
 
 def needs_process(tool: str, argv: list[str]) -> bool:
-    """`kubectl exec … -- bash` runs the job script in a real shell (it detaches drivers and sends signals)."""
+    """`kubectl exec … -- bash` runs the job script in a real shell (it detaches drivers and sends signals);
+    `kubectl port-forward` listens until a signal ends it."""
+    if tool == "kubectl" and "port-forward" in argv:
+        return True
     if tool != "kubectl" or "exec" not in argv or "--" not in argv:
         return False
     command = argv[argv.index("--") + 1:]

@@ -143,6 +143,8 @@ def sync(
                 "_release": release,
             },
         )
+        ctx.state.put(skind, key_of("Service", namespace, f"{cluster}-head-svc"), _head_service(cluster, namespace,
+                                                                                                  release))
         blocker = _blocker(ctx, skind, namespace, values)
         wanted = [
             (
@@ -188,6 +190,21 @@ def sync(
             elif pod_gpus:
                 workers_placed += 1
             ctx.state.put(skind, key_of("Pod", namespace, name), pod)
+
+
+# The head container's ports in our chart (manifests/ray-cluster/templates/raycluster.yaml); KubeRay's head
+# Service, <RayCluster name>-head-svc, exposes the head container's ports.
+HEAD_PORTS = {"gcs-server": 6379, "dashboard": 8265, "client": 10001}
+
+
+def _head_service(cluster: str, namespace: str, release: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": f"{cluster}-head-svc", "namespace": namespace,
+                         "labels": {"ray.io/cluster": cluster, "app.kubernetes.io/created-by": "kuberay-operator"}},
+            "spec": {"type": "ClusterIP", "selector": {"ray.io/cluster": cluster, "ray.io/node-type": "head"},
+                     "ports": [{"name": name, "port": port, "targetPort": port, "protocol": "TCP"}
+                               for name, port in HEAD_PORTS.items()]},
+            "_release": release}
 
 
 def remove(ctx: Ctx, context: str, namespace: str, release: str) -> None:

@@ -1,0 +1,99 @@
+"""`invoke ray.dashboard` for real, on the fake cloud: kubectl port-forward listens on the local port (the fake's
+answers a browser's request) until Ctrl-C, which ends it with exit 0 and "dashboard stopped."; without a Ray
+cluster, or with the local port taken, it says so at once, before any port-forward."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+
+import pytest
+
+from support.fake import REPO, FakeCloud
+
+
+def _up(fake: FakeCloud) -> None:
+    done = fake.invoke("up", "--yes")
+    assert done.code == 0, done.output[-3000:]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _dashboard(fake: FakeCloud, *args: str) -> subprocess.Popen[str]:
+    # SIGINT as a terminal's Ctrl-C finds it, however the suite was started (see test_inprocess_ctrl_c).
+    return subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(REPO), "ray.dashboard", *args],
+                            cwd=fake.workdir, env=fake.process_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def _lines_of(proc: subprocess.Popen[str]) -> list[str]:
+    """The process's stdout lines as they come (a reader thread fills the list)."""
+    lines: list[str] = []
+
+    def read() -> None:
+        assert proc.stdout is not None
+        lines.extend(proc.stdout)
+
+    threading.Thread(target=read, daemon=True).start()
+    return lines
+
+
+def _until(seen: Callable[[], bool], seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not seen() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def test_ray_dashboard_forwards_until_ctrl_c(fake):
+    _up(fake)
+    port, client = _free_port(), _free_port()
+    proc = _dashboard(fake, f"--port={port}", "--client", f"--client-port={client}")
+    lines = _lines_of(proc)
+    try:
+        listening = [f"Forwarding from 127.0.0.1:{port} -> 8265\n", f"Forwarding from 127.0.0.1:{client} -> 10001\n"]
+        _until(lambda: all(line in lines for line in listening))  # kubectl's, once it listens (and on ::1)
+        assert all(line in lines for line in listening), lines
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as page:
+            assert page.status == 200 and b"Ray Dashboard" in page.read()
+        _until(lambda: f"Handling connection for {port}\n" in lines)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    assert proc.returncode == 0, err
+    assert f"Handling connection for {port}\n" in lines, lines
+    assert f"Ray dashboard: http://localhost:{port}" in err and "dashboard stopped." in err
+    assert "Traceback" not in err
+
+
+def test_ray_dashboard_without_a_ray_cluster_says_so_before_forwarding(fake):
+    _up(fake)
+    assert fake.invoke("ray.delete", "--yes").code == 0
+    done = fake.invoke("ray.dashboard", f"--port={_free_port()}")
+    assert done.code == 1, done.output
+    assert "no Ray cluster to forward to: Service nemo-rl-head-svc" in done.stderr
+    assert "invoke ray.deploy" in done.stderr and "port-forward" not in done.output
+
+
+@pytest.mark.parametrize("flag", ["--port", "--client-port"])
+def test_ray_dashboard_port_taken_exits_2_naming_the_flag(fake, flag):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        args = [f"{flag}={port}"] + (["--client", f"--port={_free_port()}"] if flag == "--client-port" else [])
+        done = fake.invoke("ray.dashboard", *args)
+    assert done.code == 2, done.output
+    assert flag in done.stderr and f"port {port} on this machine is taken" in done.stderr
+    assert fake.calls() == []  # before any command, even a query
