@@ -243,6 +243,30 @@ def check_hf_token(s: Settings, answer: WebAnswer | None) -> Check:
     return Check(name, False, f"huggingface.co answered HTTP {answer.status}", "try again later")
 
 
+def check_model_access(model: str, answer: WebAnswer | None) -> Check:
+    """Whether HF_TOKEN may download the model (a gated one needs its licence accepted by the token's account)."""
+    name = f"model {model}"
+    page = f"https://huggingface.co/{model}"
+    if answer is None or answer.status is None:
+        reason = answer.reason[:80] if answer is not None else "not checked"
+        return Check(name, False, f"huggingface.co did not answer ({reason})", "check that this machine reaches "
+                                                                                "huggingface.co")
+    if answer.status == 200:
+        return Check(name, True, "HF_TOKEN may download it")
+    if answer.status == 403:
+        return Check(name, False, "gated, and HF_TOKEN's account has no access to it yet (HTTP 403): the prefetch "
+                                  "and every job with it would fail to download",
+                     f"accept its licence at {page} with the account of HF_TOKEN (some need an approval), then "
+                     f"run doctor again")
+    if answer.status == 401:
+        return Check(name, False, "huggingface.co did not take HF_TOKEN for it (HTTP 401)",
+                     f"create a read token at {HF_TOKENS_PAGE}, put it in HF_TOKEN, and accept the licence at {page}")
+    if answer.status == 404:
+        return Check(name, False, "not on huggingface.co (HTTP 404)",
+                     "check the name in PREFETCH_MODELS or in the job file (jobs/*.yaml)")
+    return Check(name, False, f"huggingface.co answered HTTP {answer.status}", "try again later")
+
+
 def gpus_needed(s: Settings) -> int:
     return s.GPU_NODES * s.gpu.gpus_per_node
 

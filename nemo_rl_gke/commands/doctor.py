@@ -22,6 +22,27 @@ REQUIRED_APIS = (
 HF_WHOAMI = "https://huggingface.co/api/whoami-v2"
 
 
+def model_file_url(model: str) -> str:
+    """A small file every model repo has: reading it with the token answers 200 only with access. (The model
+    API answers a gated repo's metadata to anyone; a file of a gated repo needs the licence accepted: 403.)"""
+    return f"https://huggingface.co/{model}/resolve/main/config.json"
+
+
+def models_to_check(s: Settings) -> list[str]:
+    """What `up` downloads (PREFETCH_MODELS) and every gated model of the job catalogue (jobs/), each once."""
+    from .. import jobspec, prefetch
+
+    out = prefetch.models(s)
+    for name in jobspec.available():
+        try:
+            spec = jobspec.load(name)
+        except Exception:  # noqa: BLE001 - a broken job file is job.submit's to report, not doctor's
+            continue
+        if spec.gated and spec.model_name not in out:
+            out.append(spec.model_name)
+    return out
+
+
 # ---- argv builders ---------------------------------------------------------------------------
 def gcloud_version() -> Argv:
     return ["gcloud", "version", "--format=json"]
@@ -101,6 +122,7 @@ def web_queries(s: Settings) -> list[str]:
     out.append("Application Default Credentials (google.auth.default, then a token refresh)")
     if s.HF_TOKEN:
         out.append(f"GET {HF_WHOAMI} (Authorization: Bearer HF_TOKEN, not shown)")
+        out += [f"GET {model_file_url(model)} (the same header)" for model in models_to_check(s)]
     return out
 
 

@@ -1,5 +1,6 @@
 """`doctor`: is this machine and this project ready for `up`? Tools, account, project, APIs, GPU quota or
-reservation, the NCCL installer manifests, the storage client's credentials and the HF token; `--fix`
+reservation, the NCCL installer manifests, the storage client's credentials, the HF token and its access to the
+models (PREFETCH_MODELS and the gated models of jobs/); `--fix`
 enables the missing APIs (asking first, like every changing task).
 
 The web and credential checks go through `Probes` (plain functions: urllib with a short timeout, and
@@ -256,4 +257,10 @@ def _web_checks(s: Settings, chosen: Probes) -> list[Callable[[], Check]]:
             return verdicts.check_hf_token(s, None)
         return verdicts.check_hf_token(s, chosen.http_get(checks.HF_WHOAMI, {"Authorization": f"Bearer {s.HF_TOKEN}"}))
 
-    return [nccl, storage_credentials, hf_token]
+    def model(name: str) -> Callable[[], Check]:
+        return lambda: verdicts.check_model_access(name, chosen.http_get(checks.model_file_url(name),
+                                                                         {"Authorization": f"Bearer {s.HF_TOKEN}"}))
+
+    # Without HF_TOKEN the HF_TOKEN line says which models need one; with it, each model's access is read.
+    models = [model(name) for name in checks.models_to_check(s)] if s.HF_TOKEN else []
+    return [nccl, storage_credentials, hf_token, *models]

@@ -107,6 +107,38 @@ def test_doctor_empty_hf_token_is_reported_not_checked(doc):
     assert (done.code, "not set" in _line(done, "HF_TOKEN"), "huggingface" in asked) == (0, True, False)
 
 
+def test_doctor_reads_a_file_of_each_model_it_will_need_with_the_token(doc):
+    import json
+
+    done = doc.invoke("doctor", PREFETCH_MODELS="Qwen/Qwen2.5-1.5B")
+    assert done.code == 0, done.output
+    # PREFETCH_MODELS, then the gated models of jobs/ (gemma3-gsm8k's)
+    for model in ("Qwen/Qwen2.5-1.5B", "google/gemma-3-27b-it"):
+        assert _line(done, f"model {model}").startswith("✓"), done.output
+    asked = [json.loads(line) for line in (doc.state_dir / "web.jsonl").read_text().splitlines()]
+    files = [a for a in asked if a["url"].endswith("/resolve/main/config.json")]
+    assert sorted((a["url"].split("/")[3:5], a["headers"]) for a in files) == \
+        [(["Qwen", "Qwen2.5-1.5B"], ["Authorization"]), (["google", "gemma-3-27b-it"], ["Authorization"])]
+
+
+def test_doctor_gated_model_without_access_fails_naming_the_licence_page(doc):
+    url = "https://huggingface.co/google/gemma-3-27b-it/resolve/main/config.json"
+    _state(doc).put("web", url, {"status": 403, "reason": "Forbidden", "body": "Access to model google/gemma-3-27b-it "
+                                 "is restricted and you are not in the authorized list."})
+    done = doc.invoke("doctor")
+    line = _line(done, "model google/gemma-3-27b-it")
+    assert (done.code, line.startswith("✗"), "HTTP 403" in line) == (1, True, True), done.output
+    assert "accept its licence at https://huggingface.co/google/gemma-3-27b-it" in done.stdout
+    assert TEST_HF_TOKEN not in done.output
+
+
+def test_doctor_model_not_on_the_hub_names_prefetch_models(doc):
+    done = doc.invoke("doctor", PREFETCH_MODELS="google/gemma-3-270b-it")
+    line = _line(done, "model google/gemma-3-270b-it")
+    assert (done.code, line.startswith("✗"), "HTTP 404" in line, "PREFETCH_MODELS" in done.stdout) == \
+        (1, True, True, True), done.output
+
+
 def test_doctor_hf_token_never_reaches_the_calls_log_or_web_log(doc):
     doc.invoke("doctor")
     logs = [(doc.state_dir / name).read_text() for name in ("calls.jsonl", "web.jsonl")]

@@ -114,8 +114,28 @@ def test_hf_token_not_valid_or_not_checkable_fails_with_the_fix(answer, fix_part
 
 
 def test_web_queries_for_the_dry_run_never_show_the_token():
-    lines = doctor.web_queries(settings(HF_TOKEN=TOKEN))
-    assert (len(lines), TOKEN in "".join(lines), "whoami-v2" in lines[-1]) == (4, False, True)
+    lines = doctor.web_queries(settings(HF_TOKEN=TOKEN, PREFETCH_MODELS="Qwen/Qwen2.5-1.5B"))
+    assert (len(lines), TOKEN in "".join(lines), "whoami-v2" in lines[3]) == (6, False, True)
+    assert [line.split()[1] for line in lines[4:]] == [doctor.model_file_url("Qwen/Qwen2.5-1.5B"),
+                                                      doctor.model_file_url("google/gemma-3-27b-it")]
+
+
+def test_models_to_check_are_the_prefetched_then_the_gated_jobs_each_once():
+    assert doctor.models_to_check(settings(PREFETCH_MODELS="")) == ["google/gemma-3-27b-it"]  # qwen is not gated
+    assert doctor.models_to_check(settings(PREFETCH_MODELS="google/gemma-3-27b-it, Qwen/Qwen2.5-1.5B")) == \
+        ["google/gemma-3-27b-it", "Qwen/Qwen2.5-1.5B"]
+
+
+@pytest.mark.parametrize("answer,ok,words", [
+    (WebAnswer(200, "{}"), True, "may download it"),
+    (WebAnswer(403, "Access to model x is restricted", "Forbidden"), False, "accept its licence at https://huggingface.co/o/m"),
+    (WebAnswer(401, "{}", "Unauthorized"), False, "huggingface.co/settings/tokens"),
+    (WebAnswer(404, "{}", "Not Found"), False, "PREFETCH_MODELS"),
+    (WebAnswer(None, "", "timed out"), False, "reaches huggingface.co"),
+    (WebAnswer(502, ""), False, "later")])
+def test_model_access_from_the_hubs_answer(answer, ok, words):
+    check = readiness.check_model_access("o/m", answer)
+    assert (check.name, check.ok, words in check.detail + check.fix) == ("model o/m", ok, True)
 
 
 # ---- --fix -----------------------------------------------------------------------------------------------
