@@ -256,8 +256,8 @@ def check_model_access(model: str, answer: WebAnswer | None) -> Check:
     if answer.status == 403:
         return Check(name, False, "gated, and HF_TOKEN's account has no access to it yet (HTTP 403): the prefetch "
                                   "and every job with it would fail to download",
-                     f"accept its licence at {page} with the account of HF_TOKEN (some need an approval), then "
-                     f"run doctor again")
+                     f"accept its licence at {page} with the account of HF_TOKEN (some need an approval; a "
+                     f"fine-grained token also needs read access to public gated repos), then run doctor again")
     if answer.status == 401:
         return Check(name, False, "huggingface.co did not take HF_TOKEN for it (HTTP 401)",
                      f"create a read token at {HF_TOKENS_PAGE}, put it in HF_TOKEN, and accept the licence at {page}")
