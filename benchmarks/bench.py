@@ -169,17 +169,15 @@ def first_step_bound(steps, model: str) -> float:
     """Typical seconds from nothing to GRPO step 1 with unlimited parallelism: Ray ready, and the model in the
     cache (downloaded by the prefetch step once it has run, else by the driver after Ray). The stand-in driver
     simulates no start-up of its own (FACTS §6's 5 minutes are not in the fake), so none is added."""
-    from nemo_rl_gke import prefetch
+    from nemo_rl_gke import graph, prefetch
 
-    present = {step.name: step for step in steps}
-
-    def finish(name: str) -> float:
-        step = present[name]
-        return step.create_seconds + max((finish(d) for d in step.deps if d in present), default=0.0)
+    def finish(name: str) -> float:  # the longest chain that ends with name: name and what it needs
+        needed = graph.needed_by(steps, [name])
+        return graph.critical_path_seconds([step for step in steps if step.name in needed])
 
     ray = finish("ray.release")
     download = prefetch.TYPICAL_SECONDS.get(model, 0.0)
-    fetched = [name for name in present if name.endswith("model-prefetch")]
+    fetched = [step.name for step in steps if step.name.endswith("model-prefetch")]
     cache = finish(fetched[0]) + download if fetched else ray + download
     return max(ray, cache)
 
