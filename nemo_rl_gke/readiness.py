@@ -48,10 +48,12 @@ class Check:
     ok: bool
     detail: str
     fix: str = ""
+    warn: bool = False  # passed, with something to know (`!`): it does not fail doctor
 
     def lines(self) -> list[str]:
-        out = [f"{'✓' if self.ok else '✗'} {self.name}: {self.detail}"]
-        if not self.ok and self.fix:
+        mark = "✗" if not self.ok else "!" if self.warn else "✓"
+        out = [f"{mark} {self.name}: {self.detail}"]
+        if (not self.ok or self.warn) and self.fix:
             out.append(f"    fix: {self.fix}")
         return out
 
@@ -243,28 +245,37 @@ def check_hf_token(s: Settings, answer: WebAnswer | None) -> Check:
     return Check(name, False, f"huggingface.co answered HTTP {answer.status}", "try again later")
 
 
-def check_model_access(model: str, answer: WebAnswer | None) -> Check:
-    """Whether HF_TOKEN may download the model (a gated one needs its licence accepted by the token's account)."""
-    name = f"model {model}"
+def check_model_access(model: str, answer: WebAnswer | None, *, token: bool, jobs: list[str]) -> Check:
+    """Whether the model can be downloaded as `up`'s prefetch and the driver will: with HF_TOKEN (token), or
+    without one. jobs: the jobs of jobs/ that name it, when only they need it (not PREFETCH_MODELS): then a
+    refusal is a warning (`!`), since only those jobs would fail; a model `up` prefetches fails doctor."""
+    needed = f" (job {', '.join(jobs)})" if jobs else ""
+    name = f"model {model}{needed}"
     page = f"https://huggingface.co/{model}"
+    if answer is not None and answer.status == 200:
+        return Check(name, True, "HF_TOKEN may download it" if token else "public: no token needed")
     if answer is None or answer.status is None:
         reason = answer.reason[:80] if answer is not None else "not checked"
-        return Check(name, False, f"huggingface.co did not answer ({reason})", "check that this machine reaches "
-                                                                                "huggingface.co")
-    if answer.status == 200:
-        return Check(name, True, "HF_TOKEN may download it")
-    if answer.status == 403:
-        return Check(name, False, "gated, and HF_TOKEN's account has no access to it yet (HTTP 403): the prefetch "
-                                  "and every job with it would fail to download",
-                     f"accept its licence at {page} with the account of HF_TOKEN (some need an approval; a "
-                     f"fine-grained token also needs read access to public gated repos), then run doctor again")
-    if answer.status == 401:
-        return Check(name, False, "huggingface.co did not take HF_TOKEN for it (HTTP 401)",
-                     f"create a read token at {HF_TOKENS_PAGE}, put it in HF_TOKEN, and accept the licence at {page}")
-    if answer.status == 404:
-        return Check(name, False, "not on huggingface.co (HTTP 404)",
-                     "check the name in PREFETCH_MODELS or in the job file (jobs/*.yaml)")
-    return Check(name, False, f"huggingface.co answered HTTP {answer.status}", "try again later")
+        detail, fix = f"huggingface.co did not answer ({reason})", "check that this machine reaches huggingface.co"
+    elif answer.status == 403:
+        detail = ("gated, and HF_TOKEN's account has no access to it yet (HTTP 403): its download would fail")
+        fix = (f"accept its licence at {page} with the account of HF_TOKEN (some need an approval; a fine-grained "
+               f"token also needs read access to public gated repos), then run doctor again")
+    elif answer.status == 401 and not token:
+        detail = "gated: it needs HF_TOKEN (HTTP 401 without a token), which is not set"
+        fix = (f"accept its licence at {page}, create a read token at {HF_TOKENS_PAGE} and set HF_TOKEN in .env"
+               + ("" if jobs else "; or leave it out of PREFETCH_MODELS"))
+    elif answer.status == 401:
+        detail = "huggingface.co did not take HF_TOKEN for it (HTTP 401)"
+        fix = f"create a read token at {HF_TOKENS_PAGE}, put it in HF_TOKEN, and accept the licence at {page}"
+    elif answer.status == 404:
+        detail = "not on huggingface.co (HTTP 404)"
+        fix = f"check the name in {'the job file (jobs/*.yaml)' if jobs else 'PREFETCH_MODELS'}"
+    else:
+        detail, fix = f"huggingface.co answered HTTP {answer.status}", "try again later"
+    if jobs:
+        return Check(name, True, f"{detail}; only the job(s) naming it would fail", fix, warn=True)
+    return Check(name, False, detail + " (`up` prefetches it: PREFETCH_MODELS)", fix)
 
 
 def gpus_needed(s: Settings) -> int:

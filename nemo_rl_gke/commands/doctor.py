@@ -28,19 +28,21 @@ def model_file_url(model: str) -> str:
     return f"https://huggingface.co/{model}/resolve/main/config.json"
 
 
-def models_to_check(s: Settings) -> list[str]:
-    """What `up` downloads (PREFETCH_MODELS) and every gated model of the job catalogue (jobs/), each once."""
+def models_to_check(s: Settings) -> list[tuple[str, list[str]]]:
+    """(model, []) for each model `up` prefetches (PREFETCH_MODELS), then (model, the jobs that name it) for each
+    other gated model of the job catalogue (jobs/): only those jobs need it."""
     from .. import jobspec, prefetch
 
-    out = prefetch.models(s)
+    prefetched = prefetch.models(s)
+    by_model: dict[str, list[str]] = {}
     for name in jobspec.available():
         try:
             spec = jobspec.load(name)
         except Exception:  # noqa: BLE001 - a broken job file is job.submit's to report, not doctor's
             continue
-        if spec.gated and spec.model_name not in out:
-            out.append(spec.model_name)
-    return out
+        if spec.gated and spec.model_name not in prefetched:
+            by_model.setdefault(spec.model_name, []).append(name)
+    return [(model, []) for model in prefetched] + list(by_model.items())
 
 
 # ---- argv builders ---------------------------------------------------------------------------
@@ -120,9 +122,10 @@ def web_queries(s: Settings) -> list[str]:
     """What doctor asks the web (for the dry run): never the token itself."""
     out = [f"GET {url}" for url in kubectl.nccl_installer_urls(s)]
     out.append("Application Default Credentials (google.auth.default, then a token refresh)")
+    header = " (Authorization: Bearer HF_TOKEN, not shown)" if s.HF_TOKEN else " (no token)"
     if s.HF_TOKEN:
-        out.append(f"GET {HF_WHOAMI} (Authorization: Bearer HF_TOKEN, not shown)")
-        out += [f"GET {model_file_url(model)} (the same header)" for model in models_to_check(s)]
+        out.append(f"GET {HF_WHOAMI}{header}")
+    out += [f"GET {model_file_url(model)}{header}" for model, _ in models_to_check(s)]
     return out
 
 

@@ -47,9 +47,22 @@ def http_get(url: str, headers: Mapping[str, str], timeout: float = WEB_TIMEOUT)
 
     from ..readiness import WebAnswer
 
+    class SameHostAuthorization(urllib.request.HTTPRedirectHandler):
+        """urllib copies every header of a request to its redirect, to any host: the token goes no further than
+        the host it was meant for (as `requests` does)."""
+
+        def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+            from urllib.parse import urlsplit
+
+            new = super().redirect_request(req, fp, code, msg, headers, newurl)
+            if new is not None and urlsplit(newurl).netloc != urlsplit(req.full_url).netloc:
+                new.remove_header("Authorization")
+            return new
+
     request = urllib.request.Request(url, headers=dict(headers), method="GET")
+    opener = urllib.request.build_opener(SameHostAuthorization())
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with opener.open(request, timeout=timeout) as response:
             return WebAnswer(response.status, response.read(1024).decode("utf-8", "replace"))
     except urllib.error.HTTPError as exc:
         return WebAnswer(exc.code, "", str(exc.reason))
@@ -137,7 +150,8 @@ def doctor(c: Context, fix: bool = False, yes: bool = False) -> None:
         hint = " (`invoke doctor --fix` enables the APIs)" if any(f.name == "APIs" for f in failed) and not fix else ""
         raise Exit(f"doctor: {len(failed)} of {len(results)} checks failed; fix them before `invoke up`{hint}.",
                    code=1)
-    print(f"doctor: all {len(results)} checks passed.")
+    warned = sum(1 for check in results if check.warn)
+    print(f"doctor: all {len(results)} checks passed" + (f" ({warned} with a warning: `!` above)." if warned else "."))
 
 
 def fix_apis(c: Context, r: Runner, s: Settings, results: list[Check], *, yes: bool) -> list[Check]:
@@ -257,10 +271,11 @@ def _web_checks(s: Settings, chosen: Probes) -> list[Callable[[], Check]]:
             return verdicts.check_hf_token(s, None)
         return verdicts.check_hf_token(s, chosen.http_get(checks.HF_WHOAMI, {"Authorization": f"Bearer {s.HF_TOKEN}"}))
 
-    def model(name: str) -> Callable[[], Check]:
-        return lambda: verdicts.check_model_access(name, chosen.http_get(checks.model_file_url(name),
-                                                                         {"Authorization": f"Bearer {s.HF_TOKEN}"}))
+    token = {"Authorization": f"Bearer {s.HF_TOKEN}"} if s.HF_TOKEN else {}
 
-    # Without HF_TOKEN the HF_TOKEN line says which models need one; with it, each model's access is read.
-    models = [model(name) for name in checks.models_to_check(s)] if s.HF_TOKEN else []
-    return [nccl, storage_credentials, hf_token, *models]
+    def model(name: str, jobs: list[str]) -> Callable[[], Check]:
+        return lambda: verdicts.check_model_access(name, chosen.http_get(checks.model_file_url(name), token),
+                                                   token=bool(token), jobs=jobs)
+
+    # Read as the download will be: with HF_TOKEN when it is set, without a token when it is not.
+    return [nccl, storage_credentials, hf_token, *(model(name, jobs) for name, jobs in checks.models_to_check(s))]

@@ -100,11 +100,23 @@ def test_doctor_rejected_hf_token_fails_without_showing_it(doc):
             "huggingface.co/settings/tokens" in done.stdout) == (1, True, True, False, True), done.output
 
 
-def test_doctor_empty_hf_token_is_reported_not_checked(doc):
-    doc.write_env(HF_TOKEN="")
+def test_doctor_empty_hf_token_with_a_gated_prefetch_fails_saying_set_hf_token(doc):
+    doc.write_env(HF_TOKEN="")  # PREFETCH_MODELS: the default, google/gemma-3-27b-it, gated
     done = doc.invoke("doctor")
     asked = (doc.state_dir / "web.jsonl").read_text()
-    assert (done.code, "not set" in _line(done, "HF_TOKEN"), "huggingface" in asked) == (0, True, False)
+    assert (done.code, "not set" in _line(done, "HF_TOKEN"), "whoami" in asked) == (1, True, False), done.output
+    line = _line(done, "model google/gemma-3-27b-it")
+    assert line.startswith("✗ model google/gemma-3-27b-it: gated: it needs HF_TOKEN"), done.output
+    assert "set HF_TOKEN in .env; or leave it out of PREFETCH_MODELS" in done.stdout
+
+
+def test_doctor_empty_hf_token_warns_only_for_the_job_that_needs_a_gated_model(doc):
+    doc.write_env(HF_TOKEN="", PREFETCH_MODELS="Qwen/Qwen2.5-1.5B")
+    done = doc.invoke("doctor")
+    assert done.code == 0, done.output
+    assert _line(done, "model Qwen/Qwen2.5-1.5B").startswith("✓ model Qwen/Qwen2.5-1.5B: public")
+    assert _line(done, "model google/gemma-3-27b-it (job gemma3-gsm8k)").startswith("! "), done.output
+    assert "checks passed (1 with a warning" in done.stdout
 
 
 def test_doctor_reads_a_file_of_each_model_it_will_need_with_the_token(doc):

@@ -116,26 +116,38 @@ def test_hf_token_not_valid_or_not_checkable_fails_with_the_fix(answer, fix_part
 def test_web_queries_for_the_dry_run_never_show_the_token():
     lines = doctor.web_queries(settings(HF_TOKEN=TOKEN, PREFETCH_MODELS="Qwen/Qwen2.5-1.5B"))
     assert (len(lines), TOKEN in "".join(lines), "whoami-v2" in lines[3]) == (6, False, True)
+    assert doctor.web_queries(settings(HF_TOKEN="", PREFETCH_MODELS=""))[-1].endswith("config.json (no token)")
     assert [line.split()[1] for line in lines[4:]] == [doctor.model_file_url("Qwen/Qwen2.5-1.5B"),
                                                       doctor.model_file_url("google/gemma-3-27b-it")]
 
 
 def test_models_to_check_are_the_prefetched_then_the_gated_jobs_each_once():
-    assert doctor.models_to_check(settings(PREFETCH_MODELS="")) == ["google/gemma-3-27b-it"]  # qwen is not gated
+    # qwen's job is not gated: only a prefetch puts it in
+    assert doctor.models_to_check(settings(PREFETCH_MODELS="")) == [("google/gemma-3-27b-it", ["gemma3-gsm8k"])]
     assert doctor.models_to_check(settings(PREFETCH_MODELS="google/gemma-3-27b-it, Qwen/Qwen2.5-1.5B")) == \
-        ["google/gemma-3-27b-it", "Qwen/Qwen2.5-1.5B"]
+        [("google/gemma-3-27b-it", []), ("Qwen/Qwen2.5-1.5B", [])]
 
 
-@pytest.mark.parametrize("answer,ok,words", [
-    (WebAnswer(200, "{}"), True, "may download it"),
-    (WebAnswer(403, "Access to model x is restricted", "Forbidden"), False, "accept its licence at https://huggingface.co/o/m"),
-    (WebAnswer(401, "{}", "Unauthorized"), False, "huggingface.co/settings/tokens"),
-    (WebAnswer(404, "{}", "Not Found"), False, "PREFETCH_MODELS"),
-    (WebAnswer(None, "", "timed out"), False, "reaches huggingface.co"),
-    (WebAnswer(502, ""), False, "later")])
-def test_model_access_from_the_hubs_answer(answer, ok, words):
-    check = readiness.check_model_access("o/m", answer)
-    assert (check.name, check.ok, words in check.detail + check.fix) == ("model o/m", ok, True)
+@pytest.mark.parametrize("answer,token,ok,words", [
+    (WebAnswer(200, "{}"), True, True, "may download it"),
+    (WebAnswer(200, "{}"), False, True, "public"),
+    (WebAnswer(403, "Access to model x is restricted", "Forbidden"), True, False,
+     "accept its licence at https://huggingface.co/o/m"),
+    (WebAnswer(401, "{}", "Unauthorized"), False, False, "set HF_TOKEN in .env; or leave it out of PREFETCH_MODELS"),
+    (WebAnswer(401, "{}", "Unauthorized"), True, False, "huggingface.co/settings/tokens"),
+    (WebAnswer(404, "{}", "Not Found"), True, False, "PREFETCH_MODELS"),
+    (WebAnswer(None, "", "timed out"), True, False, "reaches huggingface.co"),
+    (WebAnswer(502, ""), True, False, "later")])
+def test_model_prefetched_by_up_fails_doctor_unless_it_can_be_read(answer, token, ok, words):
+    check = readiness.check_model_access("o/m", answer, token=token, jobs=[])
+    assert (check.name, check.ok, check.warn, words in check.detail + check.fix) == ("model o/m", ok, False, True)
+
+
+def test_model_only_a_job_names_is_a_warning_naming_the_job():
+    check = readiness.check_model_access("o/m", WebAnswer(401, "{}"), token=False, jobs=["gemma3-gsm8k"])
+    assert (check.name, check.ok, check.warn) == ("model o/m (job gemma3-gsm8k)", True, True)
+    assert check.lines()[0].startswith("! model o/m (job gemma3-gsm8k): gated: it needs HF_TOKEN")
+    assert "fix: accept its licence" in check.lines()[1] and "PREFETCH_MODELS" not in check.fix
 
 
 # ---- --fix -----------------------------------------------------------------------------------------------
@@ -180,6 +192,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):  # noqa: N802 — http.server's name
         _Handler.seen.append(self.headers.get("Authorization"))
+        if self.path in ("/here", "/elsewhere"):  # the same server, named by another host for /elsewhere
+            host = "localhost" if self.path == "/elsewhere" else "127.0.0.1"
+            self.send_response(302)
+            self.send_header("Location", f"http://{host}:{self.server.server_address[1]}/ok")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if self.path == "/slow":
             time.sleep(3)
         status = 200 if self.path in ("/ok", "/slow") else 404
@@ -204,6 +223,13 @@ def local_web():
 def test_http_get_returns_status_and_body_and_sends_the_header(local_web):
     answer = checkup.http_get(f"{local_web}/ok", {"Authorization": "Bearer x-token"})
     assert (answer.status, answer.body, _Handler.seen[-1]) == (200, '{"name": "alice"}', "Bearer x-token")
+
+
+def test_http_get_sends_the_token_to_its_own_host_only_across_a_redirect(local_web):
+    same = checkup.http_get(f"{local_web}/here", {"Authorization": "Bearer x-token"})
+    assert (same.status, _Handler.seen[-2:]) == (200, ["Bearer x-token", "Bearer x-token"])
+    other = checkup.http_get(f"{local_web}/elsewhere", {"Authorization": "Bearer x-token"})
+    assert (other.status, _Handler.seen[-2:]) == (200, ["Bearer x-token", None])  # urllib alone: "Bearer x-token"
 
 
 def test_http_get_404_is_a_status_not_an_exception(local_web):

@@ -7,9 +7,10 @@ Answers, as the real services give them:
   (FACTS §7: both installer files exist at 2da1c92… and 155bfa49…), 404 ("404: Not Found") for anything else;
   64f0eeb…, the tutorial's pin, is in no branch we could see, so it answers 404 here.
 - huggingface.co/api/whoami-v2: 200 with the user for a token that starts with "hf_", 401 otherwise.
-- huggingface.co/MODEL/resolve/main/config.json: 404 for a model the hub does not have (the fake knows those of
-  hf_cache.DOWNLOAD_SECONDS); 401 for a token that does not start with "hf_" (the hub refuses an invalid token,
-  even for a public model); 200 otherwise, gated ones included (a test plants 403 for a licence not accepted).
+- huggingface.co/MODEL/resolve/main/config.json: 401 for a token that does not start with "hf_" (the hub refuses
+  an invalid token before anything else, even for a public model); 404 for a model the hub does not have (the
+  fake knows those of hf_cache.DOWNLOAD_SECONDS); without a token, 401 for a gated model (GATED) and 200 for a
+  public one; with a token, 200 (a test plants 403 for a licence not accepted).
 - Application Default Credentials: found, unless the test says otherwise.
 Tests shape them through state kind "web", key = the URL ({"status": 503} or {"unreachable": "reason"}) and
 kind "doctor", key "settings", field "adc": false.
@@ -29,6 +30,7 @@ COMMITS_WITH_BOTH = {"2da1c92ff7bd772a2c833710bb6c21dcfe6dfaae", "155bfa49b7459a
 INSTALLER_PATHS = {"gpudirect-rdma/nccl-rdma-installer.yaml", "gpudirect-rdma/nccl-rdma-installer-autopilot.yaml"}
 WHOAMI = "https://huggingface.co/api/whoami-v2"
 HUB, MODEL_FILE = "https://huggingface.co/", "/resolve/main/config.json"
+GATED = {"google/gemma-3-27b-it"}  # as on the hub: Gemma's licence must be accepted
 ADC_MISSING = ("DefaultCredentialsError: Your default credentials were not found. To set up Application Default "
                "Credentials, see https://cloud.google.com/docs/authentication/external/set-up-adc for more "
                "information.")
@@ -73,10 +75,14 @@ def http_get(url: str, headers: Mapping[str, str]) -> Any:
         from .hf_cache import DOWNLOAD_SECONDS
 
         model = url[len(HUB):-len(MODEL_FILE)]
-        if model not in DOWNLOAD_SECONDS:
-            return WebAnswer(404, '{"error":"Repository Not Found"}', "Not Found")
-        if not headers.get("Authorization", "").removeprefix("Bearer ").startswith("hf_"):
+        sent = "Authorization" in headers
+        if sent and not headers["Authorization"].removeprefix("Bearer ").startswith("hf_"):
             return WebAnswer(401, '{"error":"Invalid credentials in Authorization header"}', "Unauthorized")
+        if model not in DOWNLOAD_SECONDS:
+            return WebAnswer(404, "Repository not found", "Not Found")
+        if not sent and model in GATED:
+            return WebAnswer(401, f"Access to model {model} is restricted. You must have access to it and be "
+                                  f"authenticated to access it. Please log in.", "Unauthorized")
         return WebAnswer(200, json.dumps({"architectures": ["FakeForCausalLM"]}))
     return WebAnswer(None, "", f"fakecloud has no answer for {url}")
 
