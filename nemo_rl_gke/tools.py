@@ -103,8 +103,8 @@ class Processes:
                 return Ran(124, "", f"timed out after {timeout:.0f} s")
             with self._lock:
                 why = self._ended.get(key)
-            if why is None:
-                raise
+            if why is None:  # killed from outside (the OOM killer, a kill): the shell's 128 + signal
+                return Ran(_signalled(proc), _text(proc.stdout), _signal_line(proc, _text(proc.stderr)))
             return Ran(ENDED, "", why)
         finally:
             timer.cancel()
@@ -161,8 +161,9 @@ class Processes:
         try:
             proc.wait()
         except sh.SignalException:
-            if not gone.is_set():
-                raise
+            if not gone.is_set():  # killed from outside: the shell's 128 + signal, said on stderr
+                err(_signal_line(proc, ""))
+                return _signalled(proc)
         except KeyboardInterrupt:
             _terminate(proc)
             return 130
@@ -172,9 +173,26 @@ class Processes:
 # What a command ended by `Processes.end` answers (128 + SIGTERM, as a shell reports it), with why on stderr.
 ENDED = 143
 
-# What a stream returns when the reader of our output went away (`| head`): 128 + SIGPIPE, as a shell reports a
-# command its reader left. Tasks take it as a normal end.
-READER_GONE = 141
+# What a stream returns when the reader of our output went away (`| head`): not an exit code (those are 0-255, 128 +
+# the signal for a killed one), so a command that really exits 141 (SIGPIPE in its own pipe) is not taken for it.
+# Runner.stream turns it into 0: the work did what was asked.
+READER_GONE = -141
+
+
+def _signalled(proc: Any) -> int:
+    """A process a signal ended: 128 + the signal, as a shell reports it (sh gives minus the signal)."""
+    return 128 + abs(int(proc.exit_code))
+
+
+def _signal_line(proc: Any, stderr: str) -> str:
+    import signal
+
+    number = abs(int(proc.exit_code))
+    name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else f"signal {number}"
+    import os
+
+    tool = os.path.basename(str(proc.cmd[0])) if proc.cmd else "the command"
+    return f"{stderr.rstrip()}\n{tool}: killed by {name}\n".lstrip("\n")
 
 
 def _terminate(proc: Any) -> None:

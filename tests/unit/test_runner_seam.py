@@ -333,3 +333,21 @@ def test_runner_poll_tells_the_wait_display_why_a_wait_ended():
     with pytest.raises(Interrupted):
         r.poll("b", lambda: False, timeout=30)
     assert ends == ["timed out after 0 s", "interrupted"]
+
+
+def test_seam_a_command_killed_from_outside_answers_128_plus_the_signal_and_says_so():
+    """Not a traceback: the OOM killer or a `kill` ends a gcloud, or a kubectl port-forward (kubectl 1.32 turns
+    only SIGINT into a clean end; SIGTERM kills it)."""
+    script = "echo out; echo err >&2; kill -TERM $$"
+    ran = tools_module.Processes().run(["sh", "-c", script], stdin=None, timeout=30)
+    assert ran == tools_module.Ran(143, "out\n", "err\nsh: killed by SIGTERM\n")
+    lines: list[str] = []
+    code = tools_module.Processes().stream(["sh", "-c", script], stdin=None, out=lambda line: lines.append(line),
+                                           err=lambda line: lines.append("err: " + line))
+    assert (code, lines[-1]) == (143, "err: sh: killed by SIGTERM\n")
+
+
+def test_seam_a_stream_that_really_exits_141_is_not_a_reader_gone():
+    """141 is also what a command whose own pipe broke exits with (kubectl exec passes the remote's code on)."""
+    r = Runner(out=ReaderSafe(io.StringIO()), err=io.StringIO())
+    assert r.stream(["sh", "-c", "echo line; exit 141"]) == 141
