@@ -58,6 +58,17 @@ def kubectl_exec(s: Settings, pod: str) -> list[str]:
 
 def head(r: Runner, s: Settings) -> tuple[str, int | None]:
     """(head pod name, GPUs on Running Ray workers or None if unknown). Dry runs: a placeholder, None."""
+    found = ready_head(r, s)
+    if found is None:
+        return "HEAD_POD", None
+    name, items = found
+    return name, ray_gpus(r, s, name, items)
+
+
+def ready_head(r: Runner, s: Settings) -> tuple[str, list[dict[str, Any]]] | None:
+    """(the Running head pod's name, the Ray pods listed), asked once under the stale-context watch (a context
+    that outlived its cluster: seconds, not minutes of dialing); no head, or one not Running: ToolError saying
+    what to do. None in a dry run."""
     import json
 
     from .. import names
@@ -65,10 +76,10 @@ def head(r: Runner, s: Settings) -> tuple[str, int | None]:
     from . import kube_context
     from .ray_steps import pods_argv
 
-    with kube_context.watch(r, s):  # a context that outlived its cluster: seconds, not minutes of dialing
+    with kube_context.watch(r, s):
         result = r.query(pods_argv(s))
     if result is None:
-        return "HEAD_POD", None
+        return None
     if not result.ok:
         raise ToolError(f"cannot list the Ray pods: {result.stderr.strip()}", result.exit_code)
     items = json.loads(result.stdout or "{}").get("items", [])
@@ -81,31 +92,7 @@ def head(r: Runner, s: Settings) -> tuple[str, int | None]:
         phase = heads[0].get("status", {}).get("phase", "unknown")
         raise ToolError(f"the Ray head pod {heads[0]['metadata']['name']} is {phase}, not Running: see "
                         f"`invoke ray.status`.", 1)
-    head = running[0]["metadata"]["name"]
-    return head, ray_gpus(r, s, head, items)
-
-
-def check_head_service(r: Runner, s: Settings) -> None:
-    """Before a port-forward to the head's Service: ask for it once, under the stale-context watch (as head()
-    does), so a dead context or a missing Ray cluster is said in seconds, not after kubectl's dial timeout."""
-    import json
-
-    from .. import names, raychart
-    from ..commands import kubectl
-    from ..tools import ToolError
-    from . import kube_context
-
-    service = raychart.head_service(s)
-    with kube_context.watch(r, s):
-        result = r.query(kubectl.get_named(s, [f"service/{service}"], namespace=s.NAMESPACE))
-    if result is None:
-        return
-    if not result.ok:
-        raise ToolError(f"cannot read the Ray head's Service {service}: {result.stderr.strip()}", result.exit_code)
-    if not (result.stdout.strip() and json.loads(result.stdout).get("kind") == "Service"):
-        raise ToolError(f"no Ray cluster to forward to: Service {service} (made by KubeRay for RayCluster "
-                        f"{names.RAY_RELEASE}) is not in namespace {s.NAMESPACE}; deploy it with `invoke "
-                        f"ray.deploy` (or `invoke up`).", 1)
+    return running[0]["metadata"]["name"], items
 
 
 def ray_gpus(r: Runner, s: Settings, head: str, items: list[dict[str, Any]]) -> int | None:

@@ -64,22 +64,32 @@ def _port(flag: str, value: Any) -> int:
     return number
 
 
-def _free(flag: str, port: int) -> None:
-    """The local port must be free for kubectl to listen on (bound the way Go binds it, SO_REUSEADDR, so a port
-    in TIME_WAIT is free): taken, exit 2 now, naming the flag, instead of kubectl's "unable to listen"."""
+def _free(flag: str, port: int, other: int | None = None) -> None:
+    """The local port must be free where kubectl listens, 127.0.0.1 and ::1 (bound the way Go binds, SO_REUSEADDR,
+    so a port in TIME_WAIT is free; an address this machine lacks is skipped): exit 2 now, naming the flag,
+    instead of kubectl's "unable to listen", or a browser's `localhost` reaching another program on ::1."""
+    import errno
     import socket
 
     from ..settings import ConfigError
 
-    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        probe.bind(("127.0.0.1", port))
-    except OSError as exc:
-        raise ConfigError(flag, port, f"port {port} on this machine is taken ({exc.strerror or exc}): choose a "
-                                      f"free one, e.g. {flag}={port + 1}.") from None
-    finally:
-        probe.close()
+    for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        try:
+            probe = socket.socket(family, socket.SOCK_STREAM)
+        except OSError:
+            continue  # no IPv6 (or IPv4) on this machine: kubectl skips it too
+        try:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
+                continue
+            free = next((p for p in (port + 1, 8266, 18265) if p <= 65535 and p != other), 18265)
+            why = ("needs root here (ports below 1024)" if exc.errno == errno.EACCES
+                   else f"is taken on {host} ({exc.strerror or exc})")
+            raise ConfigError(flag, port, f"port {port} {why}: choose another, e.g. {flag}={free}.") from None
+        finally:
+            probe.close()
 
 
 def _credentials(r: Runner, s: Settings) -> None:
@@ -181,9 +191,12 @@ def dashboard(c: Context, port: int = 8265, client: bool = False, client_port: i
 
     r = context.runner(c, s)
     if not r.dry:
-        for flag, local in zip(("--port", "--client-port"), forwarded, strict=False):
-            _free(flag, local)
-    head_pod.check_head_service(r, s)  # no Ray cluster, or a dead context: said now, not after 30 s of dialing
+        _free("--port", port, client_port if client else None)
+        if client:
+            _free("--client-port", client_port, port)
+    # No Ray cluster, a head not Running, or a dead context: said now. kubectl would wait a minute for a
+    # Running pod behind the Service, or dial a dead endpoint for 30 s.
+    head_pod.ready_head(r, s)
     r.say(f"Ray dashboard: http://localhost:{port}  (Ctrl-C to stop)", err=True)
     if client:
         r.say(f"Ray client: ray.init(\"ray://localhost:{client_port}\")", err=True)

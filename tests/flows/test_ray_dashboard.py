@@ -23,10 +23,16 @@ def _up(fake: FakeCloud) -> None:
     assert done.code == 0, done.output[-3000:]
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+def _free_ports(count: int = 1) -> list[int]:
+    """Ports the kernel just handed out, all held at once (so distinct); closed for the run to take them."""
+    probes = [socket.socket() for _ in range(count)]
+    try:
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [int(probe.getsockname()[1]) for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()
 
 
 def _dashboard(fake: FakeCloud, *args: str) -> subprocess.Popen[str]:
@@ -56,7 +62,7 @@ def _until(seen: Callable[[], bool], seconds: float = 30) -> None:
 
 def test_ray_dashboard_forwards_until_ctrl_c(fake):
     _up(fake)
-    port, client = _free_port(), _free_port()
+    port, client = _free_ports(2)
     proc = _dashboard(fake, f"--port={port}", "--client", f"--client-port={client}")
     lines = _lines_of(proc)
     try:
@@ -78,11 +84,12 @@ def test_ray_dashboard_forwards_until_ctrl_c(fake):
 
 
 def test_ray_dashboard_without_a_ray_cluster_says_so_before_forwarding(fake):
+    """kubectl would wait a minute for a pod behind the Service (or fail on a Service that is gone)."""
     _up(fake)
     assert fake.invoke("ray.delete", "--yes").code == 0
-    done = fake.invoke("ray.dashboard", f"--port={_free_port()}")
+    done = fake.invoke("ray.dashboard", f"--port={_free_ports()[0]}")
     assert done.code == 1, done.output
-    assert "no Ray cluster to forward to: Service nemo-rl-head-svc" in done.stderr
+    assert "no Ray head pod (labels ray.io/node-type=head, ray.io/cluster=nemo-rl)" in done.stderr
     assert "invoke ray.deploy" in done.stderr and "port-forward" not in done.output
 
 
@@ -92,8 +99,42 @@ def test_ray_dashboard_port_taken_exits_2_naming_the_flag(fake, flag):
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        args = [f"{flag}={port}"] + (["--client", f"--port={_free_port()}"] if flag == "--client-port" else [])
+        args = [f"{flag}={port}"] + (["--client", f"--port={_free_ports()[0]}"] if flag == "--client-port" else [])
         done = fake.invoke("ray.dashboard", *args)
     assert done.code == 2, done.output
-    assert flag in done.stderr and f"port {port} on this machine is taken" in done.stderr
+    assert flag in done.stderr and f"port {port} is taken on 127.0.0.1" in done.stderr
     assert fake.calls() == []  # before any command, even a query
+
+
+def test_ray_dashboard_port_taken_on_ipv6_only_is_taken_too(fake):
+    """A browser's `localhost` may try ::1 first: there it would reach the other program, not the dashboard."""
+    try:
+        taken = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+        taken.bind(("::1", 0))
+    except OSError:
+        pytest.skip("no IPv6 loopback on this machine")
+    with taken:
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        done = fake.invoke("ray.dashboard", f"--port={port}")
+    assert done.code == 2, done.output
+    assert f"port {port} is taken on ::1" in done.stderr and fake.calls() == []
+
+
+def test_ray_dashboard_privileged_port_says_so_not_taken(monkeypatch):
+    """As a user who is not root meets it (this suite may run as root: the refusal is planted)."""
+    import errno
+
+    from nemo_rl_gke.settings import ConfigError
+    from nemo_rl_gke.tasks import ray
+
+    def refused(self, address):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(socket.socket, "bind", refused)
+    with pytest.raises(ConfigError) as raised:
+        ray._free("--port", 80)
+    assert "port 80 needs root here (ports below 1024): choose another, e.g. --port=81" in str(raised.value)
+    with pytest.raises(ConfigError) as raised:
+        ray._free("--client-port", 65535, other=8266)
+    assert "e.g. --client-port=18265" in str(raised.value)  # not 65536, and not the dashboard's port

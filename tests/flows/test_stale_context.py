@@ -102,7 +102,7 @@ def test_stale_context_ray_status_says_why_in_seconds(fake, tmp_path):
 
 
 def test_stale_context_ray_dashboard_says_why_in_seconds(fake, tmp_path):
-    """The port-forward itself would dial for 30 s: the head's Service is asked first, under the watch."""
+    """The port-forward itself would dial for 30 s: the Ray pods are listed first, under the watch."""
     here, there = tmp_path / "here", tmp_path / "there"
     assert on(fake, here, "up", "--yes").code == 0
     assert on(fake, there, "cluster.delete", "--yes").code == 0

@@ -1,8 +1,11 @@
 """`kubectl port-forward TYPE/NAME LOCAL:REMOTE ...`: listens on 127.0.0.1 (and ::1) as kubectl does, answers each
-connection with a small HTTP page, and runs until SIGINT or SIGTERM (then exit 0, as kubectl's own handler does).
+connection with a small HTTP page, and runs until SIGINT (then exit 0: kubectl 1.32 turns only os.Interrupt into
+a clean stop; SIGTERM kills it, as it kills this fake).
 
-In kubectl's words (kubectl's cmd/portforward, client-go's tools/portforward):
+In kubectl's words and order (kubectl's cmd/portforward, client-go's tools/portforward):
 - a Service that does not exist: `Error from server (NotFound): services "X" not found`;
+- a Service with no pod: kubectl waits --pod-running-timeout (1 min; × FAKECLOUD_TIME_SCALE here), then
+  `error: timed out waiting for the condition`;
 - a REMOTE that is not one of the Service's ports: `error: Service X does not have a service port N`;
 - its pod not Running: `error: unable to forward port because pod is not running. Current status=Pending`;
 - a local port taken: `Unable to listen on port N: Listeners failed to create with the following errors: [...]`,
@@ -51,15 +54,16 @@ def _pod_of(ctx: Ctx, skind: str, namespace: str, kind: str, name: str, ports: l
     service = ctx.state.get(skind, key_of(kind, namespace, name))
     if service is None:
         raise Fail(1, f'Error from server (NotFound): {kind.lower()}s "{name}" not found')
-    served = {p.get("port") for p in service.get("spec", {}).get("ports", [])}
-    for _, remote in ports:
-        if remote not in served:
-            raise Fail(1, f"error: Service {name} does not have a service port {remote}")
     selector = ",".join(f"{k}={v}" for k, v in (service.get("spec", {}).get("selector") or {}).items())
     pods = [o for o in ctx.state.list(skind) if o.get("kind") == "Pod"
             and o.get("metadata", {}).get("namespace") == namespace and _selected(o, selector)]
     if not pods:
+        ctx.work(60)  # kubectl's default --pod-running-timeout, which our commands keep
         raise Fail(1, "error: timed out waiting for the condition")
+    served = {p.get("port") for p in service.get("spec", {}).get("ports", [])}
+    for _, remote in ports:
+        if remote not in served:
+            raise Fail(1, f"error: Service {name} does not have a service port {remote}")
     return pods[0]
 
 
@@ -107,8 +111,7 @@ def port_forward(ctx: Ctx) -> int:
     if phase != "Running":
         raise Fail(1, f"error: unable to forward port because pod is not running. Current status={phase}")
     stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())  # SIGTERM: Python's default, killed as kubectl 1.32 is
     listening = []
     for local, remote in ports:
         try:
