@@ -81,7 +81,10 @@ def ready_head(r: Runner, s: Settings) -> tuple[str, list[dict[str, Any]]] | Non
     if result is None:
         return None
     if not result.ok:
-        raise ToolError(f"cannot list the Ray pods: {result.stderr.strip()}", result.exit_code)
+        hint = (f" This machine's kubeconfig has no context for cluster {s.CLUSTER_NAME}: `invoke "
+                f"cluster.credentials` fetches it (`invoke up` if the cluster is gone)."
+                if "context was not found" in result.stderr else "")
+        raise ToolError(f"cannot list the Ray pods: {result.stderr.strip()}{hint}", result.exit_code)
     items = json.loads(result.stdout or "{}").get("items", [])
     heads = [p for p in items if p.get("metadata", {}).get("labels", {}).get("ray.io/node-type") == "head"]
     if not heads:

@@ -115,3 +115,5 @@ def test_stale_context_ray_dashboard_says_why_in_seconds(fake, tmp_path):
     assert time.monotonic() - started < 25  # the 5 s watch and a describe, not the 30 s dial timeout
     assert "stopped: cluster nemo-rl is not in my-nemo-project/us-central1 any more" in done.stderr
     assert "removed it" in done.stderr and "i/o timeout" not in done.output and "port-forward" not in done.output
+    again = on(fake, here, "ray.dashboard", f"--port={port}")  # no context now: said at once, with what to run
+    assert again.code == 1 and "`invoke cluster.credentials` fetches it" in again.stderr, again.output
