@@ -255,16 +255,20 @@ def check_model_access(model: str, answer: WebAnswer | None, *, token: bool, job
     if answer is not None and answer.status == 200:
         return Check(name, True, "HF_TOKEN may download it" if token else "public: no token needed")
     if answer is None or answer.status is None:
+        # A warning, not a failure: the downloads run in the cluster, which may reach the hub when we do not.
         reason = answer.reason[:80] if answer is not None else "not checked"
-        detail, fix = f"huggingface.co did not answer ({reason})", "check that this machine reaches huggingface.co"
-    elif answer.status == 403:
+        return Check(name, True, f"not checked: huggingface.co did not answer this machine ({reason})",
+                     "check that the cluster reaches huggingface.co (the prefetch and the driver download there)",
+                     warn=True)
+    if answer.status == 403:
         detail = ("gated, and HF_TOKEN's account has no access to it yet (HTTP 403): its download would fail")
         fix = (f"accept its licence at {page} with the account of HF_TOKEN (some need an approval; a fine-grained "
                f"token also needs read access to public gated repos), then run doctor again")
     elif answer.status == 401 and not token:
-        detail = "gated: it needs HF_TOKEN (HTTP 401 without a token), which is not set"
-        fix = (f"accept its licence at {page}, create a read token at {HF_TOKENS_PAGE} and set HF_TOKEN in .env"
-               + ("" if jobs else "; or leave it out of PREFETCH_MODELS"))
+        # Without a token the hub answers 401 alike for a gated, a private and a missing repository.
+        detail = "gated, private or not on huggingface.co (HTTP 401 without a token; HF_TOKEN is not set)"
+        fix = (f"check the name ({page}); if it is gated, accept its licence there, create a read token at "
+               f"{HF_TOKENS_PAGE} and set HF_TOKEN in .env" + ("" if jobs else "; or leave it out of PREFETCH_MODELS"))
     elif answer.status == 401:
         detail = "huggingface.co did not take HF_TOKEN for it (HTTP 401)"
         fix = f"create a read token at {HF_TOKENS_PAGE}, put it in HF_TOKEN, and accept the licence at {page}"

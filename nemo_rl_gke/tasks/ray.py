@@ -68,10 +68,22 @@ def _free(flag: str, port: int, other: int | None = None) -> None:
     """The local port must be free where kubectl listens, 127.0.0.1 and ::1 (bound the way Go binds, SO_REUSEADDR,
     so a port in TIME_WAIT is free; an address this machine lacks is skipped): exit 2 now, naming the flag,
     instead of kubectl's "unable to listen", or a browser's `localhost` reaching another program on ::1."""
+    from ..settings import ConfigError
+
+    refused = _refusal(port)
+    if refused is None:
+        return
+    other_ports = {port, other}
+    free = next((p for p in (port + 1, 8266, 8267, 18265, 18266) if 1024 <= p <= 65535 and p not in other_ports
+                 and _refusal(p) is None), None)
+    example = f": choose another, e.g. {flag}={free}." if free else ": choose another free port above 1023."
+    raise ConfigError(flag, port, f"port {port} {refused}{example}")
+
+
+def _refusal(port: int) -> str | None:
+    """Why kubectl could not listen on port on this machine's loopback addresses (None: it could)."""
     import errno
     import socket
-
-    from ..settings import ConfigError
 
     for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
         try:
@@ -84,12 +96,11 @@ def _free(flag: str, port: int, other: int | None = None) -> None:
         except OSError as exc:
             if exc.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
                 continue
-            free = next((p for p in (port + 1, 8266, 18265) if p <= 65535 and p != other), 18265)
-            why = ("needs root here (ports below 1024)" if exc.errno == errno.EACCES
-                   else f"is taken on {host} ({exc.strerror or exc})")
-            raise ConfigError(flag, port, f"port {port} {why}: choose another, e.g. {flag}={free}.") from None
+            return ("needs root here (ports below 1024)" if exc.errno == errno.EACCES
+                    else f"is taken on {host} ({exc.strerror or exc})")
         finally:
             probe.close()
+    return None
 
 
 def _credentials(r: Runner, s: Settings) -> None:

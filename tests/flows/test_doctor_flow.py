@@ -106,8 +106,18 @@ def test_doctor_empty_hf_token_with_a_gated_prefetch_fails_saying_set_hf_token(d
     asked = (doc.state_dir / "web.jsonl").read_text()
     assert (done.code, "not set" in _line(done, "HF_TOKEN"), "whoami" in asked) == (1, True, False), done.output
     line = _line(done, "model google/gemma-3-27b-it")
-    assert line.startswith("✗ model google/gemma-3-27b-it: gated: it needs HF_TOKEN"), done.output
+    assert line.startswith("✗ model google/gemma-3-27b-it: gated, private or not on huggingface.co (HTTP 401 "
+                           "without a token; HF_TOKEN is not set)"), done.output
     assert "set HF_TOKEN in .env; or leave it out of PREFETCH_MODELS" in done.stdout
+
+
+def test_doctor_empty_hf_token_and_a_misspelt_model_does_not_say_only_gated(doc):
+    """Without a token the hub answers 401 for a repository it does not have, as for a gated one."""
+    doc.write_env(HF_TOKEN="", PREFETCH_MODELS="Qwen/Qwen2.5-15B")
+    done = doc.invoke("doctor")
+    line = _line(done, "model Qwen/Qwen2.5-15B")
+    assert (done.code, line.startswith("✗"), "gated, private or not on huggingface.co" in line) == (1, True, True)
+    assert "check the name (https://huggingface.co/Qwen/Qwen2.5-15B)" in done.stdout
 
 
 def test_doctor_empty_hf_token_warns_only_for_the_job_that_needs_a_gated_model(doc):

@@ -122,7 +122,7 @@ def test_ray_dashboard_port_taken_on_ipv6_only_is_taken_too(fake):
 
 
 def test_ray_dashboard_privileged_port_says_so_not_taken(monkeypatch):
-    """As a user who is not root meets it (this suite may run as root: the refusal is planted)."""
+    """As a user who is not root meets it (this suite may run as root: the refusal is planted, for every port)."""
     import errno
 
     from nemo_rl_gke.settings import ConfigError
@@ -134,7 +134,24 @@ def test_ray_dashboard_privileged_port_says_so_not_taken(monkeypatch):
     monkeypatch.setattr(socket.socket, "bind", refused)
     with pytest.raises(ConfigError) as raised:
         ray._free("--port", 80)
-    assert "port 80 needs root here (ports below 1024): choose another, e.g. --port=81" in str(raised.value)
-    with pytest.raises(ConfigError) as raised:
-        ray._free("--client-port", 65535, other=8266)
-    assert "e.g. --client-port=18265" in str(raised.value)  # not 65536, and not the dashboard's port
+    assert "port 80 needs root here (ports below 1024): choose another free port above 1023." in str(raised.value)
+
+
+def test_ray_dashboard_taken_port_suggests_one_that_is_free():
+    from nemo_rl_gke.settings import ConfigError
+    from nemo_rl_gke.tasks import ray
+
+    with socket.socket() as taken, socket.socket() as next_one:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        try:
+            next_one.bind(("127.0.0.1", port + 1))
+            next_one.listen(1)
+        except OSError:
+            pass  # taken already
+        with pytest.raises(ConfigError) as raised:
+            ray._free("--client-port", port, other=8266)
+    suggested = int(str(raised.value).rsplit("--client-port=", 1)[1].rstrip("."))
+    assert suggested not in (port, port + 1, 8266) and 1024 <= suggested <= 65535
+    assert ray._refusal(suggested) is None

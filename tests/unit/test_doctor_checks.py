@@ -136,7 +136,6 @@ def test_models_to_check_are_the_prefetched_then_the_gated_jobs_each_once():
     (WebAnswer(401, "{}", "Unauthorized"), False, False, "set HF_TOKEN in .env; or leave it out of PREFETCH_MODELS"),
     (WebAnswer(401, "{}", "Unauthorized"), True, False, "huggingface.co/settings/tokens"),
     (WebAnswer(404, "{}", "Not Found"), True, False, "PREFETCH_MODELS"),
-    (WebAnswer(None, "", "timed out"), True, False, "reaches huggingface.co"),
     (WebAnswer(502, ""), True, False, "later")])
 def test_model_prefetched_by_up_fails_doctor_unless_it_can_be_read(answer, token, ok, words):
     check = readiness.check_model_access("o/m", answer, token=token, jobs=[])
@@ -146,8 +145,14 @@ def test_model_prefetched_by_up_fails_doctor_unless_it_can_be_read(answer, token
 def test_model_only_a_job_names_is_a_warning_naming_the_job():
     check = readiness.check_model_access("o/m", WebAnswer(401, "{}"), token=False, jobs=["gemma3-gsm8k"])
     assert (check.name, check.ok, check.warn) == ("model o/m (job gemma3-gsm8k)", True, True)
-    assert check.lines()[0].startswith("! model o/m (job gemma3-gsm8k): gated: it needs HF_TOKEN")
-    assert "fix: accept its licence" in check.lines()[1] and "PREFETCH_MODELS" not in check.fix
+    assert check.lines()[0].startswith("! model o/m (job gemma3-gsm8k): gated, private or not on huggingface.co")
+    assert "fix: check the name" in check.lines()[1] and "PREFETCH_MODELS" not in check.fix
+
+
+def test_model_hub_out_of_reach_is_a_warning_the_cluster_downloads_it():
+    check = readiness.check_model_access("o/m", WebAnswer(None, "", "timed out"), token=True, jobs=[])
+    assert (check.ok, check.warn, "timed out" in check.detail, "the cluster reaches" in check.fix) == \
+        (True, True, True, True)
 
 
 # ---- --fix -----------------------------------------------------------------------------------------------

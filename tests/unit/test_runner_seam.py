@@ -351,3 +351,16 @@ def test_seam_a_stream_that_really_exits_141_is_not_a_reader_gone():
     """141 is also what a command whose own pipe broke exits with (kubectl exec passes the remote's code on)."""
     r = Runner(out=ReaderSafe(io.StringIO()), err=io.StringIO())
     assert r.stream(["sh", "-c", "echo line; exit 141"]) == 141
+
+
+def test_runner_does_not_retry_a_command_a_signal_killed(tmp_path, monkeypatch):
+    """Its partial output may read transient; the OOM killer would only kill it again."""
+    counter = tmp_path / "runs"
+    write_tool(tmp_path, "oomed", f"import os, signal, sys\nopen({str(counter)!r}, 'a').write('x')\n"
+                                  "print('HTTP 503 Service Unavailable', file=sys.stderr, flush=True)\n"
+                                  "os.kill(os.getpid(), signal.SIGKILL)")
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    r = Runner(out=io.StringIO(), err=io.StringIO(), backoff_seconds=0)
+    result = r.query(["oomed"], ok_codes=range(256))
+    assert (result.exit_code, result.attempts, counter.read_text()) == (137, 1, "x")
+    assert result.stderr.endswith("oomed: killed by SIGKILL\n")

@@ -8,9 +8,10 @@ Answers, as the real services give them:
   64f0eeb…, the tutorial's pin, is in no branch we could see, so it answers 404 here.
 - huggingface.co/api/whoami-v2: 200 with the user for a token that starts with "hf_", 401 otherwise.
 - huggingface.co/MODEL/resolve/main/config.json: 401 for a token that does not start with "hf_" (the hub refuses
-  an invalid token before anything else, even for a public model); 404 for a model the hub does not have (the
-  fake knows those of hf_cache.DOWNLOAD_SECONDS); without a token, 401 for a gated model (GATED) and 200 for a
-  public one; with a token, 200 (a test plants 403 for a licence not accepted).
+  an invalid token before anything else, even for a public model). Without a token: 200 for a public model, 401
+  for a gated one (GATED) and for one the hub does not have (it does not tell a private or missing repository
+  from a gated one to a stranger). With a token: 404 for a model the hub does not have, else 200 (a test plants
+  403 for a licence not accepted). The fake knows the models of hf_cache.DOWNLOAD_SECONDS.
 - Application Default Credentials: found, unless the test says otherwise.
 Tests shape them through state kind "web", key = the URL ({"status": 503} or {"unreachable": "reason"}) and
 kind "doctor", key "settings", field "adc": false.
@@ -78,9 +79,9 @@ def http_get(url: str, headers: Mapping[str, str]) -> Any:
         sent = "Authorization" in headers
         if sent and not headers["Authorization"].removeprefix("Bearer ").startswith("hf_"):
             return WebAnswer(401, '{"error":"Invalid credentials in Authorization header"}', "Unauthorized")
-        if model not in DOWNLOAD_SECONDS:
+        if model not in DOWNLOAD_SECONDS and sent:
             return WebAnswer(404, "Repository not found", "Not Found")
-        if not sent and model in GATED:
+        if not sent and (model in GATED or model not in DOWNLOAD_SECONDS):
             return WebAnswer(401, f"Access to model {model} is restricted. You must have access to it and be "
                                   f"authenticated to access it. Please log in.", "Unauthorized")
         return WebAnswer(200, json.dumps({"architectures": ["FakeForCausalLM"]}))
