@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .steps import Step
 
 MARKS = {"running": "…", "created": "✓", "ran": "✓", "deleted": "✓", "exists": "·", "absent": "·",
-         "kept": "·", "with-parent": "·", "failed": "✗", "skipped": "-", "waiting": " "}
+         "kept": "·", "with-parent": "·", "failed": "✗", "interrupted": "✗", "skipped": "-", "waiting": " "}
 FINISHED = ("created", "ran", "deleted", "exists", "absent", "kept", "with-parent", "skipped")
 # Lines of the live region that are not rows: the title, the header, the rule under it and the caption, and
 # one spare line so the terminal never scrolls the region itself.

@@ -17,6 +17,8 @@ from .runner import NOT_FOUND, Runner
 from .steps import Consent, GraphError, Listener, Outcome, Report, Step
 from .tools import ToolError, background
 
+INTERRUPTED_TOOL = "killed by SIGINT"  # what a tool Ctrl-C ended answers (tools.Processes)
+
 
 def _check_graph(steps: Sequence[Step]) -> None:
     names = [s.name for s in steps]
@@ -128,11 +130,14 @@ def _run_graph(runner: Runner, steps: Sequence[Step], ready_after: Callable[[Ste
             with background(step.name in spare):
                 outcome = work(step)
         except Exception as exc:  # noqa: BLE001 - every failure is reported, then the graph stops
-            outcome_ = Outcome(step, "failed", time.monotonic() - started, str(exc), exc)
+            # Ctrl-C on a terminal reaches our tools too (the whole foreground group): a tool it ended was
+            # interrupted, not failed, whichever of the two signals was seen first.
+            state = "interrupted" if runner.interrupted or INTERRUPTED_TOOL in str(exc) else "failed"
+            outcome_ = Outcome(step, state, time.monotonic() - started, str(exc), exc)
             with lock:
                 report.outcomes.append(outcome_)
                 failed.append(outcome_)
-            notify(step, "failed", outcome_.seconds)
+            notify(step, state, outcome_.seconds)
             return
         seconds = time.monotonic() - started
         with lock:

@@ -125,6 +125,11 @@ class Runner:
         """Stop every wait now and start no new command (Ctrl-C reached a thread that waits on workers)."""
         self._interrupted.set()
 
+    @property
+    def interrupted(self) -> bool:
+        """Ctrl-C reached this run (interrupt() was called)."""
+        return self._interrupted.is_set()
+
     def _check_interrupted(self) -> None:
         if self._interrupted.is_set():
             raise Interrupted()

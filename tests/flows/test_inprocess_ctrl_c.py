@@ -62,3 +62,44 @@ def test_inprocess_ctrl_c_while_up_waits_for_lustre_stops_within_2_s(tmp_path):
         err = "".join(lines)
         assert (code, took < 2.0, "interrupted" in err, "Traceback" in err) == (130, True, True, False), \
             f"took {took:.1f} s\n{err[-3000:]}"
+
+
+def test_ctrl_c_on_a_terminal_reaches_the_tools_too_and_their_steps_read_interrupted(tmp_path):
+    """A terminal's Ctrl-C goes to the whole foreground process group: gcloud dies of SIGINT at the same moment
+    `invoke` sees it. The steps whose tool it ended are "interrupted", not "failed", and nothing is retried."""
+    import os
+
+    with ExitStack() as stack:
+        fake = make_cloud(stack, tmp_path)
+        env = {**fake.process_env(), "FAKECLOUD_TIME_SCALE": "0.05"}  # creates take about a second here
+        proc = subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(REPO), "up", "--yes"],
+                                cwd=fake.workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, start_new_session=True,  # its own group, as a terminal's job
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        lines: list[str] = []
+        started = threading.Event()
+
+        def read() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.append(line)
+                if "main VPC default: created" in line:  # the subnets, the cluster and the range start now
+                    started.set()
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        try:
+            assert started.wait(120), "".join(lines)[-3000:]
+            time.sleep(0.5)
+            os.killpg(proc.pid, signal.SIGINT)
+            code = proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        reader.join(10)
+    out = "".join(lines)
+    steps = [line for line in out.splitlines() if line.startswith("✗ ")]
+    assert (code, out.rstrip().endswith("interrupted"), "Traceback" in out, "transient" in out) == \
+        (130, True, False, False), out[-3000:]
+    assert steps and all(line.split(": ")[-1].startswith("interrupted") for line in steps), out[-3000:]
