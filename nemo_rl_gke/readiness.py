@@ -260,8 +260,10 @@ def check_model_access(model: str, answer: WebAnswer | None, *, token: bool, job
         return Check(name, True, f"not checked: huggingface.co did not answer this machine ({reason})",
                      "check that the cluster reaches huggingface.co (the prefetch and the driver download there)",
                      warn=True)
+    said = _hub_words(answer.body)
     if answer.status == 403:
-        detail = ("gated, and HF_TOKEN's account has no access to it yet (HTTP 403): its download would fail")
+        detail = ("gated, and HF_TOKEN's account has no access to it yet (HTTP 403"
+                  + (f': "{said}"' if said else "") + "): its download would fail")
         fix = (f"accept its licence at {page} with the account of HF_TOKEN (some need an approval; a fine-grained "
                f"token also needs read access to public gated repos), then run doctor again")
     elif answer.status == 401 and not token:
@@ -272,6 +274,9 @@ def check_model_access(model: str, answer: WebAnswer | None, *, token: bool, job
     elif answer.status == 401:
         detail = "huggingface.co did not take HF_TOKEN for it (HTTP 401)"
         fix = f"create a read token at {HF_TOKENS_PAGE}, put it in HF_TOKEN, and accept the licence at {page}"
+    elif answer.status == 404 and "entry not found" in answer.body.lower():
+        detail = "the repository has no config.json (HTTP 404, Entry not found): not a model NeMo RL can load"
+        fix = f"check the name in {'the job file (jobs/*.yaml)' if jobs else 'PREFETCH_MODELS'}"
     elif answer.status == 404:
         detail = "not on huggingface.co (HTTP 404)"
         fix = f"check the name in {'the job file (jobs/*.yaml)' if jobs else 'PREFETCH_MODELS'}"
@@ -280,6 +285,18 @@ def check_model_access(model: str, answer: WebAnswer | None, *, token: bool, job
     if jobs:
         return Check(name, True, f"{detail}; only the job(s) naming it would fail", fix, warn=True)
     return Check(name, False, detail + " (`up` prefetches it: PREFETCH_MODELS)", fix)
+
+
+def _hub_words(body: str) -> str:
+    """The hub's own message in an error body (JSON {"error": ...} or text), on one line, at most 160 characters."""
+    text = body.strip()
+    try:
+        found = json.loads(text)
+        text = str(found.get("error", "")) if isinstance(found, dict) else ""
+    except json.JSONDecodeError:
+        pass
+    line = " ".join(text.split())
+    return line if len(line) <= 160 else line[:157] + "..."
 
 
 def gpus_needed(s: Settings) -> int:

@@ -64,8 +64,12 @@ def http_get(url: str, headers: Mapping[str, str], timeout: float = WEB_TIMEOUT)
     try:
         with opener.open(request, timeout=timeout) as response:
             return WebAnswer(response.status, response.read(1024).decode("utf-8", "replace"))
-    except urllib.error.HTTPError as exc:
-        return WebAnswer(exc.code, "", str(exc.reason))
+    except urllib.error.HTTPError as exc:  # its body too: the service's own words (the hub's "awaiting a review")
+        try:
+            body = exc.read(1024).decode("utf-8", "replace")
+        except OSError:
+            body = ""
+        return WebAnswer(exc.code, body, str(exc.reason))
     except (urllib.error.URLError, OSError, ValueError) as exc:
         return WebAnswer(None, "", str(getattr(exc, "reason", exc)))
 

@@ -149,6 +149,19 @@ def test_model_only_a_job_names_is_a_warning_naming_the_job():
     assert "fix: check the name" in check.lines()[1] and "PREFETCH_MODELS" not in check.fix
 
 
+def test_model_403_shows_the_hubs_own_words_and_404_tells_a_missing_file():
+    pending = WebAnswer(403, '{"error":"Your request to access model o/m is awaiting a review from the repo '
+                             'authors."}', "Forbidden")
+    check = readiness.check_model_access("o/m", pending, token=True, jobs=[])
+    assert '(HTTP 403: "Your request to access model o/m is awaiting a review from the repo authors.")' in check.detail
+    entry = readiness.check_model_access("o/m", WebAnswer(404, "Entry not found", "Not Found"), token=True, jobs=[])
+    assert (entry.ok, "has no config.json" in entry.detail) == (False, True)
+
+
+def test_http_get_keeps_the_body_of_an_error_answer(local_web):
+    assert checkup.http_get(f"{local_web}/missing", {}).body == "404: Not Found"
+
+
 def test_model_hub_out_of_reach_is_a_warning_the_cluster_downloads_it():
     check = readiness.check_model_access("o/m", WebAnswer(None, "", "timed out"), token=True, jobs=[])
     assert (check.ok, check.warn, "timed out" in check.detail, "the cluster reaches" in check.fix) == \
