@@ -8,6 +8,7 @@ steps, so there is one list of what we manage.
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -15,9 +16,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 
 from .runner import NOT_FOUND, Runner
 from .steps import Consent, GraphError, Listener, Outcome, Report, Step
-from .tools import ToolError, background
+from .tools import ToolError, background, killed_by
 
-INTERRUPTED_TOOL = "killed by SIGINT"  # what a tool Ctrl-C ended answers (tools.Processes)
+INTERRUPTED_TOOL = killed_by(signal.SIGINT)  # what stderr says of a tool Ctrl-C ended (tools.Processes)
 
 
 def _check_graph(steps: Sequence[Step]) -> None:

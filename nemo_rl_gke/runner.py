@@ -27,10 +27,6 @@ from .waits import WaitDisplay, Waiting, showing
 # this resource" (GCE's resourceNotReady, GKE's "Operation ... is currently upgrading cluster X. Please wait and
 # try again once it is done.", Kubernetes' 409 "the object has been modified", helm's "another operation ... is
 # in progress"). Anything else (bad flag, permission, not found, a quota on resources) fails at once.
-# A command a signal ended from outside (tools: "gcloud: killed by SIGKILL"): not retried, whatever its partial
-# output said before it died (the OOM killer would only kill it again).
-KILLED = re.compile(r": killed by SIG[A-Z0-9]+\s*$")
-
 TRANSIENT = re.compile(
     r"code=(429|500|502|503|504)\b|HTTP Error (429|500|502|503|504)|\b(429|503) (Too Many Requests|Service Unavailable)"
     r"|rateLimitExceeded|RATE_LIMIT_EXCEEDED|Rate limit|limit '[^']*per minute[^']*'"
@@ -271,7 +267,9 @@ class Runner:
             self._check_interrupted()
             ran = self.tools.run(argv, stdin=stdin, timeout=timeout)
             result = Result(argv, ran.exit_code, ran.stdout, ran.stderr, attempts=attempt)
-            if result.ok or attempt == attempts or not TRANSIENT.search(result.stderr) or KILLED.search(result.stderr):
+            # A command a signal ended from outside is not retried, whatever its partial output said before it
+            # died (the OOM killer would only kill it again).
+            if result.ok or attempt == attempts or ran.signal or not TRANSIENT.search(result.stderr):
                 break
             delay = self.backoff_seconds * (2 ** (attempt - 1))
             self.say(f"  transient error from {argv[0]} (attempt {attempt}/{attempts}), retrying in {delay:.0f} s: "

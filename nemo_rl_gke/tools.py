@@ -60,6 +60,7 @@ class Ran:
     exit_code: int
     stdout: str = ""
     stderr: str = ""
+    signal: int = 0  # the signal that ended it from outside (the OOM killer, a kill, Ctrl-C); 0: none
 
 
 class Tools(Protocol):
@@ -104,7 +105,8 @@ class Processes:
             with self._lock:
                 why = self._ended.get(key)
             if why is None:  # killed from outside (the OOM killer, a kill): the shell's 128 + signal
-                return Ran(_signalled(proc), _text(proc.stdout), _signal_line(proc, _text(proc.stderr)))
+                return Ran(_signalled(proc), _text(proc.stdout), _signal_line(proc, _text(proc.stderr)),
+                           signal=abs(int(proc.exit_code)))
             return Ran(ENDED, "", why)
         finally:
             timer.cancel()
@@ -184,15 +186,21 @@ def _signalled(proc: Any) -> int:
     return 128 + abs(int(proc.exit_code))
 
 
-def _signal_line(proc: Any, stderr: str) -> str:
+def killed_by(number: int) -> str:
+    """How stderr says a signal ended a command ("killed by SIGINT"): the one wording, for whoever reads it."""
     import signal
 
-    number = abs(int(proc.exit_code))
-    name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else f"signal {number}"
+    try:
+        return f"killed by {signal.Signals(number).name}"
+    except ValueError:
+        return f"killed by signal {number}"
+
+
+def _signal_line(proc: Any, stderr: str) -> str:
     import os
 
     tool = os.path.basename(str(proc.cmd[0])) if proc.cmd else "the command"
-    return f"{stderr.rstrip()}\n{tool}: killed by {name}\n".lstrip("\n")
+    return f"{stderr.rstrip()}\n{tool}: {killed_by(abs(int(proc.exit_code)))}\n".lstrip("\n")
 
 
 def _terminate(proc: Any) -> None:

@@ -340,7 +340,7 @@ def test_seam_a_command_killed_from_outside_answers_128_plus_the_signal_and_says
     only SIGINT into a clean end; SIGTERM kills it)."""
     script = "echo out; echo err >&2; kill -TERM $$"
     ran = tools_module.Processes().run(["sh", "-c", script], stdin=None, timeout=30)
-    assert ran == tools_module.Ran(143, "out\n", "err\nsh: killed by SIGTERM\n")
+    assert ran == tools_module.Ran(143, "out\n", "err\nsh: killed by SIGTERM\n", signal=15)
     lines: list[str] = []
     code = tools_module.Processes().stream(["sh", "-c", script], stdin=None, out=lambda line: lines.append(line),
                                            err=lambda line: lines.append("err: " + line))
