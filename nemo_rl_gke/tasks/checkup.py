@@ -270,12 +270,12 @@ def _web_checks(s: Settings, chosen: Probes) -> list[Callable[[], Check]]:
         emulator = os.environ.get("STORAGE_EMULATOR_HOST", "")
         return verdicts.check_storage_credentials(emulator, None if emulator else chosen.adc())
 
-    def hf_token() -> Check:
-        if not s.HF_TOKEN:
-            return verdicts.check_hf_token(s, None)
-        return verdicts.check_hf_token(s, chosen.http_get(checks.HF_WHOAMI, {"Authorization": f"Bearer {s.HF_TOKEN}"}))
-
     token = {"Authorization": f"Bearer {s.HF_TOKEN}"} if s.HF_TOKEN else {}
+
+    def hf_token() -> Check:
+        if not token:
+            return verdicts.check_hf_token(s, None)
+        return verdicts.check_hf_token(s, chosen.http_get(checks.HF_WHOAMI, token))
 
     def model(name: str, jobs: list[str]) -> Callable[[], Check]:
         return lambda: verdicts.check_model_access(name, chosen.http_get(checks.model_file_url(name), token),

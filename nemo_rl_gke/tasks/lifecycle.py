@@ -152,8 +152,8 @@ def _drift_check(r: Runner, s: Settings, present: dict[str, bool | None], *, res
     if resize and not counts:
         r.say("--resize: the GPU pool and the Ray cluster already have the settings' counts (or do not exist "
               "yet).", err=True)
-    if not resize and any(d.field == "workers" for d in counts):
-        workers = next(d for d in counts if d.field == "workers")
+    workers = next((d for d in counts if d.field == "workers"), None)
+    if not resize and workers is not None:
         r.say(f"note: the Ray cluster has {workers.have} GPU worker(s), the settings say {workers.want}; up leaves "
               f"it so. `invoke up --resize` or `invoke ray.deploy` upgrades it.", err=True)
     return counts if resize else []
