@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
-import threading
 import time
 from contextlib import ExitStack
 
@@ -15,7 +13,7 @@ import pytest
 
 from fakecloud.core import State
 from reliability.cloud import make_cloud, run
-from support.fake import REPO
+from support.fake import follow
 
 
 def test_inprocess_ctrl_c_while_up_waits_for_lustre_stops_within_2_s(tmp_path):
@@ -26,24 +24,8 @@ def test_inprocess_ctrl_c_while_up_waits_for_lustre_stops_within_2_s(tmp_path):
             for instance in data["lustre"].values():
                 instance["_ready_at"] = time.time() + 3600
         fake.runner_options = {"poll_seconds": 30}
-        argv = [sys.executable, "-m", "invoke", "--search-root", str(REPO), "up", "--yes"]
-        # SIGINT as a terminal's Ctrl-C finds it: a suite started in the background (`.ci/run &`) hands its
-        # children SIGINT ignored, and a Python started so never turns it into KeyboardInterrupt.
-        proc = subprocess.Popen(argv, cwd=fake.workdir, env=fake.process_env(), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True,
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-        lines: list[str] = []
-        waiting = threading.Event()
-
-        def read() -> None:
-            assert proc.stderr is not None
-            for line in proc.stderr:
-                lines.append(line)
-                if "becoming ready" in line:
-                    waiting.set()
-
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
+        proc = fake.start("up", "--yes", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lines, waiting, reader = follow(proc.stderr, until="becoming ready")
         try:
             assert waiting.wait(120), "".join(lines)[-3000:]
             time.sleep(1.0)  # inside the 30 s pause between two polls
@@ -72,22 +54,10 @@ def test_ctrl_c_on_a_terminal_reaches_the_tools_too_and_their_steps_read_interru
     with ExitStack() as stack:
         fake = make_cloud(stack, tmp_path)
         env = {**fake.process_env(), "FAKECLOUD_TIME_SCALE": "0.05"}  # creates take about a second here
-        proc = subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(REPO), "up", "--yes"],
-                                cwd=fake.workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, start_new_session=True,  # its own group, as a terminal's job
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-        lines: list[str] = []
-        started = threading.Event()
-
-        def read() -> None:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                lines.append(line)
-                if "main VPC default: created" in line:  # the subnets, the cluster and the range start now
-                    started.set()
-
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
+        proc = fake.start("up", "--yes", env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          start_new_session=True)  # its own group, as a terminal's job
+        # Once the main VPC is created, the subnets, the cluster and the range start.
+        lines, started, reader = follow(proc.stdout, until="main VPC default: created")
         try:
             assert started.wait(120), "".join(lines)[-3000:]
             time.sleep(0.5)

@@ -7,15 +7,13 @@ from __future__ import annotations
 import signal
 import socket
 import subprocess
-import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Callable
 
 import pytest
 
-from support.fake import REPO, FakeCloud
+from support.fake import FakeCloud, follow
 
 
 def _up(fake: FakeCloud) -> None:
@@ -36,22 +34,7 @@ def _free_ports(count: int = 1) -> list[int]:
 
 
 def _dashboard(fake: FakeCloud, *args: str) -> subprocess.Popen[str]:
-    # SIGINT as a terminal's Ctrl-C finds it, however the suite was started (see test_inprocess_ctrl_c).
-    return subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(REPO), "ray.dashboard", *args],
-                            cwd=fake.workdir, env=fake.process_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-
-
-def _lines_of(proc: subprocess.Popen[str]) -> list[str]:
-    """The process's stdout lines as they come (a reader thread fills the list)."""
-    lines: list[str] = []
-
-    def read() -> None:
-        assert proc.stdout is not None
-        lines.extend(proc.stdout)
-
-    threading.Thread(target=read, daemon=True).start()
-    return lines
+    return fake.start("ray.dashboard", *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _until(seen: Callable[[], bool], seconds: float = 30) -> None:
@@ -64,7 +47,7 @@ def test_ray_dashboard_forwards_until_ctrl_c(fake):
     _up(fake)
     port, client = _free_ports(2)
     proc = _dashboard(fake, f"--port={port}", "--client", f"--client-port={client}")
-    lines = _lines_of(proc)
+    lines, _, _ = follow(proc.stdout)
     try:
         listening = [f"Forwarding from 127.0.0.1:{port} -> 8265\n", f"Forwarding from 127.0.0.1:{client} -> 10001\n"]
         _until(lambda: all(line in lines for line in listening))  # kubectl's, once it listens (and on ::1)

@@ -171,15 +171,10 @@ def _in_a_terminal(cloud: FakeCloud, argv: list[str], answer: str) -> tuple[int,
     Returns (exit code, everything it printed, time.time() when the answer was typed)."""
     import pty
     import select
-    import subprocess
-    import sys
     import time
 
     main, child = pty.openpty()
-    from support.fake import REPO
-
-    proc = subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(REPO), *argv], cwd=cloud.workdir,
-                            env=cloud.process_env(), stdin=child, stdout=child, stderr=child, close_fds=True)
+    proc = cloud.start(*argv, stdin=child, stdout=child, stderr=child, close_fds=True)
     os.close(child)
     printed, answered, deadline = b"", 0.0, time.monotonic() + 120
     try:

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -150,6 +151,17 @@ class FakeCloud:
                               timeout=timeout)
         return Done(proc.returncode, proc.stdout, proc.stderr)
 
+    def start(self, *args: str, env: dict[str, str] | None = None, **popen: Any) -> subprocess.Popen[Any]:
+        """`invoke ARGS` as a real process in the working directory, left running for the caller to read, signal
+        and wait for (env: default process_env()). SIGINT reaches it as a terminal's Ctrl-C would, however the
+        suite was started: a suite started in the background (`.ci/run &`) hands its children SIGINT ignored, and
+        a Python started so never turns it into KeyboardInterrupt."""
+        import signal
+
+        return subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(REPO), *args],
+                                cwd=self.workdir, env=env if env is not None else self.process_env(),
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **popen)
+
     def calls(self) -> list[dict[str, Any]]:
         path = self.state_dir / "calls.jsonl"
         if not path.exists():
@@ -165,6 +177,23 @@ class FakeCloud:
         data = json.loads(path.read_text()) if path.exists() else {}
         return {kind: {key: _strip(obj) for key, obj in items.items()}
                 for kind, items in data.items() if not kind.startswith("_") and items}
+
+
+def follow(stream: Any, until: str = "") -> tuple[list[str], threading.Event, threading.Thread]:
+    """A started process's output read as it comes, by a reader thread: (its lines so far, set once a line holds
+    `until` (never when ""), the thread, to join once the process has ended)."""
+    lines: list[str] = []
+    seen = threading.Event()
+
+    def read() -> None:
+        for line in stream:
+            lines.append(line)
+            if until and until in line:
+                seen.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    return lines, seen, reader
 
 
 def _strip(obj: Any) -> Any:
