@@ -19,6 +19,9 @@ from .steps import Consent, GraphError, Listener, Outcome, Report, Step
 from .tools import ToolError, background, killed_by
 
 INTERRUPTED_TOOL = killed_by(signal.SIGINT)  # what stderr says of a tool Ctrl-C ended (tools.Processes)
+# How long a failed step waits to learn whether the same Ctrl-C reached the run (its main thread notes it within
+# milliseconds; a loaded machine may take a tenth of a second). Only failures pay it, once per failed step.
+INTERRUPT_GRACE_SECONDS = 0.5
 
 
 def _check_graph(steps: Sequence[Step]) -> None:
@@ -132,8 +135,11 @@ def _run_graph(runner: Runner, steps: Sequence[Step], ready_after: Callable[[Ste
                 outcome = work(step)
         except Exception as exc:  # noqa: BLE001 - every failure is reported, then the graph stops
             # Ctrl-C on a terminal reaches our tools too (the whole foreground group): a tool it ended was
-            # interrupted, not failed, whichever of the two signals was seen first.
-            state = "interrupted" if runner.interrupted or INTERRUPTED_TOOL in str(exc) else "failed"
+            # interrupted, not failed, whichever of the two signals was seen first. A tool it hit before its own
+            # start (sh's fork, before exec) does not say "killed by SIGINT": the run's Ctrl-C, which the main
+            # thread notes a moment later, tells then.
+            interrupted = INTERRUPTED_TOOL in str(exc) or runner.interrupted_within(INTERRUPT_GRACE_SECONDS)
+            state = "interrupted" if interrupted else "failed"
             outcome_ = Outcome(step, state, time.monotonic() - started, str(exc), exc)
             with lock:
                 report.outcomes.append(outcome_)

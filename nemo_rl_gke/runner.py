@@ -121,10 +121,9 @@ class Runner:
         """Stop every wait now and start no new command (Ctrl-C reached a thread that waits on workers)."""
         self._interrupted.set()
 
-    @property
-    def interrupted(self) -> bool:
-        """Ctrl-C reached this run (interrupt() was called)."""
-        return self._interrupted.is_set()
+    def interrupted_within(self, seconds: float) -> bool:
+        """Ctrl-C reached this run (interrupt() was called), or reaches it within seconds."""
+        return self._interrupted.wait(seconds)
 
     def _check_interrupted(self) -> None:
         if self._interrupted.is_set():
