@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -188,8 +189,6 @@ def _signalled(proc: Any) -> int:
 
 def killed_by(number: int) -> str:
     """How stderr says a signal ended a command ("killed by SIGINT"): the one wording, for whoever reads it."""
-    import signal
-
     try:
         return f"killed by {signal.Signals(number).name}"
     except ValueError:
@@ -234,8 +233,23 @@ def _start(argv: list[str], **io: Any) -> Any:
     import sh
 
     command = sh.Command(find_tool(argv[0]))
-    proc = command(*argv[1:], _ok_code=list(range(256)), _bg=True, _bg_exc=False, _return_cmd=True,
-                   _env=dict(os.environ), **io)
+    # Ctrl-C on a terminal reaches the whole foreground group, so also a child between sh's fork and its exec,
+    # while it still runs our Python: there it printed a stray "Exception ignored ... KeyboardInterrupt"
+    # traceback. SIGINT stays blocked across the fork; the child restores what exec would give the tool (the
+    # default action, or ignored if we ignore it) and then takes a pending SIGINT as the tool would: it dies.
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+
+    def as_exec_would() -> None:
+        if not ignored:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+    try:
+        proc = command(*argv[1:], _ok_code=list(range(256)), _bg=True, _bg_exc=False, _return_cmd=True,
+                       _env=dict(os.environ), _preexec_fn=as_exec_would, **io)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     if getattr(_priority, "low", False):
         # Set from here, not in the child before exec (not safe with threads): microseconds after the fork,
         # long before the tool's own start-up ends. Lowering one's own child's priority needs no privilege.
