@@ -17,6 +17,10 @@ Printed as `name: value` lines (and written as JSON to the path given):
                              model download's (after the prefetch step, or after Ray when there is none)
   list_vs_bare_invoke        median `invoke --list` ÷ median `invoke --version`, interleaved (start-up cost),
                              bytecode cached as a user's install has it (`start_up_env`)
+  up_overhead_seconds, down_overhead_seconds
+                             the same `up` and `down` minus their critical paths: the miss in seconds
+  --down-scales=0.2,0.4      also `down` at those scales (down_overhead_seconds_at_S, down_vs_critical_path_at_S):
+                             what of its miss is fixed and what grows with the latencies
 
 Every process (invoke, the fake gcloud/kubectl/helm) keeps its bytecode in one temporary cache, written by a
 throwaway `up` first, as an installed package and gcloud have theirs (`--compile-every-start`: the old conditions).
@@ -263,10 +267,38 @@ def measure(scale: float, with_scale0: bool, cached: bool = True) -> dict[str, o
     figures["first_step_vs_critical_path"] = (figures["first_step_seconds"]
                                               / figures["first_step_critical_path_seconds"])
     figures["list_vs_bare_invoke"] = figures["list_seconds"] / figures["bare_invoke_seconds"]
+    # The same misses in seconds, which do not shrink with the scale as the ratios do.
+    figures["up_overhead_seconds"] = figures["up_seconds"] - figures["critical_path_seconds"]
+    figures["down_overhead_seconds"] = figures["down_seconds"] - figures["down_critical_path_seconds"]
     if with_scale0:
         # What the simulated latencies cost `up`, once start-up and Python are taken out.
         figures["up_minus_scale0_vs_critical_path"] = (
             (figures["up_seconds"] - figures["up_seconds_at_scale_0"]) / figures["critical_path_seconds"])
+    return figures
+
+
+def down_at_scales(scales: list[float], cached: bool = True) -> dict[str, object]:
+    """`down --yes --delete-data` ÷ its critical path at other time scales, each after an `up` at scale 0: how much
+    of down's miss is fixed (process start-ups, Python) and how much grows with the latencies (the reads on its
+    chain: the first listing, the peering's fresh read, the last scan, which the bound does not count)."""
+    from nemo_rl_gke import graph
+    from nemo_rl_gke.resources import all_steps
+    from nemo_rl_gke.settings import load
+
+    figures: dict[str, object] = {}
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+        tmp_path = Path(tmp)
+        pycache = tmp_path / "pycache" if cached else None
+        for scale in scales:
+            fake = cloud(stack, tmp_path / f"down-{scale:g}", 0.0, pycache)
+            timed_invoke(fake, "up", "--yes")
+            bound = graph.critical_path_seconds(all_steps(load(allow_example=False, cwd=fake.workdir,
+                                                               environ={})), deleting=True) * scale
+            fake.env["FAKECLOUD_TIME_SCALE"] = str(scale)
+            fake.runner_options = {"poll_seconds": POLL_SECONDS * scale}
+            seconds = timed_invoke(fake, "down", "--yes", "--delete-data")
+            figures[f"down_overhead_seconds_at_{scale:g}"] = seconds - bound
+            figures[f"down_vs_critical_path_at_{scale:g}"] = seconds / bound
     return figures
 
 
@@ -290,8 +322,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compile-every-start", action="store_true",
                         help="no bytecode cache for up/down/first step (each process compiles what it imports, as "
                              "on a machine with PYTHONDONTWRITEBYTECODE=1; the bench's conditions before 2026-12-03)")
+    parser.add_argument("--down-scales", default="",
+                        help="also `down` at these time scales, comma-separated (e.g. 0.2,0.4): its miss in seconds "
+                             "and as a ratio at each (a diagnostic; about 5 minutes more for 0.2,0.4)")
     args = parser.parse_args(argv)
     figures = measure(args.scale, not args.no_scale0, cached=not args.compile_every_start)
+    if args.down_scales:
+        figures.update(down_at_scales([float(x) for x in args.down_scales.split(",") if x.strip()],
+                                      cached=not args.compile_every_start))
     met = verdicts(figures)
     for name, value in figures.items():
         text = f"{value:.3f}" if isinstance(value, float) else json.dumps(value)
