@@ -114,7 +114,7 @@ def values(s: Settings, *, head_cpu: int | None = None, head_memory_gi: int | No
     """The complete values for `helm upgrade --install` / `helm template` of manifests/ray-cluster."""
     gpu = s.gpu
     cpu, memory_gi = head_resources(s, head_cpu, head_memory_gi)
-    return {
+    out: dict[str, Any] = {
         "image": image(s),
         "rayVersion": s.ray_version,
         "mode": s.CLUSTER_MODE,
@@ -147,6 +147,34 @@ def values(s: Settings, *, head_cpu: int | None = None, head_memory_gi: int | No
         },
         "env": {"RAY_memory_monitor_refresh_ms": "0"},
     }
+    out["podTemplateHash"] = pod_template_hash(s, out)
+    return out
+
+
+# On both pod templates (head and workers), so on every Ray pod: what its spec was made from. KubeRay v1.4.2 does
+# not restart running pods when the RayCluster's templates change (only the worker count is reconciled), so
+# `ray.deploy` compares this with the pods' own to find pods started from an older spec.
+POD_TEMPLATE_HASH = "nemo-rl-gke/pod-template-hash"
+
+
+def pod_template_hash(s: Settings, chart_values: dict[str, Any]) -> str:
+    """16 hex digits over what the pods are made from: the values except the worker count (a count change is
+    KubeRay's to reconcile, without a restart), the chart's templates, and the Secret's values (pods read them
+    as environment variables at start only). A digest of the Secret's values, never the values."""
+    import hashlib
+    import json
+
+    from .commands.kube_objects import secret_values
+
+    shape = json.loads(json.dumps(chart_values))
+    shape.pop("podTemplateHash", None)
+    shape.get("worker", {}).pop("replicas", None)
+    digest = hashlib.sha256(json.dumps(shape, sort_keys=True).encode())
+    for template in sorted((CHART_DIR / "templates").iterdir()):
+        if template.is_file():
+            digest.update(template.name.encode() + b"\0" + template.read_bytes())
+    digest.update(b"\0".join(f"{key}={value}".encode() for key, value in sorted(secret_values(s).items())))
+    return digest.hexdigest()[:16]
 
 
 def values_yaml(s: Settings, **head: int | None) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +55,16 @@ def gpu_query_argv(s: Settings, head_pod: str) -> list[str]:
     return kubectl.exec_head(s, head_pod, "python", "-c", GPU_QUERY)
 
 
+def restart_argv(s: Settings) -> list[str]:
+    """Delete every Ray pod; KubeRay starts them again from the RayCluster's templates. kubectl waits for them to
+    be gone (its --wait default), so no old pod is counted among the new ones."""
+    return kubectl.base(s) + ["delete", "pods", f"--selector={POD_SELECTOR}", f"--namespace={s.NAMESPACE}",
+                              "--ignore-not-found", f"--timeout={RESTART_DELETE_TIMEOUT}"]
+
+
+RESTART_DELETE_TIMEOUT = "10m"  # Ray's own shutdown takes seconds; a finalizer that never goes ends in an error
+
+
 # ---- pod state (pure) -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class PodState:
@@ -61,6 +72,7 @@ class PodState:
     node_type: str  # head | worker
     ready: bool
     why: str  # empty when ready
+    template: str = ""  # its raychart.POD_TEMPLATE_HASH annotation: what its spec was made from
 
 
 def why_not_ready(pod: dict[str, Any]) -> str:
@@ -86,9 +98,17 @@ def pod_states(pods_json: str) -> list[PodState]:
     for pod in body.get("items", []):
         conditions = (pod.get("status") or {}).get("conditions") or []
         ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-        node_type = ((pod.get("metadata") or {}).get("labels") or {}).get("ray.io/node-type", "?")
-        out.append(PodState(pod["metadata"]["name"], node_type, ready, "" if ready else why_not_ready(pod)))
+        meta = pod.get("metadata") or {}
+        node_type = (meta.get("labels") or {}).get("ray.io/node-type", "?")
+        template = str((meta.get("annotations") or {}).get(raychart.POD_TEMPLATE_HASH, ""))
+        out.append(PodState(meta["name"], node_type, ready, "" if ready else why_not_ready(pod), template))
     return out
+
+
+def started_from_another_spec(states: list[PodState], template: str) -> list[PodState]:
+    """The pods whose spec is not the one the values make (older settings, chart or Secret; a pod of a chart
+    without the annotation counts too): KubeRay leaves them running as they are."""
+    return [p for p in states if p.template != template]
 
 
 def progress_line(states: list[PodState], workers_wanted: int) -> str:
@@ -315,15 +335,37 @@ def verify_gpus(r: Runner, s: Settings, states: list[PodState], *, timeout: floa
     return float(seen["gpus"] or 0)
 
 
+Restart = Callable[[list[PodState]], None]
+
+
 def deploy(r: Runner, s: Settings, *, head_cpu: int | None = None, head_memory_gi: int | None = None,
-           timeout: float = READY_TIMEOUT_SECONDS) -> None:
+           timeout: float = READY_TIMEOUT_SECONDS, restart: Restart | None = None) -> None:
     """helm upgrade --install, wait for every pod, then check Ray's GPU count. Idempotent.
 
-    `invoke ray.deploy` calls preflight() first; `up` creates the pool, Secret and claim before this step."""
+    Pods started from another spec (raychart.pod_template_hash) are found before the upgrade. KubeRay would leave
+    them as they are, so with restart (ray.deploy: it asks first when runs are running, or refuses; it raises to
+    stop before any change) they are deleted after the upgrade and KubeRay starts them from the new spec; without
+    (`up`), they are left, with a note. `invoke ray.deploy` calls preflight() first; `up` creates the pool, Secret
+    and claim before this step."""
+    template = raychart.values(s, head_cpu=head_cpu, head_memory_gi=head_memory_gi)["podTemplateHash"]
+    # ray.deploy asks before anything changes; `up` looks at the pods its wait lists anyway (no extra call).
+    stale = started_from_another_spec(query_pods(r, s), template) if restart is not None and not r.dry else []
+    if stale and restart is not None:
+        restart(stale)
     install(r, s, head_cpu=head_cpu, head_memory_gi=head_memory_gi)
     if r.dry:
+        if restart is not None:
+            r.say("# only if Ray's pods were started from another spec (KubeRay does not restart them):")
+            r.run(restart_argv(s))
         return
+    if stale:
+        r.run(restart_argv(s), timeout=900)
     states = wait_ready(r, s, timeout=timeout)
+    left = started_from_another_spec(states, template) if restart is None else []
+    if left:
+        r.say(f"note: {len(left)} Ray pod(s) run an older spec than the settings' (image, resources, chart or the "
+              f"Secret's values), and KubeRay does not restart running pods: `invoke ray.deploy` restarts Ray with "
+              f"the new one.", err=True)
     gpus = verify_gpus(r, s, states)
     r.say(f"✓ Ray cluster {names.RAY_RELEASE}: {s.GPU_NODES} GPU workers, Ray sees {gpus:g} GPUs", err=True)
 

@@ -112,10 +112,12 @@ def _credentials(r: Runner, s: Settings) -> None:
 
 
 @context.task(help={**SIZE_HELP, "timeout": "Seconds to wait for every Ray pod to be Ready (default 1800).",
+                    "yes": "Restart Ray's pods without asking when their spec changed while runs are running "
+                           "(they stop; needed without a terminal).",
                     "force_unlock": context.UNLOCK_HELP})
 def deploy(c: Context, nodes: int | None = None, head_cpu: int | None = None, head_memory: int | None = None,
-           timeout: int | None = None, force_unlock: bool = False) -> None:
-    """Install or upgrade the Ray cluster, wait for every pod, and check Ray sees GPU_NODES x 8 GPUs."""
+           timeout: int | None = None, yes: bool = False, force_unlock: bool = False) -> None:
+    """Install or upgrade the Ray cluster (restarting pods whose spec changed), wait for every pod, check the GPUs."""
     from ..raychart import values
     from ..resources import ray_steps
 
@@ -124,10 +126,25 @@ def deploy(c: Context, nodes: int | None = None, head_cpu: int | None = None, he
     values(s, **head)  # bad head sizes fail here, before any command runs
     wait = ray_steps.READY_TIMEOUT_SECONDS if timeout is None else _non_negative("--timeout", timeout)
     r = context.runner(c, s)
+
+    def restart(stale: list[ray_steps.PodState]) -> None:
+        """Before any change: say why Ray restarts, and ask first when that stops runs (--yes answers)."""
+        from ..resources import data_guard
+
+        listing = data_guard.lustre_runs(r, s)
+        running = sorted(listing[1]) if listing is not None else []
+        why = (f"{len(stale)} of Ray's pods were started from another spec than this one (image, resources, chart "
+               f"or the Secret's values) and KubeRay does not restart running pods: after the upgrade, ray.deploy "
+               f"deletes them and KubeRay starts them again from the new spec")
+        if running:
+            context.confirm(c, f"{why}. That stops the running run(s) {', '.join(running)}; each resumes from its "
+                               f"latest checkpoint with `invoke job.submit JOB --id=ID`. Restart Ray?", yes=yes)
+        r.say(f"{why}.", err=True)
+
     with context.deployment_locked(c, s, "ray.deploy", force=force_unlock):
         _credentials(r, s)
         ray_steps.preflight(r, s)  # a pool too small, or no Secret/claim: refused now, not after the timeout
-        ray_steps.deploy(r, s, timeout=wait, **head)
+        ray_steps.deploy(r, s, timeout=wait, restart=restart, **head)
 
 
 @context.task(help={**SIZE_HELP, "values": "Print the generated Helm values instead of the manifests."})

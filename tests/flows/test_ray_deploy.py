@@ -301,3 +301,100 @@ def test_ray_deploy_a_failing_gpu_query_says_so_instead_of_a_count(cloud):
     assert "Ray could not be asked (the query in the head pod failed" in done.stderr
     assert "of the 16 GPUs wanted" in done.stderr and "Ray sees 16 of" not in done.stderr
     assert "✓ Ray reports" not in done.stderr and "Traceback" not in done.output
+
+
+# ---- a new pod spec: KubeRay v1.4.2 leaves running pods as they are, so ray.deploy restarts them -------------
+HASH = "nemo-rl-gke/pod-template-hash"
+
+
+def _made_from(fake: FakeCloud) -> dict[str, str]:
+    """pod name -> the pod-template hash it was made from."""
+    return {key.split("/")[-1]: (pod["metadata"].get("annotations") or {}).get(HASH, "")
+            for key, pod in _pods(fake).items()}
+
+
+def _kubectl_verbs(fake: FakeCloud, since: int = 0) -> list[str]:
+    return [" ".join(c["argv"][1:3]) if c["tool"] == "kubectl" else " ".join([c["tool"], *c["argv"][:1]])
+            for c in fake.calls()[since:]]
+
+
+def _plant_running_run(fake: FakeCloud, run: str) -> None:
+    """A run whose driver is alive (this test's own pid) and has no exit code: what the runs listing calls running."""
+    import os
+
+    root = fake.state_dir / "podfs" / CONTEXT / "data" / "runs" / run
+    root.mkdir(parents=True)
+    (root / "pid").write_text(f"{os.getpid()}\n")
+    (root / "driver.log").write_text("Step 3/100\n")
+
+
+def test_fake_kuberay_keeps_running_pods_when_only_the_template_changes(cloud):
+    """The fake as KubeRay v1.4.2 (reconcilePods compares counts, not templates): `helm upgrade` with a new
+    spec leaves every pod, and its annotation, as it was."""
+    assert cloud.invoke("ray.deploy").code == 0
+    before = _made_from(cloud)
+    values = {**cloud.resources()[f"helm:{CONTEXT}"]["default/nemo-rl"]["values"], "podTemplateHash": "0" * 16}
+    done = subprocess.run([str(FAKE_BIN / "helm"), "upgrade", "--install", "nemo-rl", str(REPO / "manifests" /
+                          "ray-cluster"), f"--kube-context={CONTEXT}", "--namespace=default", "--values=-"],
+                          input=json.dumps(values), env=cloud.process_env(), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert _made_from(cloud) == before
+
+
+def test_ray_deploy_with_a_new_spec_restarts_every_pod_from_it(cloud):
+    assert cloud.invoke("ray.deploy").code == 0
+    before = _made_from(cloud)
+    since = len(cloud.calls())
+    done = cloud.invoke("ray.deploy", "--head-cpu=10")
+    assert done.code == 0, done.output
+    after = _made_from(cloud)
+    assert len(after) == 3 and not set(after) & set(before)  # the head and both workers made again
+    assert len(set(after.values())) == 1 and set(after.values()) != set(before.values())
+    assert "KubeRay does not restart running pods" in done.stderr and "✓ Ray cluster nemo-rl" in done.stderr
+    verbs = _kubectl_verbs(cloud, since)
+    assert verbs.index("get pods") < verbs.index("helm upgrade") < verbs.index("delete pods"), verbs
+
+
+def test_ray_deploy_with_the_same_spec_or_another_worker_count_restarts_nothing(cloud):
+    assert cloud.invoke("ray.deploy").code == 0
+    head = {name for name in _made_from(cloud) if "-head-" in name}
+    assert cloud.invoke("ray.deploy").code == 0
+    smaller = cloud.invoke("ray.deploy", "--nodes=1")
+    assert smaller.code == 0, smaller.output
+    after = _made_from(cloud)
+    assert {name for name in after if "-head-" in name} == head and len(after) == 2  # KubeRay dropped a worker
+    assert "delete pods" not in _kubectl_verbs(cloud) and "restart" not in smaller.stderr
+
+
+def test_ray_deploy_with_a_new_hf_token_restarts_the_pods_so_they_read_it(cloud):
+    # The pods read the Secret's values as environment variables when they start, and only then.
+    assert cloud.invoke("ray.deploy").code == 0
+    before = _made_from(cloud)
+    cloud.write_env(HF_TOKEN="hf_another_token_for_the_pods")
+    done = cloud.invoke("ray.deploy")
+    assert done.code == 0, done.output
+    assert not set(_made_from(cloud)) & set(before)
+    assert "hf_another_token_for_the_pods" not in done.output + json.dumps(_pods(cloud))
+
+
+def test_ray_deploy_new_spec_with_a_run_running_refuses_without_yes_and_changes_nothing(cloud):
+    assert cloud.invoke("ray.deploy").code == 0
+    before = _made_from(cloud)
+    _plant_running_run(cloud, "live-run")
+    done = cloud.invoke("ray.deploy", "--head-cpu=10")
+    assert done.code == 2, done.output
+    assert "live-run" in done.stderr and "Re-run with --yes" in done.stderr
+    assert cloud.resources()[f"helm:{CONTEXT}"]["default/nemo-rl"]["version"] == 1  # no upgrade either
+    assert _made_from(cloud) == before
+
+    agreed = cloud.invoke("ray.deploy", "--head-cpu=10", "--yes")
+    assert agreed.code == 0, agreed.output
+    assert not set(_made_from(cloud)) & set(before)
+
+
+def test_ray_dry_deploy_shows_the_restart_it_would_do_for_a_new_spec(cloud):
+    done = cloud.invoke("--dry", "ray.deploy")
+    lines = done.stdout.splitlines()
+    assert done.code == 0 and lines[-1] == (f"$ kubectl --context={CONTEXT} delete pods --selector=ray.io/cluster="
+                                            "nemo-rl --namespace=default --ignore-not-found --timeout=10m")
+    assert lines[-2].startswith("# only if Ray's pods were started from another spec")

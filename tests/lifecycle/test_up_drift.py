@@ -130,3 +130,22 @@ def test_plan_prices_what_exists_not_the_settings(cloud):
     assert abs(document["cost_per_hour"]["now"] - b200_now) < 0.01, document["cost_per_hour"]
     assert document["cost_per_hour"]["all_up"] != document["cost_per_hour"]["now"]
     assert [d["field"] for d in document["drift"]] == ["gpu"]
+
+
+def test_up_resize_leaves_pods_of_an_older_spec_with_a_note_and_ray_deploy_restarts_them(cloud):
+    # KubeRay v1.4.2 reconciles the worker count only: the upgrade adds a worker from the new spec and leaves
+    # the head and the first worker on the spec of `ray.deploy --head-cpu=10`. `up` says so; ray.deploy restarts.
+    _up(cloud)
+    done = cloud.invoke("ray.deploy", "--nodes=1", "--head-cpu=10")
+    assert done.code == 0, done.output[-2000:]  # restarts `up`'s pods: their head had the default size
+    before = len(cloud.calls())
+    done = cloud.invoke("up", "--resize", "--yes")
+    assert done.code == 0, done.output[-2000:]
+    assert "note: 2 Ray pod(s) run an older spec than the settings'" in done.stderr
+    assert "`invoke ray.deploy` restarts Ray with the new one" in done.stderr
+    assert not any(c["argv"][1:3] == ["delete", "pods"] for c in cloud.calls()[before:] if c["tool"] == "kubectl")
+    restarted = cloud.invoke("ray.deploy", "--yes")
+    assert restarted.code == 0, restarted.output[-2000:]
+    assert "2 of Ray's pods were started from another spec" in restarted.stderr
+    again = cloud.invoke("up", "--resize", "--yes")
+    assert again.code == 0 and "older spec" not in again.stderr, again.output[-2000:]

@@ -440,3 +440,12 @@ def test_ray_chart_one_hugging_face_cache_for_pods_and_jobs():
     from nemo_rl_gke import podpaths
 
     assert raychart.values(settings())["data"]["hfHome"] == podpaths.HF_HOME == "/data/huggingface"
+
+
+# ---- the pod-template hash: what ray.deploy compares to find pods KubeRay left on an older spec ------------
+@pytest.mark.parametrize(("gpu", "mode", "nodes"), VARIANTS)
+def test_ray_chart_every_pod_template_carries_the_values_hash(gpu, mode, nodes):
+    rc = raycluster(rendered(gpu, mode, nodes))
+    wanted = raychart.values(settings(gpu, mode, nodes))["podTemplateHash"]
+    for template in (rc["spec"]["headGroupSpec"]["template"], worker_group(rc)["template"]):
+        assert template["metadata"]["annotations"][raychart.POD_TEMPLATE_HASH] == wanted

@@ -129,3 +129,25 @@ def test_raychart_rejects_autopilot_head_memory_above_the_ratio():
 
 def test_raychart_expected_gpus_is_nodes_times_eight():
     assert raychart.expected_gpus(settings(GPU_NODES=3)) == 24
+
+
+# ---- the pod-template hash ------------------------------------------------------------------------------
+def _hash(**overrides) -> str:
+    return str(raychart.values(settings(**overrides))["podTemplateHash"])
+
+
+def test_pod_template_hash_ignores_the_worker_count_kuberay_reconciles_without_a_restart():
+    assert _hash(GPU_NODES=1) == _hash(GPU_NODES=4)
+
+
+@pytest.mark.parametrize("change", [{"GPU_TYPE": "h200"}, {"CLUSTER_MODE": "autopilot"},
+                                    {"HF_TOKEN": "hf_othertoken123456"},
+                                    {"WANDB_API_KEY": "0123456789abcdef0123456789abcdef01234567"}])
+def test_pod_template_hash_changes_with_what_the_pods_are_made_from(change):
+    assert _hash(**change) != _hash()
+
+
+def test_pod_template_hash_changes_with_the_head_size_and_never_holds_a_token():
+    s = settings(HF_TOKEN="hf_secretvalue1234")
+    assert raychart.values(s, head_cpu=10)["podTemplateHash"] != raychart.values(s)["podTemplateHash"]
+    assert "secretvalue" not in raychart.values_yaml(s)

@@ -90,7 +90,6 @@ def upgrade(ctx: Ctx) -> int:
         release,
         values,
         ready_in=INSTALL_SECONDS - HELM_CALL_SECONDS,
-        changed=old is None or old["values"] != values,
     )
     verb = "upgraded" if old else "has been installed"
     ctx.out(

@@ -19,7 +19,7 @@ import os
 import time
 from typing import Any
 
-from ..core import Ctx, Fail, pod_command, time_scale
+from ..core import Ctx, Fail, command, pod_command, time_scale
 from .kubectl_objects import key_of, with_status
 
 GPU = "nvidia.com/gpu"
@@ -95,14 +95,22 @@ def unschedulable(capacity: int) -> dict[str, str]:
     return {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
 
 
-def _pod(name: str, namespace: str, labels: dict[str, str], container: str, gpus: int) -> dict[str, Any]:
+def _pod(name: str, namespace: str, labels: dict[str, str], container: str, gpus: int,
+         annotations: dict[str, str]) -> dict[str, Any]:
     limits = {GPU: str(gpus)} if gpus else {}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "metadata": {"name": name, "namespace": namespace, "labels": labels, "annotations": dict(annotations)},
         "spec": {"containers": [{"name": container, "resources": {"limits": limits}}]},
     }
+
+
+# The chart's pod templates carry it (tests/manifests checks the rendered chart); KubeRay copies a template's
+# annotations to the pods it makes from it.
+POD_TEMPLATE_HASH = "nemo-rl-gke/pod-template-hash"
+RESTART_DELETE_SECONDS = 10  # a Ray pod's shutdown after the delete (ours; FACTS §6 has no figure)
+RESTART_READY_SECONDS = 120  # a recreated Ray pod Ready again: its node and image are already there (ours)
 
 
 def sync(
@@ -113,9 +121,13 @@ def sync(
     values: dict[str, Any],
     *,
     ready_in: float,
-    changed: bool,
 ) -> None:
-    """Make the RayCluster and its pods match the release's values (new pods Ready after ready_in × scale)."""
+    """Make the RayCluster and its pods match the release's values as KubeRay v1.4.2 does: only the worker count
+    is reconciled (workers added, or the extra ones deleted); a running pod is never restarted for a new
+    template (image, resources, annotations), so it keeps the spec it was made with. A missing head or worker
+    is made from the current template, Ready after ready_in × scale. (Our simplification: a pod that can never
+    start, for a missing Secret or claim or no free GPU node, is made again at each sync instead of being
+    scheduled later by Kubernetes.)"""
     skind = f"k8s:{context}"
     cluster = cluster_name(release, values)
     worker = values.get("worker") or {}
@@ -124,10 +136,14 @@ def sync(
     gpus = int(worker.get("gpus", 8))
     capacity = gpu_capacity(ctx, context)
     ready_at = time.time() + ready_in * time_scale()
+    annotations = {POD_TEMPLATE_HASH: str(values["podTemplateHash"])} if values.get("podTemplateHash") else {}
     with ctx.state.locked():
+        key = key_of("RayCluster", namespace, cluster)
+        generation = int((ctx.state.get(skind, key) or {}).get("_generation", 0))
+        template = {"metadata": {"annotations": annotations}}
         ctx.state.put(
             skind,
-            key_of("RayCluster", namespace, cluster),
+            key,
             {
                 "apiVersion": "ray.io/v1",
                 "kind": "RayCluster",
@@ -138,48 +154,40 @@ def sync(
                 },
                 "spec": {
                     "rayVersion": values.get("rayVersion"),
-                    "workerGroupSpecs": [{"groupName": group, "replicas": replicas}],
+                    "headGroupSpec": {"template": template},
+                    "workerGroupSpecs": [{"groupName": group, "replicas": replicas, "template": template}],
                 },
                 "_release": release,
+                "_generation": generation,
             },
         )
         ctx.state.put(skind, key_of("Service", namespace, f"{cluster}-head-svc"), _head_service(cluster, namespace,
                                                                                                   release))
         blocker = _blocker(ctx, skind, namespace, values)
-        wanted = [
-            (
-                f"{cluster}-head-{_suffix(cluster, 'head')}",
-                _labels(cluster, "head", "headgroup"),
-                "ray-head",
-                0,
-            )
-        ]
-        wanted += [
-            (
-                f"{cluster}-{group}-worker-{_suffix(cluster, group, i)}",
-                _labels(cluster, "worker", group),
-                "ray-worker",
-                gpus,
-            )
-            for i in range(replicas)
-        ]
-        existing = {
-            o["metadata"]["name"]: o
+        existing = [
+            o
             for o in ctx.state.list(skind)
             if o.get("kind") == "Pod"
             and o["metadata"].get("labels", {}).get("ray.io/cluster") == cluster
             and o["metadata"].get("namespace") == namespace
-        }
-        for name in set(existing) - {w[0] for w in wanted}:
-            ctx.state.delete(skind, key_of("Pod", namespace, name))
-        workers_placed = 0
+        ]
+        kept = sorted((o for o in existing if not o.get("_never_ready")), key=lambda o: o["metadata"]["name"])
+        heads = [o for o in kept if o["metadata"]["labels"].get("ray.io/node-type") == "head"][:1]
+        workers = [o for o in kept if o["metadata"]["labels"].get("ray.io/node-type") == "worker"][:replicas]
+        for pod in existing:
+            if pod not in heads and pod not in workers:
+                ctx.state.delete(skind, key_of("Pod", namespace, pod["metadata"]["name"]))
+        taken = {o["metadata"]["name"] for o in heads + workers}
+        tail = (generation,) if generation else ()  # pods made again after a restart get new names, as KubeRay's
+        wanted = [] if heads else [
+            (f"{cluster}-head-{_suffix(cluster, 'head', *tail)}", _labels(cluster, "head", "headgroup"), "ray-head", 0)
+        ]
+        new_workers = [f"{cluster}-{group}-worker-{_suffix(cluster, group, i, *tail)}" for i in range(2 * replicas)]
+        new_workers = [name for name in new_workers if name not in taken][:replicas - len(workers)]
+        wanted += [(name, _labels(cluster, "worker", group), "ray-worker", gpus) for name in new_workers]
+        workers_placed = len(workers)
         for name, labels, container, pod_gpus in wanted:
-            old = existing.get(name)
-            if old is not None and not changed and not old.get("_never_ready"):
-                if pod_gpus:
-                    workers_placed += 1
-                continue
-            pod = _pod(name, namespace, labels, container, pod_gpus)
+            pod = _pod(name, namespace, labels, container, pod_gpus, annotations)
             pod["_ready_at"] = ready_at
             if blocker is not None:
                 pod["_never_ready"] = True
@@ -190,6 +198,58 @@ def sync(
             elif pod_gpus:
                 workers_placed += 1
             ctx.state.put(skind, key_of("Pod", namespace, name), pod)
+
+
+def _delete_pods(ctx: Ctx) -> int:
+    """`kubectl delete pods NAME… | --selector=S`: gone once kubectl returns (its --wait); KubeRay then makes the
+    Ray pods of an existing RayCluster again, from its current templates (new names)."""
+    from .kubectl_objects import list_objects, namespace_of, store_kind
+
+    skind = store_kind(ctx)
+    namespace = namespace_of("Pod", None, ctx)
+    selector = str(ctx.flag("--selector", ""))
+    if not ctx.positionals and not selector:
+        raise Fail(1, "error: resource(s) were provided, but no name was specified")
+    names = list(ctx.positionals) or [o["metadata"]["name"] for o in list_objects(ctx, "Pod", namespace, selector)]
+    ctx.work(RESTART_DELETE_SECONDS if names else 0)
+    context = str(ctx.flag("--context"))
+    clusters: set[str] = set()
+    code = 0
+    for name in names:
+        pod = ctx.state.get(skind, key_of("Pod", namespace, name))
+        if pod is not None and ctx.state.delete(skind, key_of("Pod", namespace, name)):
+            ctx.out(f'pod "{name}" deleted')
+            cluster = (pod["metadata"].get("labels") or {}).get("ray.io/cluster")
+            if cluster:
+                clusters.add(cluster)
+        elif not ctx.flag("--ignore-not-found"):
+            ctx.err(f'Error from server (NotFound): pods "{name}" not found')
+            code = 1
+    if not names:
+        ctx.err("No resources found")
+    for cluster in sorted(clusters):
+        made_again(ctx, context, namespace, cluster)
+    return code
+
+
+for _word in ("pods", "pod", "po"):
+    command("kubectl", "delete", _word, mutating=True, latency=0)(_delete_pods)
+
+
+def made_again(ctx: Ctx, context: str, namespace: str, cluster: str) -> None:
+    """KubeRay's answer to deleted Ray pods: the RayCluster's head and workers again, from its current spec."""
+    skind = f"k8s:{context}"
+    with ctx.state.locked():
+        raycluster = ctx.state.get(skind, key_of("RayCluster", namespace, cluster))
+        if raycluster is None:
+            return
+        release = raycluster.get("_release", cluster)
+        helm_release = ctx.state.get(f"helm:{context}", f"{namespace}/{release}")
+        if helm_release is None:
+            return
+        raycluster["_generation"] = int(raycluster.get("_generation", 0)) + 1
+        ctx.state.put(skind, key_of("RayCluster", namespace, cluster), raycluster)
+    sync(ctx, context, namespace, release, helm_release["values"], ready_in=RESTART_READY_SECONDS)
 
 
 # The head container's ports in our chart (manifests/ray-cluster/templates/raycluster.yaml); KubeRay's head
