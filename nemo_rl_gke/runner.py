@@ -34,11 +34,19 @@ TRANSIENT = re.compile(
     r"|try again later|try again once it('s| is) done|the object has been modified"
     r"|operation .{0,80} (is )?(already )?in progress|currently (being )?(updated|modified|in use by another operation)"
     r"|currently being created, deleted, updated or repaired"
-    r"|TLS handshake timeout|connection reset by peer|i/o timeout|the server is currently unable",
+    r"|TLS handshake timeout|connection reset by peer|i/o timeout|the server is currently unable"
+    # gcloud's own words for a 5xx: compute's "Could not fetch resource: - The service is currently unavailable."
+    # and "Internal error. Please try again", apitools' "HttpError accessing <URL>: response: <{'status': '503'"
+    r"|service is currently unavailable|Internal error\. Please try again|backendError"
+    r"|'status': '?(429|500|502|503|504)\b",
     re.IGNORECASE,
 )
 ALREADY_EXISTS = re.compile(r"already exists|alreadyExists|AlreadyExists", re.IGNORECASE)
-NOT_FOUND = re.compile(r"not found|notFound|NotFound|was not found|does not exist|404", re.IGNORECASE)
+# 404 as a word: not the digits of an operation id (operation-1733404912345-…) or of a project number.
+NOT_FOUND = re.compile(r"not found|notFound|NotFound|was not found|does not exist|\b404\b", re.IGNORECASE)
+# gcloud's multi-scope lists (`compute networks subnets list`, `compute addresses list`) exit 0 with what they
+# got, and only warn, when a request of theirs failed (a 503, a rate limit): their list is then incomplete.
+INCOMPLETE_LIST = "Some requests did not succeed"
 
 
 # The longest the runner sleeps in one go while waiting, so Ctrl-C and progress stay prompt.
@@ -73,6 +81,11 @@ class Result:
     @property
     def not_found(self) -> bool:
         return self.exit_code != 0 and bool(NOT_FOUND.search(self.stderr))
+
+    @property
+    def complete(self) -> bool:
+        """Succeeded with the whole answer: not a gcloud list that exited 0 after a failed request of its own."""
+        return self.ok and INCOMPLETE_LIST not in self.stderr
 
 
 @dataclass

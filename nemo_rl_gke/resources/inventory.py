@@ -338,8 +338,10 @@ def _ask(r: Runner, argv: list[str], missing_ok: bool) -> Items | None:
     result = r.query(argv, ok_codes=range(256))
     if result is None:
         return None
-    if result.ok:
+    if result.complete:
         return parse_items(result.stdout)
+    if result.ok:  # exit 0, but a request failed: not an answer (each step then asks for itself)
+        return None
     return [] if missing_ok and result.not_found else None
 
 

@@ -190,8 +190,12 @@ def scan(r: Runner, s: Settings, steps: Sequence[Any], *, kept: Sequence[Any] = 
             if items is None and snapshot is not None:
                 items = snapshot.listed(r, item.kind)  # the lists the checks by name just read
             if items is None:
-                result = r.query(item.argv)
-                if result is None or not result.ok:
+                result = r.query(item.argv, ok_codes=range(256))
+                if result is None or result.not_found:  # its scope is gone (a network's peerings): none left
+                    return []
+                if not result.complete:  # a scan that could not list says so: never "nothing left" by silence
+                    said = (result.stderr.strip().splitlines() or [f"exit {result.exit_code}"])
+                    warnings.append(f"could not list {item.kind}s: {' '.join(said[:2])[:200]}")
                     return []
                 items = parse_items(result.stdout)
         except Exception as exc:  # noqa: BLE001 - a scan that cannot list says so and goes on

@@ -210,5 +210,9 @@ def _teardown_outcome(r: Runner, s: Settings, what: str, result: Scan, failure: 
         line = _bucket_line(s)
         if line:
             r.say(line, err=True)
-    tail = " except what is kept on purpose (above)." if kept else "."
-    r.say(f"{what}: nothing of ours is left{tail}", err=True)
+    tail = " except what is kept on purpose (above)" if kept else ""
+    if result.warnings:  # a list that could not be read is no proof that nothing is left
+        r.say(f"{what}: nothing of ours was found{tail}, but {len(result.warnings)} check(s) could not be read "
+              f"(marked ? above): `invoke status` looks again.", err=True)
+        return
+    r.say(f"{what}: nothing of ours is left{tail}.", err=True)

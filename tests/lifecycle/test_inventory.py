@@ -240,3 +240,31 @@ def test_a_layers_teardown_scans_that_layer_only(cloud):
     gcloud_lists = [w.split(" --")[0] for w in calls if w.startswith("gcloud") and " list" in w]
     assert gcloud_lists == ["gcloud container clusters list"] * 2, calls  # the teardown's, then the scan's
     assert "helm uninstall" in " ".join(calls) and len(calls) <= 6, calls
+
+
+@pytest.mark.parametrize("kind", ["compute networks subnets list", "compute addresses list"])
+def test_inventory_a_list_that_exits_0_after_a_failed_request_is_no_answer(cloud, kind):
+    # Real gcloud: these two lists warn "Some requests did not succeed" and exit 0 with what they got (here
+    # nothing) on a 503 of their own. Read as "none exist", `down` skipped the nine subnets (or the range), and
+    # the network's delete then failed on them (or the range stayed behind unseen).
+    _ok(cloud.invoke("up", "--yes"), "up")
+    before = len(cloud.calls())
+    done = _ok(cloud.invoke("down", "--yes", "--delete-data", FAKECLOUD_FAIL=f"{kind}:1:transient"), "down")
+    answered = [c for c in cloud.calls()[before:] if _words(c).startswith(f"gcloud {kind}")]
+    assert answered[0]["exit"] == 0  # the failed list, as gcloud gives it
+    assert cloud.resources() == {}, sorted(cloud.resources())
+    assert "nothing of ours is left" in done.stderr, done.stderr[-2000:]
+
+
+
+def test_leftover_scan_that_cannot_read_a_list_says_so_instead_of_nothing_is_left(cloud):
+    _ok(cloud.invoke("up", "--yes"), "up")
+    # Every subnets list answers as gcloud does after a 503: exit 0, nothing, a warning. The steps then ask
+    # each subnet by describe and delete them; the scan has no list to check with.
+    done = _ok(cloud.invoke("down", "--yes", "--delete-data",
+                            FAKECLOUD_FAIL="compute networks subnets list:99:transient"), "down")
+    assert cloud.resources() == {}, sorted(cloud.resources())
+    assert "? could not list subnets: WARNING: Some requests did not succeed." in done.stderr, done.stderr[-2000:]
+    assert "nothing of ours is left" not in done.stderr
+    assert "down: nothing of ours was found except what is kept on purpose (above), but 1 check(s) could not be " \
+           "read" in done.stderr

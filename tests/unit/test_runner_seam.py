@@ -143,7 +143,16 @@ REAL_TRANSIENT_ERRORS = {
     "k8s 429": "Error from server (TooManyRequests): the server has received too many requests and has asked us to "
                "try again later",
     "helm busy": "Error: UPGRADE FAILED: another operation (install/upgrade/rollback) is in progress",
-    "5xx": "ERROR: (gcloud.compute.networks.create) HttpError 503: Service Unavailable; code=503",
+    # gcloud 528's words for a 503 and a 500, by API (the real gcloud answering a local server):
+    "compute 503": "ERROR: (gcloud.compute.networks.create) Could not fetch resource:\n - The service is currently "
+                   "unavailable.",
+    "compute 500": "ERROR: (gcloud.compute.networks.create) Could not fetch resource:\n - Internal error. Please try "
+                   "again or contact Google Support. (Code: '5C2B1A0E')",
+    "apitools 503": "ERROR: (gcloud.lustre.instances.create) HttpError accessing <https://lustre.googleapis.com/v1/"
+                    "projects/p/locations/l/instances?alt=json>: response: <{'status': '503', 'content-type': "
+                    "'application/json; charset=UTF-8'}>, content <{ \"error\": { \"code\": 503 } }>",
+    "gke 503": "ERROR: (gcloud.container.clusters.create) ResponseError: code=503, message=The service is "
+               "currently unavailable.",
 }
 REAL_PERMANENT_ERRORS = {
     "bad flag": "ERROR: (gcloud.container.clusters.create) INVALID_ARGUMENT: unrecognized arguments: --bogus",
@@ -152,6 +161,27 @@ REAL_PERMANENT_ERRORS = {
     "forbidden": "Error from server (Forbidden): pods is forbidden: User cannot list resource",
     "not found": "ERROR: (gcloud.lustre.instances.describe) NOT_FOUND: Resource not found",
 }
+
+
+@pytest.mark.parametrize(("stderr", "gone"), [
+    ("ERROR: (gcloud.container.clusters.delete) ResponseError: code=404, message=Not found: cluster c.", True),
+    ("ERROR: (gcloud.lustre.instances.delete) HttpError accessing <https://x>: response: <{'status': '404'}>", True),
+    ("ERROR: (gcloud.container.clusters.delete) ResponseError: code=400, message=Operation "
+     "operation-1733404912345-9d1 is currently upgrading cluster c. Please wait and try again once it is done.", False),
+    ("ERROR: (gcloud.services.vpc-peerings.delete) The operation \"operations/pssn.p24-123404567-abc\" resulted in a "
+     "failure \"Failed to delete connection\"", False),
+])
+def test_not_found_is_404_as_a_word_never_digits_of_an_operation_or_project_number(stderr, gone):
+    from nemo_rl_gke.runner import Result
+
+    assert Result([], 1, "", stderr).not_found is gone
+
+
+def test_a_gcloud_list_that_exit_0_after_a_failed_request_is_not_complete():
+    from nemo_rl_gke.runner import Result
+
+    warned = "WARNING: Some requests did not succeed.\n - The service is currently unavailable.\n"
+    assert (Result([], 0, "[]", warned).complete, Result([], 0, "[]", "").complete) == (False, True)
 
 
 @pytest.mark.parametrize("stderr", list(REAL_TRANSIENT_ERRORS.values()), ids=list(REAL_TRANSIENT_ERRORS))
