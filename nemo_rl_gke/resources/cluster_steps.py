@@ -8,7 +8,7 @@ from typing import Any
 
 from .. import names, render
 from ..commands import gcloud, kubectl
-from ..runner import Runner
+from ..runner import ALREADY_EXISTS, Runner
 from ..settings import Settings
 from ..steps import Action, Step
 from . import net_steps as net
@@ -110,29 +110,97 @@ def listed_bodies(r: Runner, s: Settings, steps: Any) -> dict[str, dict[str, Any
     return {CLUSTER: found, **({GPU_POOL: pool} if pool is not None else {})}
 
 
+# GKE goes on creating a cluster or node pool after the gcloud that asked is gone (Ctrl-C, a lost laptop): an
+# interrupted `up` leaves it PROVISIONING. It exists only once it can be used; until then its create answers
+# 409 "Already exists" and waits for it. RECONCILING (an upgrade) and DEGRADED still serve; ERROR and STOPPING
+# never become ready by waiting.
+USABLE = {"cluster": ("RUNNING", "RECONCILING", "DEGRADED"), "node pool": ("RUNNING", "RUNNING_WITH_ERROR",
+                                                                            "RECONCILING")}
+HOPELESS_STATES = ("ERROR", "STOPPING")
+SETTLE_TIMEOUT_SECONDS = 3600
+
+
+def _usable(kind: str, body: dict[str, Any] | None) -> bool:
+    return body is not None and str(body.get("status") or "RUNNING") in USABLE[kind]
+
+
+def _describe_status(r: Runner, argv: list[str]) -> dict[str, Any] | None:
+    result = r.query(argv)
+    if result is None or result.not_found:
+        return None
+    if not result.ok:
+        raise r.failure(result)
+    body: dict[str, Any] = json.loads(result.stdout or "{}")
+    return body
+
+
+def _usable_check(kind: str, describe: list[str]) -> Any:
+    return lambda r: _usable(kind, _describe_status(r, describe))
+
+
+def _create_and_settle(kind: str, title: str, create: list[str], describe: list[str], fix: str) -> Action:
+    """Create; when it already exists (an earlier run's create goes on in GKE), wait until it can be used."""
+    from ..tools import ToolError
+
+    def run(r: Runner) -> str | None:
+        result = r.run(create, accept=ALREADY_EXISTS, timeout=3600)
+        if not result.already_exists:
+            return None
+        seen: dict[str, str] = {}
+
+        def usable() -> bool:
+            body = _describe_status(r, describe)
+            seen["status"] = status = str((body or {}).get("status") or "NOT_FOUND")
+            if status in HOPELESS_STATES or body is None:
+                said = str((body or {}).get("statusMessage") or "")
+                raise ToolError(f"{title} is {status}{': ' + said if said else ''}; {fix}", 1)
+            return _usable(kind, body)
+
+        if not usable():
+            r.say(f"{title} is {seen['status']}: an earlier run's create goes on in GKE; waiting for it", err=True)
+            if not r.poll(f"{title} ready", usable, timeout=SETTLE_TIMEOUT_SECONDS):
+                raise ToolError(f"{title} still {seen['status']} after {SETTLE_TIMEOUT_SECONDS // 60} minutes; "
+                                f"run `invoke up` again to keep waiting.", 1)
+        return "exists"
+
+    return run
+
+
 def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
     inv = inventory or Inventory(s)
     mode = "Autopilot" if s.autopilot else "Standard"
 
-    def pool_listed(items: list[dict[str, Any]]) -> bool:
+    def listed_pool(items: list[dict[str, Any]]) -> dict[str, Any] | None:
         found = inv.cluster(items)
-        return found is not None and any(p.get("name") == names.GPU_POOL for p in found.get("nodePools") or [])
+        return next((p for p in (found or {}).get("nodePools") or [] if p.get("name") == names.GPU_POOL), None)
+
+    def pool_listed(items: list[dict[str, Any]]) -> bool:
+        return _usable("node pool", listed_pool(items))
 
     nccl_word, nccl_namespace = "daemonset", kubectl.NCCL_INSTALLER[s.CLUSTER_MODE][1]
     out = [
         Step(CLUSTER, f"{mode} cluster {s.CLUSTER_NAME}",
-             inv.check(CLUSTER, "cluster", lambda items: inv.cluster(items) is not None,
-                       check(gcloud.cluster_describe(s))),
-             creator(gcloud.cluster_create(s), timeout=3600), deleter(gcloud.cluster_delete(s)),
-             deps=(net.MAIN,), create_seconds=540 if s.autopilot else 420, delete_seconds=300),
+             inv.check(CLUSTER, "cluster", lambda items: _usable("cluster", inv.cluster(items)),
+                       _usable_check("cluster", gcloud.cluster_describe(s))),
+             _create_and_settle("cluster", f"cluster {s.CLUSTER_NAME}", gcloud.cluster_create(s),
+                                gcloud.cluster_describe(s), "`invoke clean.cluster` deletes it (`gcloud container "
+                                "operations list` says what went wrong), then `invoke up`"),
+             deleter(gcloud.cluster_delete(s)), deps=(net.MAIN,),
+             present=inv.check(CLUSTER, "cluster", lambda items: inv.cluster(items) is not None,
+                               check(gcloud.cluster_describe(s))),
+             create_seconds=540 if s.autopilot else 420, delete_seconds=300),
         Step(CREDENTIALS, f"credentials for {s.CLUSTER_NAME}", lambda r: False, _credentials(s, inv), None,
              deps=(CLUSTER,), always=True, mutating=False, parent=CLUSTER, create_seconds=2),
     ]
     if not s.autopilot:
         # Autopilot provisions GPU nodes from the pods' selectors; Standard needs the pool with its NICs.
         out.append(Step(GPU_POOL, f"GPU node pool {names.GPU_POOL} ({s.GPU_NODES} × {s.gpu.machine_type})",
-                        inv.check(GPU_POOL, "cluster", pool_listed, check(gcloud.node_pool_describe(s))),
-                        creator(gcloud.node_pool_create(s), timeout=3600),
+                        inv.check(GPU_POOL, "cluster", pool_listed,
+                                  _usable_check("node pool", gcloud.node_pool_describe(s))),
+                        _create_and_settle("node pool", f"GPU node pool {names.GPU_POOL}", gcloud.node_pool_create(s),
+                                           gcloud.node_pool_describe(s), "`gcloud container node-pools delete "
+                                           f"{names.GPU_POOL} --cluster={s.CLUSTER_NAME} --location={s.region}` "
+                                           "deletes it, then `invoke up`"),
                         # Deleted with the cluster: a separate 4-minute pool delete first would only add time.
                         None, deps=(CLUSTER, *net.SUBNET_STEPS), parent=CLUSTER, create_seconds=600,
                         delete_seconds=240))

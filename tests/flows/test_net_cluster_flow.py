@@ -134,3 +134,39 @@ def test_fake_cluster_delete_whose_client_is_gone_removes_cluster_and_pool_toget
         os.close(write)
     state = fake.resources()
     assert ("cluster" in state, "nodepool" in state) == (False, False)
+
+
+@pytest.mark.parametrize("kind", ["cluster", "node pool"])
+def test_rerun_after_an_interrupted_create_waits_for_gke_instead_of_failing(fake, kind):
+    """A create interrupted after GKE took it (Ctrl-C, a closed laptop) goes on in GKE: the cluster or pool is
+    PROVISIONING when `up` runs again. That run must wait for it, not count it done and fail on the next step
+    ("Operation ... is currently creating cluster") nor create it twice."""
+    import signal
+    import subprocess
+    import time
+
+    from nemo_rl_gke.commands import gcloud
+    from nemo_rl_gke.settings import load
+    from support.fake import FAKE_BIN
+
+    scale = {"FAKECLOUD_TIME_SCALE": "0.005"}  # cluster 2.1 s, pool 3 s
+    assert fake.invoke("net.create", **scale).code == 0
+    if kind == "node pool":
+        assert fake.invoke("cluster.create", "--gpu=b200", FAKECLOUD_FAIL="node-pools create:1:permanent",
+                           **scale).code != 0
+    s = load(allow_example=False, cwd=fake.workdir, environ={})
+    argv = gcloud.cluster_create(s) if kind == "cluster" else gcloud.node_pool_create(s)
+    asked = subprocess.Popen([str(FAKE_BIN / "gcloud"), *argv[1:]], env={**fake.process_env(), **scale},
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    asked.send_signal(signal.SIGKILL)
+    asked.wait()
+    states = {"cluster": "cluster", "node pool": "nodepool"}
+    (made,) = fake.resources()[states[kind]].values()
+    assert made["status"] == "PROVISIONING"
+
+    done = fake.invoke("cluster.create", "--gpu=b200", **scale)
+    assert done.code == 0, done.output[-3000:]
+    title = f"cluster {s.CLUSTER_NAME}" if kind == "cluster" else "GPU node pool gpu-pool"
+    assert f"{title} is PROVISIONING: an earlier run's create goes on in GKE; waiting for it" in done.stderr
+    assert len(fake.resources()["cluster"]) == 1 and len(fake.resources()["nodepool"]) == 1

@@ -11,12 +11,11 @@ from ..core import (
     Ctx,
     Fail,
     command,
-    create_resource,
     delete_resource,
-    describe_resource,
     gcloud_error,
     public,
     require,
+    time_scale,
 )
 from .gcloud_filter import filtered
 
@@ -52,7 +51,32 @@ def _create(ctx: Ctx, autopilot: bool) -> None:
            "addons": str(ctx.flag("--addons", "")).split(",") if ctx.flag("--addons") else [],
            "workloadPool": ctx.flag("--workload-pool", f"{ctx.project}.svc.id.goog" if autopilot else None),
            "endpoint": kubeconfig.new_endpoint(ctx, _cluster_key(ctx, name))}
-    create_resource(ctx, "cluster", _cluster_key(ctx, name), obj, _cluster_path(ctx, name))
+    _create_provisioning(ctx, "cluster", _cluster_key(ctx, name), obj, _cluster_path(ctx, name))
+
+
+def _create_provisioning(ctx: Ctx, kind: str, key: str, obj: dict, what: str) -> None:
+    """GKE's create: the object exists at once, PROVISIONING, and becomes RUNNING when its operation ends,
+    whether or not the gcloud that asked is still there to wait (Ctrl-C does not stop GKE). A second create
+    answers 409, as GKE does."""
+    import time
+
+    with ctx.state.locked():
+        if ctx.state.get(kind, key) is not None:
+            raise Fail(1, gcloud_error(ctx, f"ResponseError: code=409, message=Already exists: {what}."))
+        obj.update(status="PROVISIONING", _ready_at=time.time() + ctx.latency * time_scale(),
+                   creationTimestamp=time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()), _created=time.time())
+        ctx.state.put(kind, key, obj)
+    ctx.work()
+    ctx.err(f"Created [{what}].")
+
+
+def with_status(obj: dict) -> dict:
+    """The object as the API shows it now: RUNNING once its create's operation has ended."""
+    import time
+
+    if obj.get("status") == "PROVISIONING" and time.time() >= float(obj.get("_ready_at") or 0):
+        return {**obj, "status": "RUNNING"}
+    return obj
 
 
 @command("gcloud", "container", "clusters", "create", mutating=True, latency=420)
@@ -67,8 +91,8 @@ def cluster_create_auto(ctx: Ctx) -> None:
 
 def _cluster_view(ctx: Ctx, key: str, cluster: dict) -> dict:
     """A cluster as the API shows it: with its node pools (GKE's Cluster carries `nodePools`)."""
-    pools = [public(p) for k, p in sorted(ctx.state.items("nodepool").items()) if k.startswith(key + "/")]
-    return {**public(cluster), "nodePools": pools,
+    pools = [public(with_status(p)) for k, p in sorted(ctx.state.items("nodepool").items()) if k.startswith(key + "/")]
+    return {**public(with_status(cluster)), "nodePools": pools,
             "selfLink": f"https://container.googleapis.com/v1/projects/{cluster['project']}/locations/"
                         f"{cluster['location']}/clusters/{cluster['name']}"}
 
@@ -138,6 +162,11 @@ def node_pool_create(ctx: Ctx) -> None:
     if cluster["autopilot"]["enabled"]:
         raise Fail(1, gcloud_error(ctx, "ResponseError: code=400, message=This operation is not supported on "
                                         "Autopilot clusters."))
+    if with_status(cluster)["status"] == "PROVISIONING":
+        operation = f"operation-{int(cluster['_created'])}-fake"
+        raise Fail(1, gcloud_error(ctx, f"ResponseError: code=400, message=Operation {operation} is currently "
+                                        f"creating cluster {cluster['name']}. Please wait and try again once it is "
+                                        f"done."))
     networks = []
     for spec in ctx.multi.get("--additional-node-network", []):
         parts = dict(kv.split("=", 1) for kv in spec.split(","))
@@ -159,14 +188,16 @@ def node_pool_create(ctx: Ctx) -> None:
     from .gcloud_resize import group_url  # one managed instance group per zone holds the nodes
 
     obj["instanceGroupUrls"] = [group_url(ctx.project, z, str(ctx.flag("--cluster")), name) for z in obj["locations"]]
-    create_resource(ctx, "nodepool", _pool_key(ctx, name), obj, f"{_cluster_path(ctx, str(ctx.flag('--cluster')))}"
-                                                               f"/nodePools/{name}")
+    _create_provisioning(ctx, "nodepool", _pool_key(ctx, name), obj,
+                         f"{_cluster_path(ctx, str(ctx.flag('--cluster')))}/nodePools/{name}")
 
 
 @command("gcloud", "container", "node-pools", "describe", latency=1)
 def node_pool_describe(ctx: Ctx) -> None:
     name = ctx.positionals[0]
-    describe_resource(ctx, "nodepool", _pool_key(ctx, name), f"nodePools/{name}")
+    pool = require(ctx, "nodepool", _pool_key(ctx, name), f"nodePools/{name}")
+    ctx.work()
+    ctx.emit(public(with_status(pool)))
 
 
 @command("gcloud", "container", "node-pools", "list", latency=1)
@@ -175,7 +206,8 @@ def node_pool_list(ctx: Ctx) -> None:
     cluster = str(ctx.flag("--cluster") or "")
     require(ctx, "cluster", _cluster_key(ctx, cluster), _cluster_path(ctx, cluster))
     prefix = f"{ctx.project}/{_location(ctx)}/{cluster}/"
-    ctx.emit(filtered(ctx, [public(p) for k, p in ctx.state.items("nodepool").items() if k.startswith(prefix)]))
+    ctx.emit(filtered(ctx, [public(with_status(p)) for k, p in ctx.state.items("nodepool").items()
+                            if k.startswith(prefix)]))
 
 
 @command("gcloud", "container", "node-pools", "delete", mutating=True, latency=240)
