@@ -101,7 +101,8 @@ def estimate(s: Settings, prices: Prices | None = None) -> Estimate:
         lines.append(CostLine("CPU capacity", f"Ray head and system pods, about 1 × {CPU_POOL_MACHINE}",
                               cpu_rate, "cluster"))
     else:
-        lines.append(CostLine("CPU pool", f"1 × {CPU_POOL_MACHINE} (autoscales to 5)", cpu_rate, "cluster"))
+        lines.append(CostLine("CPU pool", f"1 × {CPU_POOL_MACHINE} in {s.zone} (autoscales to 5)", cpu_rate,
+                              "cluster"))
     lines.append(CostLine("GPU nodes", f"{s.GPU_NODES} × {gpu_machine} ({how}) at {money(gpu_rate)}/h",
                           s.GPU_NODES * gpu_rate, "gpu"))
     lustre_rate = float(prices["lustre_per_gib_hour"][s.LUSTRE_THROUGHPUT])

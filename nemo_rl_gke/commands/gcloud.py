@@ -81,8 +81,12 @@ def cluster_create(s: Settings) -> Argv:
         argv = ["gcloud", "container", "clusters", "create", s.CLUSTER_NAME, project_flag(s), f"--location={s.region}",
                 f"--network={s.NETWORK}", f"--workload-pool={s.PROJECT_ID}.svc.id.goog", "--enable-dataplane-v2",
                 "--enable-ip-alias", "--enable-multi-networking", "--addons=RayOperator,LustreCsiDriver",
-                "--enable-legacy-lustre-port", "--machine-type=n2-highmem-16", "--num-nodes=1",
-                "--enable-autoscaling", "--min-nodes=1", "--max-nodes=5"]
+                "--enable-legacy-lustre-port", "--machine-type=n2-highmem-16",
+                # --num-nodes, --min-nodes and --max-nodes count per zone, and a regional cluster's default pool
+                # spans three zones unless told: 3 CPU nodes (up to 15) where the Ray head needs one. In the GPU
+                # zone, the head also sits beside its workers and Lustre (no cross-zone hops for /data).
+                f"--node-locations={s.zone}", "--num-nodes=1", "--enable-autoscaling", "--min-nodes=1",
+                "--max-nodes=5"]
     if s.GKE_VERSION:
         argv.append(f"--cluster-version={s.GKE_VERSION}")
     return argv + [f"--labels={names.deployment_labels(s)}"]
