@@ -98,6 +98,21 @@ def lustre_state(r: Runner, s: Settings) -> dict[str, Any] | None:
     raise r.failure(result)
 
 
+def claim_users(r: Runner, s: Settings) -> list[dict[str, Any]]:
+    """The pods of the namespace that mount the Lustre claim and have not ended (their phase is not Succeeded or
+    Failed): while one does, Kubernetes keeps the claim (pvc-protection) and `kubectl delete` waits for it."""
+    result = r.query(kubectl.get(s, "pods", namespace=s.NAMESPACE), ok_codes=(0,))
+    if result is None:
+        return []
+    out = []
+    for pod in json.loads(result.stdout or "{}").get("items") or []:
+        volumes = (pod.get("spec") or {}).get("volumes") or []
+        mounts = any((v.get("persistentVolumeClaim") or {}).get("claimName") == names.LUSTRE_PVC for v in volumes)
+        if mounts and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            out.append(pod)
+    return out
+
+
 def _lustre_present(s: Settings) -> Check:
     def present(r: Runner) -> bool:
         # Any state: a CREATING instance already bills, holds the network, and must be deleted or kept.

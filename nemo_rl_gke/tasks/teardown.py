@@ -113,6 +113,7 @@ def tear_down(c: Context, s: Settings, steps: list[Step], *, delete_data: bool, 
     with deployment_lock(s, what, force=force_unlock):
         # Nothing is asked between the plan and the deletes with --yes: the export check reads beside the lists.
         present, shared, going = _teardown_plan(r, s, steps, given, what, read_ahead=delete_data and yes)
+        _add_claim_guard(r, s, steps, present)
         if going:
             context.confirm(c, question, yes=yes)
         rescan, listen = _rescan(r, s, steps, layers)
@@ -128,6 +129,48 @@ def tear_down(c: Context, s: Settings, steps: list[Step], *, delete_data: bool, 
             r.say(message, err=True)
         result = leftovers.scan(r, s, rescan, kept=kept, layers=layers)
     _teardown_outcome(r, s, what, result, failure, kept, delete_data=delete_data, delete_bucket=delete_bucket)
+
+
+def _add_claim_guard(r: Runner, s: Settings, steps: list[Step], present: dict[str, bool | None]) -> None:
+    """Give the Lustre claim's step a guard (run, like the data guards, before anything is deleted, after them in
+    step order so their refusal is said first): the claim may not go while a pod this teardown leaves mounts it.
+    In place: the list keeps what it carries (its inventory)."""
+    from dataclasses import replace
+
+    from ..resources import storage_steps
+
+    going = {step.name for step in steps}
+    if r.dry or storage_steps.PVC not in going or not present.get(storage_steps.PVC):
+        return
+    for index, step in enumerate(steps):
+        if step.name == storage_steps.PVC:
+            steps[index] = replace(step, guard=lambda runner, _consent: _claim_free_or_refuse(runner, s, going))
+
+
+def _claim_free_or_refuse(r: Runner, s: Settings, going: set[str]) -> None:
+    """A teardown that deletes the Lustre claim but not the pods mounting it (clean.storage or storage.delete with
+    Ray still deployed, or a pod of the user's): Kubernetes keeps a claim in use (pvc-protection), so kubectl's
+    delete would wait, for up to a week. Refused before anything is deleted, naming the pods and what stops them."""
+    from .. import names, prefetch
+    from ..resources import prefetch_steps, ray_steps, storage_steps
+
+    def labels(pod: dict[str, Any]) -> dict[str, str]:
+        return (pod.get("metadata") or {}).get("labels") or {}
+
+    users = storage_steps.claim_users(r, s)
+    if ray_steps.RELEASE in going:  # this teardown uninstalls Ray first
+        users = [p for p in users if labels(p).get("ray.io/cluster") != names.RAY_RELEASE]
+    if prefetch_steps.PREFETCH in going:  # and deletes the prefetch Jobs first
+        users = [p for p in users if labels(p).get("app.kubernetes.io/component") != prefetch.COMPONENT]
+    if not users:
+        return
+    pods = ", ".join(str((p.get("metadata") or {}).get("name")) for p in users[:6]) + (", …" if len(users) > 6 else "")
+    ray = any(labels(p).get("ray.io/cluster") == names.RAY_RELEASE for p in users)
+    fix = ("`invoke clean.ray --yes` first (the Ray cluster mounts /data), or `invoke down` for everything" if ray
+           else f"stop them first (`kubectl delete pod NAME --namespace={s.NAMESPACE}`)")
+    raise Exit(f"error: the Lustre claim {names.LUSTRE_PVC} is in use by {len(users)} pod(s): {pods}. Kubernetes "
+               f"keeps a claim while a pod mounts it, so its delete would wait for them (kubectl waits up to a "
+               f"week). Nothing was deleted: {fix}.", code=1)
 
 
 def _rescan(r: Runner, s: Settings, steps: list[Step], layers: tuple[str, ...]) -> tuple[list[Step], Listener]:

@@ -137,6 +137,7 @@ def test_prefetch_flow_failed_prefetch_is_said_the_driver_downloads_and_up_retri
     (again,) = jobs(fake).values()
     assert again["_outcome"] == "Complete" and again["_created"] > failed["_created"]
 
+    ok(fake.invoke("clean.ray", "--yes", **env), "clean.ray")  # the Ray pods mount the claim clean.storage deletes
     ok(fake.invoke("clean.storage", "--yes", **env), "clean.storage")
     assert jobs(fake) == {} and State(fake.state_dir).get("kubecontext", CONTEXT) is not None
 

@@ -75,3 +75,26 @@ def test_layer_creating_lustre_fixture_really_is_creating(cloud):
                           "--location=us-central1-b", f"--project={PROJECT}", "--format=value(state)"],
                          env=cloud.process_env(), capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "CREATING"
+
+
+@pytest.mark.parametrize("argv", [("clean.storage", "--yes"), ("storage.delete", "--yes")])
+def test_storage_teardown_with_ray_still_mounting_the_claim_refuses_before_any_change(cloud, argv):
+    # kubectl's delete of a claim a pod still mounts waits for the pod (pvc-protection): up to a week.
+    _up(cloud)
+    before = len(cloud.calls())
+    done = cloud.invoke(*argv)
+    assert done.code == 1, done.output[-3000:]
+    assert "the Lustre claim lustre-pvc is in use by 3 pod(s): nemo-rl-" in done.stderr
+    assert "`invoke clean.ray --yes` first" in done.stderr and "Nothing was deleted" in done.stderr
+    assert cloud.mutating_calls(since=before) == []
+    assert cloud.invoke("clean.ray", "--yes").code == 0
+    after = cloud.invoke(*argv)
+    assert after.code == 0, after.output[-3000:]
+    assert not any(k.startswith("PersistentVolumeClaim/") for k in
+                   cloud.resources().get("k8s:gke_my-nemo-project_us-central1_nemo-rl", {}))
+
+
+def test_down_deletes_the_claim_after_ray_without_refusing(cloud):
+    _up(cloud)
+    done = cloud.invoke("down", "--yes")
+    assert done.code == 0 and "in use by" not in done.stderr, done.output[-3000:]

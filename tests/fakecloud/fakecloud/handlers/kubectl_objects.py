@@ -243,12 +243,31 @@ def delete(ctx: Ctx) -> int:
     ctx.work()
     code = 0
     for kind, namespace, name in targets:
+        if kind == "PersistentVolumeClaim":
+            _claim_protection(ctx, skind, namespace, name)
         if ctx.state.delete(skind, key_of(kind, namespace, name)):
             ctx.out(f'{kind.lower()} "{name}" deleted')
         elif not ctx.flag("--ignore-not-found"):
             ctx.err(f'Error from server (NotFound): {kind.lower()}s "{name}" not found')
             code = 1
     return code
+
+
+def _claim_protection(ctx: Ctx, skind: str, namespace: str, name: str) -> None:
+    """Kubernetes keeps a claim that a pod still mounts (the pvc-protection finalizer), and `kubectl delete` waits
+    for it: up to --timeout (wall clock), else a week. The fake does not wait: with --timeout it answers at once
+    what kubectl says at its end; without, it fails loudly instead of hanging a week."""
+    users = [o["metadata"]["name"] for o in ctx.state.list(skind)
+             if o.get("kind") == "Pod" and o["metadata"].get("namespace") == namespace
+             and any((v.get("persistentVolumeClaim") or {}).get("claimName") == name
+                     for v in (o.get("spec") or {}).get("volumes") or [])]
+    if not users:
+        return
+    if not ctx.flag("--timeout"):
+        raise Fail(3, f"fakecloud: `kubectl delete` would wait here for up to a week: persistentvolumeclaim "
+                      f"\"{name}\" is still mounted by pod(s) {', '.join(sorted(users))} (pvc-protection)")
+    ctx.out(f'persistentvolumeclaim "{name}" deleted')
+    raise Fail(1, f"error: timed out waiting for the condition on persistentvolumeclaims/{name}")
 
 
 @command("kubectl", "wait", latency=0.3)

@@ -96,13 +96,16 @@ def unschedulable(capacity: int) -> dict[str, str]:
 
 
 def _pod(name: str, namespace: str, labels: dict[str, str], container: str, gpus: int,
-         annotations: dict[str, str]) -> dict[str, Any]:
+         annotations: dict[str, str], claim: str = "") -> dict[str, Any]:
     limits = {GPU: str(gpus)} if gpus else {}
+    spec: dict[str, Any] = {"containers": [{"name": container, "resources": {"limits": limits}}]}
+    if claim:  # the chart mounts /data from the Lustre claim in every Ray pod
+        spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace, "labels": labels, "annotations": dict(annotations)},
-        "spec": {"containers": [{"name": container, "resources": {"limits": limits}}]},
+        "spec": spec,
     }
 
 
@@ -187,7 +190,8 @@ def sync(
         wanted += [(name, _labels(cluster, "worker", group), "ray-worker", gpus) for name in new_workers]
         workers_placed = len(workers)
         for name, labels, container, pod_gpus in wanted:
-            pod = _pod(name, namespace, labels, container, pod_gpus, annotations)
+            pod = _pod(name, namespace, labels, container, pod_gpus, annotations,
+                       str((values.get("data") or {}).get("claimName") or ""))
             pod["_ready_at"] = ready_at
             if blocker is not None:
                 pod["_never_ready"] = True
