@@ -4,6 +4,7 @@ and delete that share it with other services' ranges on the same VPC (ours added
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from .. import names
@@ -70,6 +71,34 @@ def create(s: Settings, inv: Inventory) -> Action:
     return create
 
 
+# Service Networking refuses to delete a connection a producer still uses, and may count the Lustre instance
+# for a while after its delete has ended: "Failed to delete connection; Producer services (e.g. CloudSQL, Cloud
+# Memstore, etc.) are still using this connection." (terraform-provider-google#18834 for Cloud SQL).
+PRODUCER_HOLDS = re.compile(r"Producer services .{0,60}still using this connection", re.IGNORECASE)
+RELEASE_POLLS = 60  # wait that many poll intervals (10 minutes at the default 10 s) for the producer to let go
+GONE_OR_HELD = re.compile(f"{NOT_FOUND.pattern}|{PRODUCER_HOLDS.pattern}", re.IGNORECASE)
+
+
+def _delete_when_released(r: Runner, s: Settings) -> None:
+    """The peering's delete, waiting while Service Networking still counts the deleted Lustre instance."""
+    result = r.run(lustre.peering_delete(s), accept=GONE_OR_HELD, timeout=1800)
+    if result.ok or result.not_found:
+        return
+    r.say("the VPC peering is still held by Service Networking after the Lustre delete (it counts a deleted "
+          "producer for a while): waiting for it to let go", err=True)
+
+    def released() -> bool:
+        again = r.run(lustre.peering_delete(s), accept=GONE_OR_HELD, timeout=1800, echo=False)
+        return again.ok or again.not_found
+
+    wait = RELEASE_POLLS * r.poll_seconds
+    if not r.poll("VPC peering released by Service Networking", released, timeout=wait):
+        raise ToolError(f"Service Networking still says a producer uses the VPC peering of {s.NETWORK} after "
+                        f"{wait / 60:.0f} minutes, though our Lustre instance is deleted: Google releases it later "
+                        f"(for some services, hours). The range and the main VPC wait for it; run `invoke down` "
+                        f"again later (it skips what is gone).", 1)
+
+
 def delete(s: Settings) -> Action:
     def delete(r: Runner) -> str | None:
         if r.dry:
@@ -77,7 +106,7 @@ def delete(s: Settings) -> Action:
             return None
         action, remaining = lustre.peering_teardown(existing_peering_ranges(r, s), names.lustre_range(s))
         if action == "delete":
-            r.run(lustre.peering_delete(s), accept=NOT_FOUND, timeout=1800)
+            _delete_when_released(r, s)
         elif action == "update":
             # Others still use the peering: remove only our range (removing one needs --force).
             r.run(lustre.peering_update(s, remaining, force=True), timeout=1800)

@@ -149,7 +149,7 @@ def test_rerun_after_an_interrupted_create_waits_for_gke_instead_of_failing(fake
     from nemo_rl_gke.settings import load
     from support.fake import FAKE_BIN
 
-    scale = {"FAKECLOUD_TIME_SCALE": "0.005"}  # cluster 2.1 s, pool 3 s
+    scale = {"FAKECLOUD_TIME_SCALE": "0.01"}  # cluster 4.2 s, pool 6 s
     assert fake.invoke("net.create", **scale).code == 0
     if kind == "node pool":
         assert fake.invoke("cluster.create", "--gpu=b200", FAKECLOUD_FAIL="node-pools create:1:permanent",
@@ -158,10 +158,12 @@ def test_rerun_after_an_interrupted_create_waits_for_gke_instead_of_failing(fake
     argv = gcloud.cluster_create(s) if kind == "cluster" else gcloud.node_pool_create(s)
     asked = subprocess.Popen([str(FAKE_BIN / "gcloud"), *argv[1:]], env={**fake.process_env(), **scale},
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(0.5)
+    states = {"cluster": "cluster", "node pool": "nodepool"}
+    deadline = time.monotonic() + 20  # GKE took the create: the object exists (the fake's start may be slow)
+    while not fake.resources().get(states[kind]) and time.monotonic() < deadline:
+        time.sleep(0.05)
     asked.send_signal(signal.SIGKILL)
     asked.wait()
-    states = {"cluster": "cluster", "node pool": "nodepool"}
     (made,) = fake.resources()[states[kind]].values()
     assert made["status"] == "PROVISIONING"
 

@@ -128,7 +128,11 @@ def lustre_delete(ctx: Ctx) -> None:
     name = _name(ctx)
     _get(ctx, name)
     ctx.work()
+    gone = ctx.state.get("lustre", _key(ctx, name)) or {}
     ctx.state.delete("lustre", _key(ctx, name))
+    hold = float(os.environ.get("FAKECLOUD_PEERING_HOLD_SECONDS", "0") or 0)
+    if hold and gone.get("_network"):  # Service Networking counts the deleted producer a while longer
+        ctx.state.put("_peering_hold", str(gone["_network"]), {"until": time.time() + hold})
     root = files_root(ctx, name)
     if root.exists():
         import shutil
