@@ -255,9 +255,23 @@ def install(r: Runner, s: Settings, *, head_cpu: int | None = None,
             head_memory_gi: int | None = None) -> None:
     text = raychart.values_yaml(s, head_cpu=head_cpu, head_memory_gi=head_memory_gi)
     chart = helm.chart_path(raychart.CHART_DIR)
-    r.run(helm.upgrade_install(s, chart), stdin=text, timeout=900,
-          stdin_label=f"Helm values from settings: {s.GPU_NODES} × {s.gpu.short} workers, {s.CLUSTER_MODE} "
-                      f"({len(text.splitlines())} lines; `invoke ray.render --values` shows them)")
+    try:
+        r.run(helm.upgrade_install(s, chart), stdin=text, timeout=900,
+              stdin_label=f"Helm values from settings: {s.GPU_NODES} × {s.gpu.short} workers, {s.CLUSTER_MODE} "
+                          f"({len(text.splitlines())} lines; `invoke ray.render --values` shows them)")
+    except ToolError as exc:
+        if not HELM_BUSY.search(str(exc)):
+            raise
+        # We hold the deployment's lock, so no helm of ours runs: the release was left pending-install,
+        # -upgrade or -rollback by a helm that was stopped mid-way (Ctrl-C, a kill), and waiting will not help.
+        raise ToolError(f"{exc}\nThe release {names.RAY_RELEASE} is stuck in a pending state left by an interrupted "
+                        f"helm (`helm status {names.RAY_RELEASE} --kube-context={s.kube_context} "
+                        f"--namespace={s.NAMESPACE}` shows it): `helm rollback {names.RAY_RELEASE}` with the same "
+                        f"flags returns it to its last good revision (or `invoke clean.ray --yes` removes it), then "
+                        f"run this again.", exc.exit_code) from None
+
+
+HELM_BUSY = re.compile(r"another operation \(install/upgrade/rollback\) is in progress", re.IGNORECASE)
 
 
 # Pod states that waiting does not cure: the image name or registry answer is final.

@@ -398,3 +398,12 @@ def test_ray_dry_deploy_shows_the_restart_it_would_do_for_a_new_spec(cloud):
     assert done.code == 0 and lines[-1] == (f"$ kubectl --context={CONTEXT} delete pods --selector=ray.io/cluster="
                                             "nemo-rl --namespace=default --ignore-not-found --timeout=10m")
     assert lines[-2].startswith("# only if Ray's pods were started from another spec")
+
+
+def test_ray_deploy_on_a_release_left_pending_says_how_to_roll_it_back(cloud):
+    # helm's "another operation is in progress" is retried (a concurrent helm may end), but we hold the lock:
+    # when it lasts, an interrupted helm left the release pending, and waiting will not mend it.
+    done = cloud.invoke("ray.deploy", FAKECLOUD_FAIL="helm upgrade:99:inprogress")
+    assert done.code == 1, done.output[-2000:]
+    assert "stuck in a pending state left by an interrupted helm" in done.stderr
+    assert "`helm rollback nemo-rl` with the same flags" in done.stderr and f"--kube-context={CONTEXT}" in done.stderr
