@@ -98,3 +98,19 @@ def test_down_deletes_the_claim_after_ray_without_refusing(cloud):
     _up(cloud)
     done = cloud.invoke("down", "--yes")
     assert done.code == 0 and "in use by" not in done.stderr, done.output[-3000:]
+
+
+@pytest.mark.parametrize("argv", [("clean.ray", "--yes"), ("ray.delete", "--yes")])
+def test_ray_teardown_on_a_machine_without_the_context_fetches_it_and_uninstalls(cloud, argv):
+    # helm: 'Kubernetes cluster unreachable: context "X" does not exist' reads as "not found": clean.ray said
+    # "nothing of ours is left" while the release (and its GPUs) ran on. The cluster stays, so the layer
+    # teardown fetches the context first, as storage.delete did.
+    _up(cloud)
+    context = "gke_my-nemo-project_us-central1_nemo-rl"
+    gone = subprocess.run([str(FAKE_BIN / "kubectl"), "config", "delete-context", context], env=cloud.process_env(),
+                          capture_output=True, text=True, check=False)
+    assert gone.returncode == 0, gone.stderr
+    done = cloud.invoke(*argv)
+    assert done.code == 0, done.output[-2000:]
+    assert "get-credentials" in done.stderr and "will delete (1): Ray cluster nemo-rl" in done.stderr
+    assert not cloud.resources().get(f"helm:{context}")

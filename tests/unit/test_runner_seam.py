@@ -177,6 +177,17 @@ def test_not_found_is_404_as_a_word_never_digits_of_an_operation_or_project_numb
     assert Result([], 1, "", stderr).not_found is gone
 
 
+@pytest.mark.parametrize("stderr", [
+    "error: context was not found for specified context: gke_p_us-central1_c",
+    'Error: Kubernetes cluster unreachable: context "gke_p_us-central1_c" does not exist',
+])
+def test_a_missing_kube_context_failure_says_how_to_fetch_it(stderr):
+    seam = Scripted([(1, stderr)])
+    r, _, _ = quiet(tools=seam, backoff_seconds=0)
+    with pytest.raises(ToolError, match="`invoke cluster.credentials` fetches it"):
+        r.run(["kubectl", "get", "pods"])
+
+
 def test_a_gcloud_list_that_exit_0_after_a_failed_request_is_not_complete():
     from nemo_rl_gke.runner import Result
 
