@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import hf_cache
-from ..core import Ctx, Fail, State, command, public, time_scale
+from ..core import Ctx, State, command, public, time_scale
 from . import kubectl_objects as objects
-from .kubectl_objects import key_of, list_objects, namespace_of, store_kind, with_status
+from .kubectl_objects import delete_targets, key_of, list_objects, namespace_of, store_kind, with_status
 
 objects.ALIASES.update({"job": "Job", "jobs": "Job"})
 JOB_WORDS = ("job", "jobs", "job.batch", "jobs.batch")
@@ -166,11 +166,7 @@ def _get(ctx: Ctx) -> int:
 
 def _delete(ctx: Ctx) -> int:
     skind = store_kind(ctx)
-    namespace = namespace_of("Job", None, ctx)
-    selector = str(ctx.flag("--selector", ""))
-    if not ctx.positionals and not selector:
-        raise Fail(1, "error: resource(s) were provided, but no name was specified")
-    names = list(ctx.positionals) or [j["metadata"]["name"] for j in list_objects(ctx, "Job", namespace, selector)]
+    namespace, names = delete_targets(ctx, "Job")
     ctx.work()
     code = 0
     for name in names:

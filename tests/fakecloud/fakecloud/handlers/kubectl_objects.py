@@ -172,6 +172,16 @@ def list_objects(ctx: Ctx, kind: str, namespace: str | None, selector: str = "")
     return out
 
 
+def delete_targets(ctx: Ctx, kind: str) -> tuple[str, list[str]]:
+    """(namespace, names) of `kubectl delete KIND NAME…` or `kubectl delete KIND --selector=S` (one of the two)."""
+    namespace = namespace_of(kind, None, ctx)
+    selector = str(ctx.flag("--selector", ""))
+    if not ctx.positionals and not selector:
+        raise Fail(1, "error: resource(s) were provided, but no name was specified")
+    return namespace, list(ctx.positionals) or [o["metadata"]["name"] for o in list_objects(ctx, kind, namespace,
+                                                                                              selector)]
+
+
 def _named_targets(ctx: Ctx) -> list[tuple[str, str]]:
     """(kind, name) pairs from `get KIND NAME…` or `get KIND/NAME KIND/NAME…` (kubectl refuses mixing them)."""
     words = ctx.positionals

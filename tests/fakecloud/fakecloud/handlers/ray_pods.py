@@ -207,14 +207,10 @@ def sync(
 def _delete_pods(ctx: Ctx) -> int:
     """`kubectl delete pods NAME… | --selector=S`: gone once kubectl returns (its --wait); KubeRay then makes the
     Ray pods of an existing RayCluster again, from its current templates (new names)."""
-    from .kubectl_objects import list_objects, namespace_of, store_kind
+    from .kubectl_objects import delete_targets, store_kind
 
     skind = store_kind(ctx)
-    namespace = namespace_of("Pod", None, ctx)
-    selector = str(ctx.flag("--selector", ""))
-    if not ctx.positionals and not selector:
-        raise Fail(1, "error: resource(s) were provided, but no name was specified")
-    names = list(ctx.positionals) or [o["metadata"]["name"] for o in list_objects(ctx, "Pod", namespace, selector)]
+    namespace, names = delete_targets(ctx, "Pod")
     ctx.work(RESTART_DELETE_SECONDS if names else 0)
     context = str(ctx.flag("--context"))
     clusters: set[str] = set()
