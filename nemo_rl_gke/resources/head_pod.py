@@ -13,6 +13,12 @@ if TYPE_CHECKING:
     from .inventory import Inventory
 
 
+def serving(pod: dict[str, Any]) -> bool:
+    """Running and not on its way out: a pod being deleted (`metadata.deletionTimestamp`, e.g. for a while after
+    `ray.delete`, since helm's uninstall does not wait for the pods) still reads Running until it is gone."""
+    return pod.get("status", {}).get("phase") == "Running" and not pod.get("metadata", {}).get("deletionTimestamp")
+
+
 def running_head(r: Runner, s: Settings, inv: Inventory | None = None) -> str | None:
     """The Running Ray head pod, which mounts the Lustre volume at /data; None without cluster, Ray or pod.
 
@@ -45,7 +51,7 @@ def listed_head(r: Runner, s: Settings) -> tuple[bool, str | None]:
     if result is None or not result.ok:
         return False, None
     items = json.loads(result.stdout or "{}").get("items", [])
-    running = [p["metadata"]["name"] for p in items if p.get("status", {}).get("phase") == "Running"]
+    running = [p["metadata"]["name"] for p in items if serving(p)]
     return True, running[0] if running else None
 
 
@@ -90,7 +96,7 @@ def ready_head(r: Runner, s: Settings) -> tuple[str, list[dict[str, Any]]] | Non
     if not heads:
         raise ToolError(f"no Ray head pod (labels ray.io/node-type=head, ray.io/cluster={names.RAY_RELEASE}) "
                         f"in namespace {s.NAMESPACE}: deploy the cluster with `invoke ray.deploy`.", 1)
-    running = [p for p in heads if p.get("status", {}).get("phase") == "Running"]
+    running = [p for p in heads if serving(p)]
     if not running:
         phase = heads[0].get("status", {}).get("phase", "unknown")
         raise ToolError(f"the Ray head pod {heads[0]['metadata']['name']} is {phase}, not Running: see "
@@ -125,7 +131,7 @@ def worker_gpus(items: list[dict[str, Any]]) -> int | None:
             if limit is not None:
                 declared = True
                 gpus += int(limit)
-        if pod.get("status", {}).get("phase") == "Running":
+        if serving(pod):
             total += gpus
     return total if declared else None
 

@@ -96,6 +96,8 @@ def pod_states(pods_json: str) -> list[PodState]:
     body = json.loads(pods_json or "{}")
     out = []
     for pod in body.get("items", []):
+        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            continue  # on its way out (helm's uninstall leaves the pods to go): never one of the cluster's pods
         conditions = (pod.get("status") or {}).get("conditions") or []
         ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
         meta = pod.get("metadata") or {}

@@ -323,3 +323,23 @@ def test_job_flow_checkpoints_show_what_was_exported_to_the_bucket(cloud):
         done = cloud.invoke("job.checkpoints", "--id=exp", STORAGE_EMULATOR_HOST=emulator.host)
     assert done.code == 0, done.output
     assert "gs://nemo-rl-my-nemo-project/runs/exp/" in done.stdout and "checkpoints step_2" in done.stdout
+
+
+def test_job_tasks_never_pick_a_head_pod_on_its_way_out(fake):
+    # After `ray.delete` then `ray.deploy`, the old pods are deleted but still Running for a while (helm's
+    # uninstall does not wait for them), with the same labels: a job must go to the new head, and the dying
+    # workers' GPUs must not count.
+    seed_cluster(fake)
+    dying = _pod("nemo-rl-head-00000", "head", "ray-head", 0)  # sorts first
+    dying["metadata"]["deletionTimestamp"] = "2026-12-03T21:00:00Z"
+    old_worker = _pod("nemo-rl-workers-worker-old", "worker", "ray-worker", 8)
+    old_worker["metadata"]["deletionTimestamp"] = "2026-12-03T21:00:00Z"
+    done = kubectl(fake, "apply", "--filename=-", input=json.dumps(dying) + "\n---\n" + json.dumps(old_worker))
+    assert done.returncode == 0, done.stderr
+    listed = fake.invoke("job.list")
+    assert listed.code == 0, listed.output
+    execs = [c["argv"] for c in fake.calls() if c["tool"] == "kubectl" and "exec" in c["argv"]]
+    assert execs and all(HEAD in argv and "nemo-rl-head-00000" not in argv for argv in execs), execs
+    status = fake.invoke("ray.status")
+    assert status.code == 0, status.output
+    assert "nemo-rl-head-00000" not in status.stdout and "worker-old" not in status.stdout, status.stdout
