@@ -43,18 +43,13 @@ TRANSIENT = re.compile(
 )
 ALREADY_EXISTS = re.compile(r"already exists|alreadyExists|AlreadyExists", re.IGNORECASE)
 # 404 as a word: not the digits of an operation id (operation-1733404912345-…) or of a project number.
+# A missing kubectl context says "not found" too: for a teardown of the whole cluster its objects go with it; the
+# layer teardowns that leave the cluster (clean.ray, clean.storage, ray.delete, storage.delete) fetch it first.
 NOT_FOUND = re.compile(r"not found|notFound|NotFound|was not found|does not exist|\b404\b", re.IGNORECASE)
 # This machine has no kubeconfig context for the cluster: kubectl "context was not found for specified context",
 # helm "Kubernetes cluster unreachable: context \"X\" does not exist". A failure says how to fetch it.
 NO_CONTEXT = re.compile(r"context was not found for specified context|cluster unreachable: context \"[^\"]*\" does "
                         r"not exist", re.IGNORECASE)
-
-
-def says_not_found(text: str) -> bool:
-    """A tool's error text saying the object is not there. A missing context says so too (kubectl "context was
-    not found"): for a teardown of the whole cluster its objects go with it; the layer teardowns that leave the
-    cluster (clean.ray, clean.storage, ray.delete, storage.delete) fetch the context first."""
-    return bool(NOT_FOUND.search(text))
 
 
 # gcloud's multi-scope lists (`compute networks subnets list`, `compute addresses list`) exit 0 with what they
@@ -93,7 +88,7 @@ class Result:
 
     @property
     def not_found(self) -> bool:
-        return self.exit_code != 0 and says_not_found(self.stderr)
+        return self.exit_code != 0 and bool(NOT_FOUND.search(self.stderr))
 
     @property
     def complete(self) -> bool:

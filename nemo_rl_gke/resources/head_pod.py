@@ -13,10 +13,15 @@ if TYPE_CHECKING:
     from .inventory import Inventory
 
 
+def leaving(pod: dict[str, Any]) -> bool:
+    """Being deleted (`metadata.deletionTimestamp`, e.g. for a while after `ray.delete`, since helm's uninstall does
+    not wait for the pods): it still reads Running, with its labels, until it is gone."""
+    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+
+
 def serving(pod: dict[str, Any]) -> bool:
-    """Running and not on its way out: a pod being deleted (`metadata.deletionTimestamp`, e.g. for a while after
-    `ray.delete`, since helm's uninstall does not wait for the pods) still reads Running until it is gone."""
-    return pod.get("status", {}).get("phase") == "Running" and not pod.get("metadata", {}).get("deletionTimestamp")
+    """Running and not on its way out."""
+    return pod.get("status", {}).get("phase") == "Running" and not leaving(pod)
 
 
 def running_head(r: Runner, s: Settings, inv: Inventory | None = None) -> str | None:

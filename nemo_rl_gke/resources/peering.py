@@ -81,18 +81,16 @@ GONE_OR_HELD = re.compile(f"{NOT_FOUND.pattern}|{PRODUCER_HOLDS.pattern}", re.IG
 
 def _delete_when_released(r: Runner, s: Settings) -> None:
     """The peering's delete, waiting while Service Networking still counts the deleted Lustre instance."""
-    result = r.run(lustre.peering_delete(s), accept=GONE_OR_HELD, timeout=1800)
-    if result.ok or result.not_found:
+    def deleted(echo: bool = True) -> bool:
+        result = r.run(lustre.peering_delete(s), accept=GONE_OR_HELD, timeout=1800, echo=echo)
+        return result.ok or result.not_found
+
+    if deleted():
         return
     r.say("the VPC peering is still held by Service Networking after the Lustre delete (it counts a deleted "
           "producer for a while): waiting for it to let go", err=True)
-
-    def released() -> bool:
-        again = r.run(lustre.peering_delete(s), accept=GONE_OR_HELD, timeout=1800, echo=False)
-        return again.ok or again.not_found
-
     wait = RELEASE_POLLS * r.poll_seconds
-    if not r.poll("VPC peering released by Service Networking", released, timeout=wait):
+    if not r.poll("VPC peering released by Service Networking", lambda: deleted(echo=False), timeout=wait):
         raise ToolError(f"Service Networking still says a producer uses the VPC peering of {s.NETWORK} after "
                         f"{wait / 60:.0f} minutes, though our Lustre instance is deleted: Google releases it later "
                         f"(for some services, hours). The range and the main VPC wait for it; run `invoke down` "

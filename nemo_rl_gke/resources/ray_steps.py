@@ -18,6 +18,7 @@ from ..settings import Settings
 from ..steps import Step
 from ..tools import ToolError
 from . import cluster_steps as cluster
+from .head_pod import leaving
 from .inventory import Inventory, KubeRef
 
 RELEASE = "ray.release"
@@ -96,8 +97,8 @@ def pod_states(pods_json: str) -> list[PodState]:
     body = json.loads(pods_json or "{}")
     out = []
     for pod in body.get("items", []):
-        if (pod.get("metadata") or {}).get("deletionTimestamp"):
-            continue  # on its way out (helm's uninstall leaves the pods to go): never one of the cluster's pods
+        if leaving(pod):  # helm's uninstall leaves the pods to go: never one of the cluster's pods
+            continue
         conditions = (pod.get("status") or {}).get("conditions") or []
         ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
         meta = pod.get("metadata") or {}
