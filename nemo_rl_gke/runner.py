@@ -33,7 +33,7 @@ TRANSIENT = re.compile(
     r"|resourceNotReady|resource '[^']*' is not ready"
     r"|try again later|try again once it('s| is) done|the object has been modified"
     r"|operation .{0,80} (is )?(already )?in progress|currently (being )?(updated|modified|in use by another operation)"
-    r"|currently being created, deleted, updated or repaired"
+    r"|currently being created, deleted, updated or repaired|running incompatible operation"
     r"|TLS handshake timeout|connection reset by peer|i/o timeout|the server is currently unable"
     # gcloud's own words for a 5xx: compute's "Could not fetch resource: - The service is currently unavailable."
     # and "Internal error. Please try again", apitools' "HttpError accessing <URL>: response: <{'status': '503'"

@@ -4,16 +4,17 @@ NCCL RDMA installer (pinned), and the network mapping the Ray workers' interface
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from .. import names, render
 from ..commands import gcloud, kubectl
-from ..runner import ALREADY_EXISTS, Runner
+from ..runner import ALREADY_EXISTS, NOT_FOUND, Result, Runner
 from ..settings import Settings
 from ..steps import Action, Step
 from . import net_steps as net
 from .inventory import Inventory, KubeRef, inventory_of
-from .step_shapes import check, creator, deleter
+from .step_shapes import check, creator
 
 CLUSTER = "cluster.cluster"
 CREDENTIALS = "cluster.credentials"
@@ -166,6 +167,39 @@ def _create_and_settle(kind: str, title: str, create: list[str], describe: list[
     return run
 
 
+# GKE refuses to delete a cluster while an operation runs on it, and does not queue the delete: "Operation
+# operation-… is currently creating cluster X. Please wait and try again once it is done." (the create of an
+# interrupted `up` goes on for minutes), "Cluster is running incompatible operation operation-…" (a node pool's
+# create, an upgrade). The runner's retries last 30 s; the delete then waits for GKE.
+CLUSTER_BUSY = re.compile(r"is currently \w+ (cluster|node pool)|running incompatible operation", re.IGNORECASE)
+
+
+GONE_OR_BUSY = re.compile(f"{NOT_FOUND.pattern}|{CLUSTER_BUSY.pattern}", re.IGNORECASE)
+
+
+def _delete_when_free(title: str, delete: list[str]) -> Action:
+    """Delete; while GKE is busy with the cluster, wait for it and delete again."""
+    from ..tools import ToolError
+
+    def run(r: Runner) -> str | None:
+        said: dict[str, Result] = {}
+
+        def answered(echo: bool = True) -> bool:
+            said["last"] = result = r.run(delete, accept=GONE_OR_BUSY, echo=echo)
+            return result.ok or not CLUSTER_BUSY.search(result.stderr)
+
+        if not answered():
+            r.say(f"{title}: GKE is still working on it (an interrupted create goes on); deleting it once that "
+                  f"ends", err=True)
+            if not r.poll(f"{title} free to delete", lambda: answered(echo=False), timeout=SETTLE_TIMEOUT_SECONDS):
+                raise ToolError(f"{title}: GKE was still working on it after {SETTLE_TIMEOUT_SECONDS // 60} "
+                                f"minutes (`gcloud container operations list` says on what); run the teardown "
+                                f"again to keep waiting.", 1)
+        return "absent" if said["last"].not_found else None
+
+    return run
+
+
 def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
     inv = inventory or Inventory(s)
     mode = "Autopilot" if s.autopilot else "Standard"
@@ -185,7 +219,7 @@ def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
              _create_and_settle("cluster", f"cluster {s.CLUSTER_NAME}", gcloud.cluster_create(s),
                                 gcloud.cluster_describe(s), "`invoke clean.cluster` deletes it (`gcloud container "
                                 "operations list` says what went wrong), then `invoke up`"),
-             deleter(gcloud.cluster_delete(s)), deps=(net.MAIN,),
+             _delete_when_free(f"cluster {s.CLUSTER_NAME}", gcloud.cluster_delete(s)), deps=(net.MAIN,),
              present=inv.check(CLUSTER, "cluster", lambda items: inv.cluster(items) is not None,
                                check(gcloud.cluster_describe(s))),
              create_seconds=540 if s.autopilot else 420, delete_seconds=300),

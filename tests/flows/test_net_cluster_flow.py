@@ -136,11 +136,12 @@ def test_fake_cluster_delete_whose_client_is_gone_removes_cluster_and_pool_toget
     assert ("cluster" in state, "nodepool" in state) == (False, False)
 
 
-@pytest.mark.parametrize("kind", ["cluster", "node pool"])
-def test_rerun_after_an_interrupted_create_waits_for_gke_instead_of_failing(fake, kind):
-    """A create interrupted after GKE took it (Ctrl-C, a closed laptop) goes on in GKE: the cluster or pool is
-    PROVISIONING when `up` runs again. That run must wait for it, not count it done and fail on the next step
-    ("Operation ... is currently creating cluster") nor create it twice."""
+SCALE = {"FAKECLOUD_TIME_SCALE": "0.005"}  # cluster create 2.1 s, pool 3 s
+
+
+def interrupted_create(fake, kind):
+    """Net and cluster as `up` leaves them when Ctrl-C hits the cluster's or the pool's create after GKE took it:
+    that create goes on in GKE, PROVISIONING. Returns the settings."""
     import signal
     import subprocess
     import time
@@ -149,26 +150,46 @@ def test_rerun_after_an_interrupted_create_waits_for_gke_instead_of_failing(fake
     from nemo_rl_gke.settings import load
     from support.fake import FAKE_BIN
 
-    scale = {"FAKECLOUD_TIME_SCALE": "0.01"}  # cluster 4.2 s, pool 6 s
-    assert fake.invoke("net.create", **scale).code == 0
+    assert fake.invoke("net.create", **SCALE).code == 0
     if kind == "node pool":
         assert fake.invoke("cluster.create", "--gpu=b200", FAKECLOUD_FAIL="node-pools create:1:permanent",
-                           **scale).code != 0
+                           **SCALE).code != 0
     s = load(allow_example=False, cwd=fake.workdir, environ={})
     argv = gcloud.cluster_create(s) if kind == "cluster" else gcloud.node_pool_create(s)
-    asked = subprocess.Popen([str(FAKE_BIN / "gcloud"), *argv[1:]], env={**fake.process_env(), **scale},
+    asked = subprocess.Popen([str(FAKE_BIN / "gcloud"), *argv[1:]], env={**fake.process_env(), **SCALE},
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    states = {"cluster": "cluster", "node pool": "nodepool"}
-    deadline = time.monotonic() + 20  # GKE took the create: the object exists (the fake's start may be slow)
-    while not fake.resources().get(states[kind]) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    time.sleep(0.5)
     asked.send_signal(signal.SIGKILL)
     asked.wait()
+    states = {"cluster": "cluster", "node pool": "nodepool"}
     (made,) = fake.resources()[states[kind]].values()
     assert made["status"] == "PROVISIONING"
+    return s
 
-    done = fake.invoke("cluster.create", "--gpu=b200", **scale)
+
+@pytest.mark.parametrize("kind", ["cluster", "node pool"])
+def test_rerun_after_an_interrupted_create_waits_for_gke_instead_of_failing(fake, kind):
+    """A create interrupted after GKE took it (Ctrl-C, a closed laptop) goes on in GKE: the cluster or pool is
+    PROVISIONING when `up` runs again. That run must wait for it, not count it done and fail on the next step
+    ("Operation ... is currently creating cluster") nor create it twice."""
+    s = interrupted_create(fake, kind)
+    done = fake.invoke("cluster.create", "--gpu=b200", **SCALE)
     assert done.code == 0, done.output[-3000:]
     title = f"cluster {s.CLUSTER_NAME}" if kind == "cluster" else "GPU node pool gpu-pool"
     assert f"{title} is PROVISIONING: an earlier run's create goes on in GKE; waiting for it" in done.stderr
     assert len(fake.resources()["cluster"]) == 1 and len(fake.resources()["nodepool"]) == 1
+
+
+@pytest.mark.parametrize(("kind", "teardown"), [("cluster", ("down", "--yes")), ("node pool", ("down", "--yes")),
+                                                ("cluster", ("clean.cluster", "--yes")),
+                                                ("node pool", ("cluster.delete", "--yes"))])
+def test_teardown_after_an_interrupted_create_waits_for_gke_then_deletes(fake, kind, teardown):
+    """GKE refuses a cluster's delete while it still creates the cluster or a pool ("Operation ... is currently
+    creating cluster", "Cluster is running incompatible operation"), for minutes: the runner's 30 s of retries
+    are not enough. The teardown waits for GKE, then deletes, instead of failing with the cluster billing."""
+    s = interrupted_create(fake, kind)
+    done = fake.invoke(*teardown, **SCALE)
+    assert done.code == 0, done.output[-3000:]
+    assert f"cluster {s.CLUSTER_NAME}: GKE is still working on it" in done.stderr
+    state = fake.resources()
+    assert "cluster" not in state and "nodepool" not in state

@@ -115,12 +115,33 @@ def cluster_list(ctx: Ctx) -> None:
                             if c["project"] == ctx.project and (not location or location in ("-", c["location"]))]))
 
 
+def _creating(cluster: dict) -> str:
+    return (f"Operation operation-{int(cluster['_created'])}-fake is currently creating cluster {cluster['name']}. "
+            f"Please wait and try again once it is done.")
+
+
+def _running_operation(ctx: Ctx, key: str, cluster: dict) -> str:
+    """What GKE says when an operation still runs on the cluster: its create, or a node pool's create (GKE's
+    generic words for any other operation); "" when none runs."""
+    if with_status(cluster)["status"] == "PROVISIONING":
+        return _creating(cluster)
+    for pool_key, pool in ctx.state.items("nodepool").items():
+        if pool_key.startswith(key + "/") and with_status(pool)["status"] == "PROVISIONING":
+            return f"Cluster is running incompatible operation operation-{int(pool['_created'])}-fake."
+    return ""
+
+
 @command("gcloud", "container", "clusters", "delete", mutating=True, latency=300)
 def cluster_delete(ctx: Ctx) -> None:
     name = ctx.positionals[0]
     key = _cluster_key(ctx, name)
     what = _cluster_path(ctx, name)
-    require(ctx, "cluster", key, what)
+    busy = _running_operation(ctx, key, require(ctx, "cluster", key, what))
+    if busy:
+        # gcloud's delete of a cluster GKE is still working on (an interrupted create goes on): refused, and
+        # not waited for (inspektor-gadget#2535, elastic/cloud-on-k8s#9098 quote these lines).
+        raise Fail(1, gcloud_error(ctx, f"Some requests did not succeed:\n - ResponseError: code=400, "
+                                        f"message={busy}"))
     ctx.work()
     context = context_name(ctx.project, _location(ctx), name)
     # One state change, as the API's one operation: a client killed at any moment (its stderr gone, so the
@@ -163,10 +184,7 @@ def node_pool_create(ctx: Ctx) -> None:
         raise Fail(1, gcloud_error(ctx, "ResponseError: code=400, message=This operation is not supported on "
                                         "Autopilot clusters."))
     if with_status(cluster)["status"] == "PROVISIONING":
-        operation = f"operation-{int(cluster['_created'])}-fake"
-        raise Fail(1, gcloud_error(ctx, f"ResponseError: code=400, message=Operation {operation} is currently "
-                                        f"creating cluster {cluster['name']}. Please wait and try again once it is "
-                                        f"done."))
+        raise Fail(1, gcloud_error(ctx, f"ResponseError: code=400, message={_creating(cluster)}"))
     networks = []
     for spec in ctx.multi.get("--additional-node-network", []):
         parts = dict(kv.split("=", 1) for kv in spec.split(","))
