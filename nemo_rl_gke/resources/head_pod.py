@@ -1,6 +1,7 @@
-"""The Ray head pod: finding it (for the data guard: the Running one or None; for the job tasks: the Running one or
-a clear error saying why not), the GPUs Ray sees, and read-only scripts piped into it (`kubectl exec -i … --
-bash`), whose 'no such run' is exit 3."""
+"""The Ray head pod: finding it (for the data guard: the Running one or None; for the job tasks that read /data:
+the Running one or a clear error saying why not; for a submit and the dashboard, which need Ray itself: the Ready
+one), the GPUs Ray sees, and read-only scripts piped into it (`kubectl exec -i … -- bash`), whose 'no such run' is
+exit 3."""
 
 from __future__ import annotations
 
@@ -22,6 +23,13 @@ def leaving(pod: dict[str, Any]) -> bool:
 def serving(pod: dict[str, Any]) -> bool:
     """Running and not on its way out."""
     return pod.get("status", {}).get("phase") == "Running" and not leaving(pod)
+
+
+def is_ready(pod: dict[str, Any]) -> bool:
+    """Its Ready condition is True: for a Ray pod, KubeRay's readiness probe found Ray in it healthy. A head can
+    be Running for a while before (Ray starting), or again after (Ray failing its health check)."""
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def running_head(r: Runner, s: Settings, inv: Inventory | None = None) -> str | None:
@@ -68,18 +76,26 @@ def kubectl_exec(s: Settings, pod: str) -> list[str]:
 
 
 def head(r: Runner, s: Settings) -> tuple[str, int | None]:
-    """(head pod name, GPUs on Running Ray workers or None if unknown). Dry runs: a placeholder, None."""
-    found = ready_head(r, s)
+    """(the Ready head pod's name, the GPUs Ray sees or None if unknown), for what needs Ray itself (a job's
+    submit). Dry runs: a placeholder, None."""
+    found = ready_head(r, s, ray=True)
     if found is None:
         return "HEAD_POD", None
     name, items = found
     return name, ray_gpus(r, s, name, items)
 
 
-def ready_head(r: Runner, s: Settings) -> tuple[str, list[dict[str, Any]]] | None:
+def reading_head(r: Runner, s: Settings) -> str:
+    """The Running head pod, for what only reads or signals files on /data (job.list, status, logs, stop): no
+    Ray query (an `import ray; ray.init()` in the pod costs seconds). Dry runs: a placeholder."""
+    found = ready_head(r, s)
+    return "HEAD_POD" if found is None else found[0]
+
+
+def ready_head(r: Runner, s: Settings, *, ray: bool = False) -> tuple[str, list[dict[str, Any]]] | None:
     """(the Running head pod's name, the Ray pods listed), asked once under the stale-context watch (a context
     that outlived its cluster: seconds, not minutes of dialing); no head, or one not Running: ToolError saying
-    what to do. None in a dry run."""
+    what to do. ray: the head must also be Ready (Ray in it answers). None in a dry run."""
     import json
 
     from .. import names
@@ -106,6 +122,13 @@ def ready_head(r: Runner, s: Settings) -> tuple[str, list[dict[str, Any]]] | Non
         phase = heads[0].get("status", {}).get("phase", "unknown")
         raise ToolError(f"the Ray head pod {heads[0]['metadata']['name']} is {phase}, not Running: see "
                         f"`invoke ray.status`.", 1)
+    if ray:
+        answering = [p for p in running if is_ready(p)]
+        if not answering:
+            raise ToolError(f"the Ray head pod {running[0]['metadata']['name']} is Running but not Ready: Ray in it "
+                            f"is still starting, or fails its health check. `invoke ray.status` says which; try "
+                            f"again once the head is Ready.", 1)
+        running = answering
     return running[0]["metadata"]["name"], items
 
 
@@ -155,8 +178,7 @@ def ask(r: Runner, s: Settings, script: str) -> Result:
     """_query's real run (not dry): the reader's answer, 'no such run' (exit 3) as an error."""
     from ..tools import ToolError
 
-    pod, _ = head(r, s)
-    result = r.query(kubectl_exec(s, pod), stdin=script, ok_codes=(0, 3))
+    result = r.query(kubectl_exec(s, reading_head(r, s)), stdin=script, ok_codes=(0, 3))
     if result is None:
         raise ToolError("the head pod was not asked (a dry run reads nothing)", 1)
     if result.exit_code == 3:

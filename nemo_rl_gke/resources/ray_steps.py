@@ -18,7 +18,7 @@ from ..settings import Settings
 from ..steps import Step
 from ..tools import ToolError
 from . import cluster_steps as cluster
-from .head_pod import leaving
+from .head_pod import is_ready, leaving
 from .inventory import Inventory, KubeRef
 
 RELEASE = "ray.release"
@@ -99,8 +99,7 @@ def pod_states(pods_json: str) -> list[PodState]:
     for pod in body.get("items", []):
         if leaving(pod):  # helm's uninstall leaves the pods to go: never one of the cluster's pods
             continue
-        conditions = (pod.get("status") or {}).get("conditions") or []
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+        ready = is_ready(pod)
         meta = pod.get("metadata") or {}
         node_type = (meta.get("labels") or {}).get("ray.io/node-type", "?")
         template = str((meta.get("annotations") or {}).get(raychart.POD_TEMPLATE_HASH, ""))

@@ -165,7 +165,7 @@ def logs(c: Context, id_: str | None = None, follow: bool = False, lines: int = 
     if ray:
         _ray_logs(r, s, id_ or "", lines)
         return
-    pod = "HEAD_POD" if r.dry else head_pod.head(r, s)[0]
+    pod = head_pod.reading_head(r, s)
     script = jobscript.logs_script(id_ or "", follow=follow, lines=int(lines))
     code = r.stream(head_pod.kubectl_exec(s, pod), stdin=script)
     from ..tools import ToolError
@@ -217,7 +217,7 @@ def stop(c: Context, id_: str | None = None, grace: int = 30) -> None:
         raise ConfigError("--grace", grace, "seconds from 0 to 3600.")
     s = context.settings(c)
     r = context.runner(c, s)
-    pod = "HEAD_POD" if r.dry else head_pod.head(r, s)[0]
+    pod = head_pod.reading_head(r, s)
     script = jobscript.reader_script("stop", id_ or "", stop_grace_seconds=float(grace))
     result = r.run(head_pod.kubectl_exec(s, pod), stdin=script, stdin_label="stop the run's process group",
                    show_stdin=r.dry, dry_stdout="{}", ok_codes=(0, 1, 3))

@@ -222,9 +222,9 @@ def dashboard(c: Context, port: int = 8265, client: bool = False, client_port: i
         _free("--port", port, client_port if client else None)
         if client:
             _free("--client-port", client_port, port)
-    # No Ray cluster, a head not Running, or a dead context: said now. kubectl would wait a minute for a
-    # Running pod behind the Service, or dial a dead endpoint for 30 s.
-    head_pod.ready_head(r, s)
+    # No Ray cluster, a head not Ready (Ray serves the dashboard), or a dead context: said now. kubectl would wait
+    # a minute for a Running pod behind the Service, or dial a dead endpoint for 30 s.
+    head_pod.ready_head(r, s, ray=True)
     r.say(f"Ray dashboard: http://localhost:{port}  (Ctrl-C to stop)", err=True)
     if client:
         r.say(f"Ray client: ray.init(\"ray://localhost:{client_port}\")", err=True)

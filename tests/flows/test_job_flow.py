@@ -343,3 +343,41 @@ def test_job_tasks_never_pick_a_head_pod_on_its_way_out(fake):
     status = fake.invoke("ray.status")
     assert status.code == 0, status.output
     assert "nemo-rl-head-00000" not in status.stdout and "worker-old" not in status.stdout, status.stdout
+
+
+def _ray_queries(fake: FakeCloud, since: int = 0) -> list[list[str]]:
+    return [c["argv"] for c in fake.calls()[since:] if c["tool"] == "kubectl" and "exec" in c["argv"]
+            and "python" in c["argv"]]
+
+
+def test_job_readers_ask_the_head_pod_without_starting_a_ray_client(cloud):
+    # job.list, status, logs and stop read or signal files on /data: an `import ray; ray.init()` in the head
+    # (the GPU count a submit checks) costs each of them seconds on a real cluster, for nothing.
+    assert cloud.invoke("job.submit", "qwen2.5-1.5b-gsm8k", "--id=quiet", NRG_STANDIN_STEP_SECONDS="0.2").code == 0
+    assert len(_ray_queries(cloud)) == 1  # the submit's GPU check
+    seen = len(cloud.calls())
+    for args in (("job.list",), ("job.status", "--id=quiet"), ("job.logs", "--id=quiet", "--lines=5"),
+                 ("job.checkpoints", "--id=quiet"), ("job.stop", "--id=quiet", "--grace=0")):
+        done = cloud.invoke(*args)
+        assert done.code == 0, (args, done.output)
+    execs = [c for c in cloud.calls()[seen:] if c["tool"] == "kubectl" and "exec" in c["argv"]]
+    assert len(execs) == 5 and _ray_queries(cloud, seen) == []
+
+
+def test_job_submit_refuses_a_head_that_is_running_but_not_ready(fake):
+    # KubeRay's readiness probe asks Ray in the head: Running but not Ready means Ray is starting or unhealthy. A
+    # submit there would start a driver that cannot reach Ray; the dashboard has nothing to show. Readers still
+    # read /data.
+    seed_cluster(fake)
+    starting = _pod(HEAD, "head", "ray-head", 0)
+    starting["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    assert kubectl(fake, "apply", "--filename=-", input=json.dumps(starting)).returncode == 0
+    seen = len(fake.calls())
+    done = fake.invoke("job.submit", "qwen2.5-1.5b-gsm8k")
+    assert done.code == 1, done.output
+    assert f"the Ray head pod {HEAD} is Running but not Ready" in done.stderr and "invoke ray.status" in done.stderr
+    assert [c for c in fake.calls()[seen:] if c["tool"] == "kubectl" and "exec" in c["argv"]] == []
+    dashboard = fake.invoke("ray.dashboard", "--port=18265")
+    assert dashboard.code == 1 and "Running but not Ready" in dashboard.stderr, dashboard.output
+    listed = fake.invoke("job.list")
+    assert listed.code == 0, listed.output
