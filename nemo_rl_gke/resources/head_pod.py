@@ -182,5 +182,13 @@ def ask(r: Runner, s: Settings, script: str) -> Result:
     if result is None:
         raise ToolError("the head pod was not asked (a dry run reads nothing)", 1)
     if result.exit_code == 3:
-        raise ToolError(result.stderr.strip().removeprefix("error: "), 1)
+        raise ToolError(remote_error(result), 1)
     return result
+
+
+def remote_error(result: Result) -> str:
+    """What the script in the pod said on stderr, without kubectl's own last line for a remote command that
+    failed ("command terminated with exit code N") nor the script's "error: " prefix."""
+    lines = [line for line in result.stderr.strip().splitlines()
+             if not line.startswith("command terminated with exit code ")]
+    return "\n".join(lines).strip().removeprefix("error: ")

@@ -226,7 +226,9 @@ def stop(c: Context, id_: str | None = None, grace: int = 30) -> None:
     from ..tools import ToolError
 
     if result.exit_code == 3:
-        raise ToolError(result.stderr.strip().removeprefix("error: "), 1)
+        raise ToolError(head_pod.remote_error(result), 1)
+    if result.exit_code == 1 and not result.stdout.strip():  # kubectl's own failure: the script never answered
+        raise r.failure(result)
     answer = json.loads(result.stdout or "{}")
     r.say(answer.get("message", result.stdout.strip()))
     if result.exit_code != 0:

@@ -381,3 +381,24 @@ def test_job_submit_refuses_a_head_that_is_running_but_not_ready(fake):
     assert dashboard.code == 1 and "Running but not Ready" in dashboard.stderr, dashboard.output
     listed = fake.invoke("job.list")
     assert listed.code == 0, listed.output
+
+
+@pytest.mark.parametrize("args", [("job.status", "--id=nosuchrun"), ("job.checkpoints", "--id=nosuchrun"),
+                                  ("job.stop", "--id=nosuchrun")])
+def test_job_no_such_run_says_so_in_our_words_only(cloud, args):
+    # kubectl ends a remote command's failure with its own line, "command terminated with exit code 3": the
+    # reader's "no such run" is the answer, not that line.
+    done = cloud.invoke(*args)
+    assert done.code == 1, done.output
+    assert "nosuchrun" in done.stderr and "command terminated" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(("script", "code"), [("exit 4", 4), ("kill -KILL $$", 137), ("true", 0)])
+def test_fake_exec_ends_as_kubectl_does(fake, script, code):
+    # kubectl exits with the remote command's code and adds "command terminated with exit code N"; a command a
+    # signal ended reports 128 + the signal (the container runtime's way), not Python's negative code.
+    seed_cluster(fake)
+    done = kubectl(fake, "exec", "-i", HEAD, "--container=ray-head", "--", "bash", input=script + "\n")
+    assert done.returncode == code, done.stderr
+    said = done.stderr.strip().splitlines()
+    assert (said[-1:] == [f"command terminated with exit code {code}"]) if code else said == [], done.stderr

@@ -367,8 +367,13 @@ def exec_(ctx: Ctx) -> int:
     mount_lustre(ctx)
     handler = POD_COMMANDS.get(program)
     if handler is None:
-        raise Fail(126, f"fakecloud: no pod command registered for {program!r}")
-    return handler(ctx, pod, container, ctx.after_dashdash) or 0
+        raise Fail(126, f"fakecloud: no pod command registered for {program!r}\ncommand terminated with exit code 126")
+    code = handler(ctx, pod, container, ctx.after_dashdash) or 0
+    if code < 0:  # ended by a signal: the container runtime reports 128 + its number, as a shell does
+        code = 128 - code
+    if code:  # kubectl's own last line for a remote command that failed (client-go's CodeExitError)
+        ctx.err(f"command terminated with exit code {code}")
+    return code
 
 
 @command("kubectl", "config", "delete-context", latency=0)
