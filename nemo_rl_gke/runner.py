@@ -51,6 +51,8 @@ NOT_FOUND = re.compile(r"not found|notFound|NotFound|was not found|does not exis
 NO_CONTEXT = re.compile(r"context was not found for specified context|cluster unreachable: context \"[^\"]*\" does "
                         r"not exist", re.IGNORECASE)
 
+# `kubectl delete --timeout=…` that ended before the object went: a finalizer still holds it.
+HELD = re.compile(r"timed out waiting for the condition on (\S+)")
 
 # gcloud's multi-scope lists (`compute networks subnets list`, `compute addresses list`) exit 0 with what they
 # got, and only warn, when a request of theirs failed (a 503, a rate limit): their list is then incomplete.
@@ -311,6 +313,12 @@ class Runner:
         if NO_CONTEXT.search(result.stderr or ""):
             message += ("\nthis machine has no kubectl context for the cluster: `invoke cluster.credentials` fetches "
                         "it (`invoke up` if the cluster is gone)")
+        held = HELD.search(result.stderr or "") if "delete" in result.argv else None
+        if held:
+            where = [a for a in result.argv if a.startswith(("--context=", "--namespace="))]
+            ask = shlex.join(["kubectl", *where, "get", held.group(1), "--output=jsonpath={.metadata.finalizers}"])
+            message += (f"\n{held.group(1)} is marked for deletion but something holds it: its finalizers say what "
+                        f"(`{ask}`); a claim is held while a pod mounts it")
         return ToolError(self.redact(message), result.exit_code)
 
     # ---- concurrency and progress ----------------------------------------------------------------

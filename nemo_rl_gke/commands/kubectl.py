@@ -88,11 +88,16 @@ def exec_head(s: Settings, pod: str, *command: str, stdin: bool = False) -> Argv
                       f"--container={names.HEAD_CONTAINER}", "--", *command]
 
 
+# kubectl's delete waits for the object to be gone, by default for up to a week: one a finalizer holds (a claim a
+# pod still mounts, a controller that is gone) would hang a teardown. Ours are gone in seconds; then it fails.
+DELETE_TIMEOUT = "10m"
+
+
 def delete(s: Settings, kind: str, *names: str, namespace: str | None = None) -> Argv:
     argv = base(s) + ["delete", kind, *names]
     if namespace:
         argv.append(f"--namespace={namespace}")
-    return argv + ["--ignore-not-found"]
+    return argv + ["--ignore-not-found", f"--timeout={DELETE_TIMEOUT}"]
 
 
 def nccl_installer_apply(s: Settings) -> Argv:

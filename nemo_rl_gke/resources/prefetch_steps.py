@@ -28,7 +28,7 @@ def list_argv(s: Settings) -> list[str]:
 
 def delete_all_argv(s: Settings) -> list[str]:
     return kubectl.base(s) + ["delete", "jobs", f"--selector={prefetch.SELECTOR}", f"--namespace={s.NAMESPACE}",
-                              "--ignore-not-found"]
+                              "--ignore-not-found", f"--timeout={kubectl.DELETE_TIMEOUT}"]
 
 
 def delete_argv(s: Settings, job: str) -> list[str]:

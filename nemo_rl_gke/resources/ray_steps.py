@@ -60,10 +60,7 @@ def restart_argv(s: Settings) -> list[str]:
     """Delete every Ray pod; KubeRay starts them again from the RayCluster's templates. kubectl waits for them to
     be gone (its --wait default), so no old pod is counted among the new ones."""
     return kubectl.base(s) + ["delete", "pods", f"--selector={POD_SELECTOR}", f"--namespace={s.NAMESPACE}",
-                              "--ignore-not-found", f"--timeout={RESTART_DELETE_TIMEOUT}"]
-
-
-RESTART_DELETE_TIMEOUT = "10m"  # Ray's own shutdown takes seconds; a finalizer that never goes ends in an error
+                              "--ignore-not-found", f"--timeout={kubectl.DELETE_TIMEOUT}"]
 
 
 # ---- pod state (pure) -----------------------------------------------------------------------------

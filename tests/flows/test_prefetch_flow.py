@@ -164,7 +164,7 @@ def test_prefetch_flow_dry_up_prints_the_apply_after_the_claim_and_dry_down_the_
 
     down = ok(fake.invoke("--dry", "down", "--yes")).stdout.splitlines()
     delete = down.index(f"$ kubectl --context={CONTEXT} delete jobs --selector={prefetch.SELECTOR} "
-                        f"--namespace=default --ignore-not-found")
+                        f"--namespace=default --ignore-not-found --timeout=10m")
     assert delete < next(i for i, line in enumerate(down) if "delete persistentvolumeclaim lustre-pvc" in line)
 
     none = ok(fake.invoke("--dry", "up", PREFETCH_MODELS="")).stdout

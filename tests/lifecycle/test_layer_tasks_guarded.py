@@ -114,3 +114,23 @@ def test_ray_teardown_on_a_machine_without_the_context_fetches_it_and_uninstalls
     assert done.code == 0, done.output[-2000:]
     assert "get-credentials" in done.stderr and "will delete (1): Ray cluster nemo-rl" in done.stderr
     assert not cloud.resources().get(f"helm:{context}")
+
+
+def test_storage_teardown_of_an_object_a_finalizer_holds_ends_with_what_holds_it(cloud):
+    # kubectl's delete waits up to a week for an object a finalizer holds (here a controller that is gone): the
+    # teardown must end, after our --timeout, saying what holds it.
+    from fakecloud.core import State
+
+    _up(cloud)
+    assert cloud.invoke("clean.ray", "--yes").code == 0
+    state, kind = State(cloud.state_dir), f"k8s:gke_{PROJECT}_us-central1_nemo-rl"
+    key = "Secret/default/nemo-rl-secrets"
+    secret = state.get(kind, key)
+    secret["metadata"]["finalizers"] = ["example.com/gone-controller"]
+    state.put(kind, key, secret)
+    done = cloud.invoke("clean.storage", "--yes")
+    assert done.code == 1, done.output[-3000:]
+    assert "timed out waiting for the condition on secrets/nemo-rl-secrets" in done.stderr
+    assert ("secrets/nemo-rl-secrets is marked for deletion but something holds it: its finalizers say what "
+            f"(`kubectl --context=gke_{PROJECT}_us-central1_nemo-rl --namespace=default get secrets/nemo-rl-secrets "
+            "'--output=jsonpath={.metadata.finalizers}'`)") in done.stderr

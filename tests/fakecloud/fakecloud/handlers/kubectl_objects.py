@@ -253,8 +253,7 @@ def delete(ctx: Ctx) -> int:
     ctx.work()
     code = 0
     for kind, namespace, name in targets:
-        if kind == "PersistentVolumeClaim":
-            _claim_protection(ctx, skind, namespace, name)
+        _held(ctx, skind, kind, namespace, name)
         if ctx.state.delete(skind, key_of(kind, namespace, name)):
             ctx.out(f'{kind.lower()} "{name}" deleted')
         elif not ctx.flag("--ignore-not-found"):
@@ -263,21 +262,32 @@ def delete(ctx: Ctx) -> int:
     return code
 
 
-def _claim_protection(ctx: Ctx, skind: str, namespace: str, name: str) -> None:
-    """Kubernetes keeps a claim that a pod still mounts (the pvc-protection finalizer), and `kubectl delete` waits
-    for it: up to --timeout (wall clock), else a week. The fake does not wait: with --timeout it answers at once
-    what kubectl says at its end; without, it fails loudly instead of hanging a week."""
+def _held(ctx: Ctx, skind: str, kind: str, namespace: str, name: str) -> None:
+    """Kubernetes keeps an object a finalizer holds: its own (a claim a pod still mounts: pvc-protection) or any in
+    metadata.finalizers (a controller's, say one that is gone). The delete marks it (deletionTimestamp) and
+    `kubectl delete` waits for it to go: up to --timeout (wall clock), else a week. The fake does not wait: with
+    --timeout it answers at once what kubectl says at its end; without, it fails loudly instead of hanging."""
+    obj = ctx.state.get(skind, key_of(kind, namespace, name))
+    if obj is None:
+        return
+    holders = [str(f) for f in (obj.get("metadata") or {}).get("finalizers") or []]
     users = [o["metadata"]["name"] for o in ctx.state.list(skind)
-             if o.get("kind") == "Pod" and o["metadata"].get("namespace") == namespace
+             if kind == "PersistentVolumeClaim" and o.get("kind") == "Pod"
+             and o["metadata"].get("namespace") == namespace
              and any((v.get("persistentVolumeClaim") or {}).get("claimName") == name
                      for v in (o.get("spec") or {}).get("volumes") or [])]
-    if not users:
+    if users:
+        holders.append(f"pvc-protection: still mounted by pod(s) {', '.join(sorted(users))}")
+    if not holders:
         return
+    plural = f"{kind.lower()}s"
     if not ctx.flag("--timeout"):
-        raise Fail(3, f"fakecloud: `kubectl delete` would wait here for up to a week: persistentvolumeclaim "
-                      f"\"{name}\" is still mounted by pod(s) {', '.join(sorted(users))} (pvc-protection)")
-    ctx.out(f'persistentvolumeclaim "{name}" deleted')
-    raise Fail(1, f"error: timed out waiting for the condition on persistentvolumeclaims/{name}")
+        raise Fail(3, f"fakecloud: `kubectl delete` would wait here for up to a week: {kind.lower()} \"{name}\" is "
+                      f"held by {'; '.join(holders)}")
+    obj.setdefault("metadata", {})["deletionTimestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    ctx.state.put(skind, key_of(kind, namespace, name), obj)
+    ctx.out(f'{kind.lower()} "{name}" deleted')
+    raise Fail(1, f"error: timed out waiting for the condition on {plural}/{name}")
 
 
 @command("kubectl", "wait", latency=0.3)
