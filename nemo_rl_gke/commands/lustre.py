@@ -9,6 +9,7 @@ Nothing here runs anything; resources/storage_steps.py wires these to the runner
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from .. import names
@@ -22,7 +23,9 @@ PEERING_PREFIX_LENGTH = 20
 # In a dry run the instance does not exist yet: the PV is rendered with this documentation-range address.
 DRY_RUN_IP = "192.0.2.1"
 LUSTRE_READY_STATE = "ACTIVE"
-LUSTRE_FAILED_STATES = ("FAILED", "DELETING", "STOPPED")
+# The v1 Instance states that never become ACTIVE by waiting (v1 has no FAILED: a create that fails ends in its
+# operation's error, and the instance goes).
+LUSTRE_FAILED_STATES = ("DELETING", "STOPPED")
 
 
 def network_uri(s: Settings) -> str:
@@ -110,6 +113,20 @@ def peering_teardown(existing: list[str] | None, ours: str) -> tuple[str, list[s
 def lustre_describe(s: Settings, *, fmt: str = "json") -> Argv:
     return ["gcloud", "lustre", "instances", "describe", s.LUSTRE_NAME, f"--location={s.lustre_zone}", project_flag(s),
             f"--format={fmt}"]
+
+
+def operation_id(create_stderr: str) -> str:
+    """The operation an `instances create --async` started, from gcloud's "Check operation
+    [projects/P/locations/Z/operations/ID] for status."; "" when it printed none."""
+    found = re.search(r"Check operation \[(?:[^\]]*/)?([^\]/]+)\]", create_stderr or "")
+    return found.group(1) if found else ""
+
+
+def operation_describe(s: Settings, operation: str) -> Argv:
+    """The Lustre operation: `done`, and on failure `error` {code, message}, the only place a create's
+    server-side failure is told (the instance itself just goes)."""
+    return ["gcloud", "lustre", "operations", "describe", operation, f"--location={s.lustre_zone}", project_flag(s),
+            "--format=json"]
 
 
 def lustre_list(s: Settings, filter_: str) -> Argv:

@@ -139,8 +139,22 @@ def _lustre_create(s: Settings, inv: Inventory) -> Action:
     def create(r: Runner) -> str | None:
         result = r.run(lustre.lustre_create(s), accept=ALREADY_EXISTS, timeout=600)
         seen: dict[str, str] = {}
+        # Our create's operation: until it is done the instance is not ready, and its error is the only word on
+        # a failure on Google's side (no capacity in the zone, a quota). A re-run's earlier create: the instance.
+        operation = "" if result.already_exists else lustre.operation_id(result.stderr)
 
         def ready() -> bool:
+            if operation and not seen.get("operation done"):
+                answer = r.query(lustre.operation_describe(s, operation))
+                body = json.loads(answer.stdout or "{}") if answer is not None and answer.ok else {}
+                if body and not body.get("done"):
+                    return False
+                seen["operation done"] = "yes"  # or unreadable: the instance's own state decides
+                error = body.get("error") or {}
+                if error:
+                    raise ToolError(f"Lustre instance {s.LUSTRE_NAME} was not created: {error.get('message') or error}"
+                                    f" (operation {operation}, code {error.get('code', '?')}). Fix what it says, then "
+                                    f"`invoke storage.create`.", 1)
             info = lustre_state(r, s)
             state = info["state"] if info else "NOT_FOUND"
             seen["state"] = state

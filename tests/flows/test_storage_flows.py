@@ -364,3 +364,19 @@ def test_storage_create_asks_nothing_its_own_steps_just_read(cloud):
     pv = k8s(cloud, "PersistentVolume//lustre-pv")
     pvc = k8s(cloud, "PersistentVolumeClaim/default/lustre-pvc")
     assert (pv["spec"]["capacity"]["storage"], pvc["spec"]["resources"]["requests"]["storage"]) == ("18000Gi",) * 2
+
+
+def test_storage_create_says_why_google_could_not_create_lustre(cloud):
+    # A create that fails on Google's side (no capacity in the zone, a quota) says so only in its operation: the
+    # instance goes. The error, not "NOT_FOUND instead of ACTIVE", must reach the user; a re-run creates it.
+    failing = cloud.invoke("storage.create", FAKECLOUD_TIME_SCALE="0.001",
+                           FAKECLOUD_LUSTRE_CREATE_ERROR="8:Insufficient capacity for the requested Lustre instance "
+                                                         "in zone us-central1-b")
+    assert failing.code == 1, failing.output[-3000:]
+    assert ("Lustre instance nemo-lustre was not created: Insufficient capacity for the requested Lustre instance in "
+            "zone us-central1-b (operation operation-") in failing.stderr
+    assert "code 8). Fix what it says, then `invoke storage.create`." in failing.stderr
+    assert "lustre" not in cloud.resources()
+    again = cloud.invoke("storage.create", FAKECLOUD_TIME_SCALE="0.001")
+    assert again.code == 0, again.output[-3000:]
+    assert len(cloud.resources()["lustre"]) == 1

@@ -40,7 +40,10 @@ def test_gcloud_storage_queries_and_updates_parse(gcloud_parse):
     commands = [lustre.range_describe(s), lustre.peering_list(s), lustre.lustre_describe(s),
                 lustre.lustre_describe(s, fmt="value(mountPoint)"),
                 lustre.peering_update(s, ["sql-range", "nemo-lustre-range"]),
-                lustre.peering_update(s, ["sql-range"], force=True), buckets.list_equivalent(s, "runs/")]
+                lustre.peering_update(s, ["sql-range"], force=True), buckets.list_equivalent(s, "runs/"),
+                lustre.operation_describe(s, lustre.operation_id(
+                    "Create request issued for: [nemo-lustre]\nCheck operation [projects/p/locations/us-central1-b/"
+                    "operations/operation-1733404912345-62ab] for status."))]
     results = gcloud_parse(commands)
     assert not _bad(results)
     assert all(code == 1 for code, _ in results.values())  # well-formed, stopped only for lack of an account

@@ -212,3 +212,12 @@ def test_secret_with_a_value_that_is_not_utf8_does_not_match():
 
 def test_secret_with_a_value_that_is_not_base64_does_not_match():
     assert kube_objects.secret_matches(make_settings(), '{"data": {"HF_TOKEN": "%%%"}}') is False
+
+
+@pytest.mark.parametrize(("stderr", "wanted"), [
+    ("Create request issued for: [nemo-lustre]\nCheck operation [projects/p/locations/us-central1-b/operations/"
+     "operation-1733404912345-62ab] for status.", "operation-1733404912345-62ab"),
+    ("Check operation [operation-9] for status.", "operation-9"),
+    ("Created instance [nemo-lustre].", ""), ("", "")])
+def test_lustre_operation_id_from_the_async_create(stderr, wanted):
+    assert lustre.operation_id(stderr) == wanted

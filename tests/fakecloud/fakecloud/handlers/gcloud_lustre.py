@@ -55,7 +55,22 @@ def view(obj: dict) -> dict:
     return out
 
 
+def _failed(obj: dict | None) -> bool:
+    """A create that failed on Google's side (FAKECLOUD_LUSTRE_CREATE_ERROR): the instance is gone once its
+    operation has ended, and only the operation's error says why."""
+    return obj is not None and bool(obj.get("_error")) and time.time() >= obj.get("_ready_at", 0)
+
+
+def _sweep(ctx: Ctx) -> None:
+    """Instances whose create failed are gone once their operation has ended."""
+    with ctx.state.locked():
+        for key, obj in list(ctx.state.items("lustre").items()):
+            if _failed(obj):
+                ctx.state.delete("lustre", key)
+
+
 def _get(ctx: Ctx, name: str) -> dict:
+    _sweep(ctx)
     obj = ctx.state.get("lustre", _key(ctx, name))
     if obj is None:
         raise Fail(1, _error(ctx, f"NOT_FOUND: Resource '{_path(ctx, name)}' was not found"))
@@ -91,17 +106,48 @@ def lustre_create(ctx: Ctx) -> None:
            "description": ctx.flag("--description", ""),
            "labels": dict(kv.split("=", 1) for kv in str(ctx.flag("--labels", "")).split(",") if "=" in kv),
            "_network": network, "_ip": f"10.90.{index}.2"}
+    error = os.environ.get("FAKECLOUD_LUSTRE_CREATE_ERROR", "")  # "CODE:message", e.g. "8:no capacity in zone"
+    operation = f"projects/{ctx.project}/locations/{ctx.flag('--location')}/operations/operation-{time.time_ns()}"
     with ctx.state.locked():
+        _sweep(ctx)
         if ctx.state.get("lustre", _key(ctx, name)) is not None:
             raise Fail(1, _error(ctx, f"ALREADY_EXISTS: Resource '{_path(ctx, name)}' already exists"))
         obj["_ready_at"] = time.time() + CREATE_SECONDS * time_scale()
+        obj["_error"] = error
         ctx.state.put("lustre", _key(ctx, name), obj)
+        ctx.state.put("_lustre_operation", operation, {"name": operation, "target": obj["name"], "verb": "create",
+                                                      "_done_at": obj["_ready_at"], "_error": error})
     files_root(ctx, name).mkdir(parents=True, exist_ok=True)
-    if ctx.flag("--async"):
-        ctx.err(f"Create request issued for: [{name}]\nCheck operation [operations/fake-{index}] for status.")
+    if ctx.flag("--async"):  # gcloud's declarative commands' words (yaml_command_translator)
+        ctx.err(f"Create request issued for: [{name}]\nCheck operation [{operation}] for status.")
         return
     ctx.work()
+    if error:
+        raise Fail(1, _error(ctx, f"{error.split(':', 1)[-1]}"))
     ctx.err(f"Created instance [{name}].")
+
+
+@command("gcloud", "lustre", "operations", "describe", latency=1)
+def operation_describe(ctx: Ctx) -> None:
+    """A google.longrunning Operation: done once its instance's latency has passed; then `error` {code, message}
+    for a create that failed, else `response`."""
+    if not ctx.positionals:
+        raise Fail(2, _error(ctx, "argument OPERATION: Must be specified."))
+    wanted = f"projects/{ctx.project}/locations/{ctx.flag('--location')}/operations/{ctx.positionals[0]}"
+    op = ctx.state.get("_lustre_operation", wanted)
+    if op is None:
+        raise Fail(1, _error(ctx, f"NOT_FOUND: Resource '{wanted}' was not found"))
+    ctx.work()
+    _sweep(ctx)
+    done = time.time() >= op["_done_at"]
+    out: dict = {"name": op["name"], "metadata": {"target": op["target"], "verb": op["verb"],
+                                                   "apiVersion": "v1"}, "done": done}
+    if done and op["_error"]:
+        code, _, message = op["_error"].partition(":")
+        out["error"] = {"code": int(code) if code.isdigit() else 13, "message": message or op["_error"]}
+    elif done:
+        out["response"] = {"@type": "type.googleapis.com/google.cloud.lustre.v1.Instance", "name": op["target"]}
+    ctx.emit(out)
 
 
 @command("gcloud", "lustre", "instances", "describe", latency=1)
@@ -118,6 +164,7 @@ def lustre_list(ctx: Ctx) -> None:
     location = ctx.flag("--location")
     if not location:
         raise Fail(2, _error(ctx, "argument --location: Must be specified."))
+    _sweep(ctx)
     ctx.emit(filtered(ctx, [view(o) for k, o in ctx.state.items("lustre").items()
                             if k.startswith(f"{ctx.project}/")
                             and (location == "-" or f"/locations/{location}/" in o["name"])]))
