@@ -80,7 +80,9 @@ def cluster_create(s: Settings) -> Argv:
     else:
         argv = ["gcloud", "container", "clusters", "create", s.CLUSTER_NAME, project_flag(s), f"--location={s.region}",
                 f"--network={s.NETWORK}", f"--workload-pool={s.PROJECT_ID}.svc.id.goog", "--enable-dataplane-v2",
-                "--enable-ip-alias", "--enable-multi-networking", "--addons=RayOperator,LustreCsiDriver",
+                # --addons disables every add-on it does not name, GKE's defaults included: name them too.
+                "--enable-ip-alias", "--enable-multi-networking",
+                "--addons=HttpLoadBalancing,HorizontalPodAutoscaling,RayOperator,LustreCsiDriver",
                 "--enable-legacy-lustre-port", "--machine-type=n2-highmem-16",
                 # --num-nodes, --min-nodes and --max-nodes count per zone, and a regional cluster's default pool
                 # spans three zones unless told: 3 CPU nodes (up to 15) where the Ray head needs one. In the GPU

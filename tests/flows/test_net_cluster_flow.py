@@ -193,3 +193,14 @@ def test_teardown_after_an_interrupted_create_waits_for_gke_then_deletes(fake, k
     assert f"cluster {s.CLUSTER_NAME}: GKE is still working on it" in done.stderr
     state = fake.resources()
     assert "cluster" not in state and "nodepool" not in state
+
+
+def test_cluster_keeps_gke_default_addons_beside_ray_and_lustre(fake):
+    # gcloud's --addons enables what it names and disables every other add-on, GKE's defaults included: naming
+    # only RayOperator and LustreCsiDriver turned off HTTP load balancing and the Horizontal Pod Autoscaler.
+    assert bring_up(fake).code == 0
+    (cluster,) = fake.resources()["cluster"].values()
+    addons = cluster["addonsConfig"]
+    assert addons["httpLoadBalancing"] == {"disabled": False}
+    assert addons["horizontalPodAutoscaling"] == {"disabled": False}
+    assert addons["rayOperatorConfig"] == {"enabled": True} and addons["lustreCsiDriverConfig"] == {"enabled": True}

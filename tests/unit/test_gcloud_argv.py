@@ -24,7 +24,8 @@ def test_cluster_create_has_the_complete_flags(gpu, mode):
     assert common <= set(argv)
     if mode == "standard":
         assert {"--workload-pool=my-nemo-project.svc.id.goog", "--enable-dataplane-v2", "--enable-ip-alias",
-                "--addons=RayOperator,LustreCsiDriver", "--enable-legacy-lustre-port", "--enable-autoscaling",
+                "--addons=HttpLoadBalancing,HorizontalPodAutoscaling,RayOperator,LustreCsiDriver",
+                "--enable-legacy-lustre-port", "--enable-autoscaling",
                 "--num-nodes=1", "--min-nodes=1", "--max-nodes=5", "--machine-type=n2-highmem-16"} <= set(argv)
         # The node counts are per zone: one zone, the GPU zone, so 1 CPU node (not 3 across the region).
         assert "--node-locations=us-central1-b" in argv

@@ -39,6 +39,21 @@ def _cluster_path(ctx: Ctx, name: str) -> str:
     return f"projects/{ctx.project}/locations/{_location(ctx)}/clusters/{name}"
 
 
+def _addons_config(ctx: Ctx, autopilot: bool) -> dict:
+    """The API's addonsConfig as gcloud builds it: `--addons` enables those it names and disables the others,
+    GKE's defaults HttpLoadBalancing and HorizontalPodAutoscaling included (gcloud's api_adapter); without it,
+    and on Autopilot, the defaults stay on."""
+    named = [a.split("=", 1)[0] for a in str(ctx.flag("--addons", "")).split(",") if a] if not autopilot else []
+    given = bool(named)
+    config: dict = {"httpLoadBalancing": {"disabled": given and "HttpLoadBalancing" not in named},
+                    "horizontalPodAutoscaling": {"disabled": given and "HorizontalPodAutoscaling" not in named}}
+    if "RayOperator" in named or ctx.flag("--enable-ray-operator"):
+        config["rayOperatorConfig"] = {"enabled": True}
+    if "LustreCsiDriver" in named or ctx.flag("--enable-lustre-csi-driver"):
+        config["lustreCsiDriverConfig"] = {"enabled": True}
+    return config
+
+
 def _create(ctx: Ctx, autopilot: bool) -> None:
     name = ctx.positionals[0]
     network = str(ctx.flag("--network", "default"))
@@ -48,7 +63,7 @@ def _create(ctx: Ctx, autopilot: bool) -> None:
            "autopilot": {"enabled": autopilot}, "status": "RUNNING",
            "currentMasterVersion": ctx.flag("--cluster-version", "1.33.5-gke.1000000"),
            "resourceLabels": dict(kv.split("=", 1) for kv in str(ctx.flag("--labels", "")).split(",") if "=" in kv),
-           "addons": str(ctx.flag("--addons", "")).split(",") if ctx.flag("--addons") else [],
+           "addonsConfig": _addons_config(ctx, autopilot),
            "workloadPool": ctx.flag("--workload-pool", f"{ctx.project}.svc.id.goog" if autopilot else None),
            "endpoint": kubeconfig.new_endpoint(ctx, _cluster_key(ctx, name))}
     _create_provisioning(ctx, "cluster", _cluster_key(ctx, name), obj, _cluster_path(ctx, name))
