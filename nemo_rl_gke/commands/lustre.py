@@ -123,8 +123,8 @@ def operation_id(create_stderr: str) -> str:
 
 
 def operation_describe(s: Settings, operation: str) -> Argv:
-    """The Lustre operation: `done`, and on failure `error` {code, message}, the only place a create's
-    server-side failure is told (the instance itself just goes)."""
+    """A Lustre operation (a create's, an export's): `done`, and on failure `error` {code, message}, the only
+    place a failure on Google's side is told (a failed create's instance just goes)."""
     return ["gcloud", "lustre", "operations", "describe", operation, f"--location={s.lustre_zone}", project_flag(s),
             "--format=json"]
 
@@ -150,7 +150,7 @@ def lustre_delete(s: Settings) -> Argv:
 
 def lustre_export(s: Settings, lustre_path: str, gcs_uri: str) -> Argv:
     return ["gcloud", "lustre", "instances", "export-data", s.LUSTRE_NAME, f"--location={s.lustre_zone}",
-            project_flag(s), f"--lustre-path={lustre_path}", f"--gcs-path-uri={gcs_uri}"]
+            project_flag(s), f"--lustre-path={lustre_path}", f"--gcs-path-uri={gcs_uri}", "--async"]
 
 
 def mount_ip(mount_point: str) -> str:

@@ -178,7 +178,7 @@ def export(r: Runner, s: Settings, run: str | None) -> list[tuple[str, int]]:
 
     lustre_path, uri, prefix = exports.export_paths(s, run)
     before = {} if r.dry else gcs.generations(s, prefix)
-    r.run(lustre.lustre_export(s, lustre_path, uri), timeout=6 * 3600)
+    _export_and_wait(r, s, lustre_path, uri)
     if r.dry:
         gcs.show(r, buckets.list_equivalent(s, prefix))
         return []
@@ -201,6 +201,34 @@ def export(r: Runner, s: Settings, run: str | None) -> list[tuple[str, int]]:
     if copied == 0:
         r.say("this export copied nothing, so it does not count as an export of /data/runs.", err=True)
     return objects
+
+
+EXPORT_TIMEOUT_SECONDS = 6 * 3600
+
+
+def _export_and_wait(r: Runner, s: Settings, lustre_path: str, uri: str) -> None:
+    """Start the export (--async) and follow its operation until done. A waiting gcloud gives up after 30 minutes
+    with "has not finished in 1800 seconds" while the export goes on: checkpoints of a large model take longer."""
+    from . import lustre_operation
+
+    started = r.run(lustre.lustre_export(s, lustre_path, uri), timeout=600)
+    operation = lustre.operation_id(started.stderr)
+    if r.dry or not operation:
+        return
+
+    def finished() -> bool:
+        done = lustre_operation.state(r, s, operation)
+        if done is None or not done[0]:
+            return False
+        if done[1]:
+            raise ToolError(f"the Lustre export of {lustre_path} to {uri} failed: {done[1]}, operation {operation}. "
+                            f"Nothing counts as exported; fix what it says, then `invoke storage.export`.", 1)
+        return True
+
+    if not r.poll(f"Lustre export {lustre_path} -> {uri}", finished, timeout=EXPORT_TIMEOUT_SECONDS):
+        raise ToolError(f"the Lustre export of {lustre_path} to {uri} is still running after "
+                        f"{EXPORT_TIMEOUT_SECONDS // 3600} hours (operation {operation}; it goes on in Google): run "
+                        f"`invoke storage.export` again once it is done.", 1)
 
 
 def size_text(n: float) -> str:

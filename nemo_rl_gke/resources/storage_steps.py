@@ -22,7 +22,7 @@ from ..settings import Settings
 from ..steps import Action, Check, Step
 from ..tools import ToolError
 from . import cluster_steps as cluster
-from . import data_guard, peering
+from . import data_guard, lustre_operation, peering
 from . import net_steps as net
 from .inventory import Decide, Inventory, KubeRef, named, short
 from .step_shapes import check, creator, delete_if_ours, deleter
@@ -145,16 +145,13 @@ def _lustre_create(s: Settings, inv: Inventory) -> Action:
 
         def ready() -> bool:
             if operation and not seen.get("operation done"):
-                answer = r.query(lustre.operation_describe(s, operation))
-                body = json.loads(answer.stdout or "{}") if answer is not None and answer.ok else {}
-                if body and not body.get("done"):
+                done = lustre_operation.state(r, s, operation)
+                if done is not None and not done[0]:
                     return False
                 seen["operation done"] = "yes"  # or unreadable: the instance's own state decides
-                error = body.get("error") or {}
-                if error:
-                    raise ToolError(f"Lustre instance {s.LUSTRE_NAME} was not created: {error.get('message') or error}"
-                                    f" (operation {operation}, code {error.get('code', '?')}). Fix what it says, then "
-                                    f"`invoke storage.create`.", 1)
+                if done is not None and done[1]:
+                    raise ToolError(f"Lustre instance {s.LUSTRE_NAME} was not created: {done[1]}, operation "
+                                    f"{operation}. Fix what it says, then `invoke storage.create`.", 1)
             info = lustre_state(r, s)
             state = info["state"] if info else "NOT_FOUND"
             seen["state"] = state

@@ -374,9 +374,39 @@ def test_storage_create_says_why_google_could_not_create_lustre(cloud):
                                                          "in zone us-central1-b")
     assert failing.code == 1, failing.output[-3000:]
     assert ("Lustre instance nemo-lustre was not created: Insufficient capacity for the requested Lustre instance in "
-            "zone us-central1-b (operation operation-") in failing.stderr
-    assert "code 8). Fix what it says, then `invoke storage.create`." in failing.stderr
+            "zone us-central1-b (code 8), operation operation-") in failing.stderr
+    assert "-fake. Fix what it says, then `invoke storage.create`." in failing.stderr
     assert "lustre" not in cloud.resources()
     again = cloud.invoke("storage.create", FAKECLOUD_TIME_SCALE="0.001")
     assert again.code == 0, again.output[-3000:]
     assert len(cloud.resources()["lustre"]) == 1
+
+
+def _plant_checkpoint(cloud) -> None:
+    step = cloud.state_dir / "lustre" / "nemo-lustre" / "runs" / "r1" / "step_10"
+    step.mkdir(parents=True)
+    (step / "training_info.json").write_text("{}")
+
+
+def test_storage_export_longer_than_gcloud_waits_is_followed_to_its_end(made):
+    # A waiting gcloud gives up on an operation after 30 minutes ("has not finished in 1800 seconds") while the
+    # export goes on: a large model's checkpoints take longer. The export is started --async and its operation
+    # followed until done.
+    _plant_checkpoint(made)
+    done = made.invoke("storage.export", "--run=r1", FAKECLOUD_TIME_SCALE="0.001",
+                       FAKECLOUD_LUSTRE_EXPORT_SECONDS="2400")
+    assert done.code == 0, done.output[-3000:]
+    assert f"gs://nemo-rl-{PROJECT}/runs/r1/step_10/training_info.json" in done.stdout
+    asked = [c["argv"] for c in made.calls() if c["argv"][:3] == ["lustre", "operations", "describe"]]
+    assert asked, [c["argv"][:4] for c in made.calls()]
+
+
+def test_storage_export_that_fails_on_googles_side_says_why_and_records_nothing(made):
+    _plant_checkpoint(made)
+    done = made.invoke("storage.export", "--run=r1", FAKECLOUD_TIME_SCALE="0.001",
+                       FAKECLOUD_LUSTRE_EXPORT_ERROR="7:The Managed Lustre service agent lacks storage.objects.create "
+                                                     f"on gs://nemo-rl-{PROJECT}")
+    assert done.code == 1, done.output[-3000:]
+    assert ("the Lustre export of /runs/r1 to gs://nemo-rl-my-nemo-project/runs/r1/ failed: The Managed Lustre "
+            "service agent lacks storage.objects.create") in done.stderr
+    assert "(code 7), operation operation-" in done.stderr and "Nothing counts as exported" in done.stderr

@@ -61,6 +61,12 @@ def _failed(obj: dict | None) -> bool:
     return obj is not None and bool(obj.get("_error")) and time.time() >= obj.get("_ready_at", 0)
 
 
+def _operation_name(ctx: Ctx) -> str:
+    """The next operation's full name, numbered in order (the same in every run of the same steps)."""
+    number = 1700000000000 + len(ctx.state.items("_lustre_operation"))
+    return f"projects/{ctx.project}/locations/{ctx.flag('--location')}/operations/operation-{number}-fake"
+
+
 def _sweep(ctx: Ctx) -> None:
     """Instances whose create failed are gone once their operation has ended."""
     with ctx.state.locked():
@@ -107,7 +113,7 @@ def lustre_create(ctx: Ctx) -> None:
            "labels": dict(kv.split("=", 1) for kv in str(ctx.flag("--labels", "")).split(",") if "=" in kv),
            "_network": network, "_ip": f"10.90.{index}.2"}
     error = os.environ.get("FAKECLOUD_LUSTRE_CREATE_ERROR", "")  # "CODE:message", e.g. "8:no capacity in zone"
-    operation = f"projects/{ctx.project}/locations/{ctx.flag('--location')}/operations/operation-{time.time_ns()}"
+    operation = _operation_name(ctx)
     with ctx.state.locked():
         _sweep(ctx)
         if ctx.state.get("lustre", _key(ctx, name)) is not None:
@@ -206,17 +212,45 @@ def lustre_export(ctx: Ctx) -> None:
         raise Fail(1, _error(ctx, "INVALID_ARGUMENT: --lustre-path must start with '/'"))
     source = files_root(ctx, name) / lustre_path.lstrip("/")
     files = sorted(p for p in source.rglob("*") if p.is_file()) if source.is_dir() else []
-    ctx.work()
+    # How long the transfer takes (FAKECLOUD_LUSTRE_EXPORT_SECONDS, default 120 × the time scale), and an error
+    # it ends with on Google's side (FAKECLOUD_LUSTRE_EXPORT_ERROR="CODE:message").
+    seconds = float(os.environ.get("FAKECLOUD_LUSTRE_EXPORT_SECONDS", "120"))
+    error = os.environ.get("FAKECLOUD_LUSTRE_EXPORT_ERROR", "")
+    operation = _operation_name(ctx)
+    ctx.state.put("_lustre_operation", operation, {"name": operation, "target": obj["name"], "verb": "exportData",
+                                                   "_done_at": time.time() + seconds * time_scale(),
+                                                   "_error": error})
+    if ctx.flag("--async"):  # gcloud's declarative commands' words (yaml_command_translator)
+        ctx.err(f"Request issued for: [{name}]\nCheck operation [{operation}] for status.")
+    else:
+        # A waiting gcloud gives up after 30 minutes (api_lib/util/waiter.py), the export going on remotely.
+        ctx.work(min(seconds, 1800))
+        if seconds > 1800:
+            _copy(ctx, match.group(1), prefix, source, files, name, lustre_path, uri)
+            raise Fail(1, _error(ctx, f"Operation [{operation}] has not finished in 1800 seconds. The operations may "
+                                      f"still be underway remotely and may still succeed; use gcloud list and "
+                                      f"describe commands or https://console.developers.google.com/ to check "
+                                      f"resource state."))
+        if error:
+            raise Fail(1, _error(ctx, error.split(":", 1)[-1]))
+    if not error:
+        _copy(ctx, match.group(1), prefix, source, files, name, lustre_path, uri)
+    if not ctx.flag("--async"):
+        ctx.err(f"Exported {len(files)} files from [{name}]:{lustre_path} to [{uri}].")
+
+
+def _copy(ctx: Ctx, bucket_name: str, prefix: str, source: Path, files: list[Path], name: str, lustre_path: str,
+          uri: str) -> None:
+    """The transfer's result: every file under the Lustre path as an object under the bucket prefix."""
     if files and os.environ.get("STORAGE_EMULATOR_HOST"):
         from google.auth.credentials import AnonymousCredentials
         from google.cloud import storage
 
         gcs = storage.Client(project=ctx.project, credentials=AnonymousCredentials())
-        bucket = gcs.bucket(match.group(1))
+        bucket = gcs.bucket(bucket_name)
         for path in files:
             bucket.blob(prefix + str(path.relative_to(source))).upload_from_filename(str(path))
     exports = ctx.state.get("lustre-export", _key(ctx, name)) or {"runs": []}
     exports["runs"].append({"lustre_path": lustre_path, "gcs_path_uri": uri, "files": len(files),
                             "time": time.time()})
     ctx.state.put("lustre-export", _key(ctx, name), exports)
-    ctx.err(f"Exported {len(files)} files from [{name}]:{lustre_path} to [{uri}].")
