@@ -24,6 +24,7 @@ from ..tools import ToolError
 from . import cluster_steps as cluster
 from . import data_guard, lustre_operation, peering
 from . import net_steps as net
+from .head_pod import leaving
 from .inventory import Decide, Inventory, KubeRef, named, short
 from .step_shapes import check, creator, delete_if_ours, deleter
 
@@ -99,8 +100,10 @@ def lustre_state(r: Runner, s: Settings) -> dict[str, Any] | None:
 
 
 def claim_users(r: Runner, s: Settings) -> list[dict[str, Any]]:
-    """The pods of the namespace that mount the Lustre claim and have not ended (their phase is not Succeeded or
-    Failed): while one does, Kubernetes keeps the claim (pvc-protection) and `kubectl delete` waits for it."""
+    """The pods of the namespace that mount the Lustre claim, have not ended (their phase is not Succeeded or
+    Failed) and are not on their way out: while one does, Kubernetes keeps the claim (pvc-protection) and
+    `kubectl delete` waits for it. One being deleted (the Ray pods for a while after `clean.ray`: helm's uninstall
+    does not wait for them) lets go within its grace period, which the claim's delete waits for."""
     result = r.query(kubectl.get(s, "pods", namespace=s.NAMESPACE), ok_codes=(0,))
     if result is None:
         return []
@@ -108,7 +111,7 @@ def claim_users(r: Runner, s: Settings) -> list[dict[str, Any]]:
     for pod in json.loads(result.stdout or "{}").get("items") or []:
         volumes = (pod.get("spec") or {}).get("volumes") or []
         mounts = any((v.get("persistentVolumeClaim") or {}).get("claimName") == names.LUSTRE_PVC for v in volumes)
-        if mounts and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+        if mounts and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed") and not leaving(pod):
             out.append(pod)
     return out
 

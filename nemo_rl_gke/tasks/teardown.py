@@ -150,8 +150,10 @@ def _add_claim_guard(r: Runner, s: Settings, steps: list[Step], present: dict[st
 def _claim_free_or_refuse(r: Runner, s: Settings, going: set[str]) -> None:
     """A teardown that deletes the Lustre claim but not the pods mounting it (clean.storage or storage.delete with
     Ray still deployed, or a pod of the user's): Kubernetes keeps a claim in use (pvc-protection), so kubectl's
-    delete would wait, for up to a week. Refused before anything is deleted, naming the pods and what stops them."""
+    delete would wait, and give up after DELETE_TIMEOUT. Refused before anything is deleted, naming the pods and
+    what stops them."""
     from .. import names, prefetch
+    from ..commands import kubectl
     from ..resources import prefetch_steps, ray_steps, storage_steps
 
     def labels(pod: dict[str, Any]) -> dict[str, str]:
@@ -169,8 +171,8 @@ def _claim_free_or_refuse(r: Runner, s: Settings, going: set[str]) -> None:
     fix = ("`invoke clean.ray --yes` first (the Ray cluster mounts /data), or `invoke down` for everything" if ray
            else f"stop them first (`kubectl delete pod NAME --namespace={s.NAMESPACE}`)")
     raise Exit(f"error: the Lustre claim {names.LUSTRE_PVC} is in use by {len(users)} pod(s): {pods}. Kubernetes "
-               f"keeps a claim while a pod mounts it, so its delete would wait for them (kubectl waits up to a "
-               f"week). Nothing was deleted: {fix}.", code=1)
+               f"keeps a claim while a pod mounts it, so its delete would wait for them (and give up after "
+               f"{kubectl.DELETE_TIMEOUT}). Nothing was deleted: {fix}.", code=1)
 
 
 def _rescan(r: Runner, s: Settings, steps: list[Step], layers: tuple[str, ...]) -> tuple[list[Step], Listener]:

@@ -134,3 +134,26 @@ def test_storage_teardown_of_an_object_a_finalizer_holds_ends_with_what_holds_it
     assert ("secrets/nemo-rl-secrets is marked for deletion but something holds it: its finalizers say what "
             f"(`kubectl --context=gke_{PROJECT}_us-central1_nemo-rl --namespace=default get secrets/nemo-rl-secrets "
             "'--output=jsonpath={.metadata.finalizers}'`)") in done.stderr
+
+
+@pytest.mark.parametrize("argv", [("clean.storage", "--yes"), ("storage.delete", "--yes")])
+def test_storage_teardown_right_after_clean_ray_waits_for_pods_on_their_way_out(cloud, argv):
+    # helm's uninstall does not wait for the Ray pods: right after `clean.ray` they are still there, being
+    # deleted, mounting the claim. `clean.storage` must not refuse for them (the error would say to run
+    # `clean.ray`, just run); the claim's delete waits for them to let go.
+    from fakecloud.core import State
+
+    _up(cloud)
+    assert cloud.invoke("clean.ray", "--yes").code == 0
+    state, kind = State(cloud.state_dir), f"k8s:gke_{PROJECT}_us-central1_nemo-rl"
+    going = {"apiVersion": "v1", "kind": "Pod",
+             "metadata": {"name": "nemo-rl-head-going", "namespace": "default",
+                          "deletionTimestamp": "2026-12-03T23:00:00Z",
+                          "labels": {"ray.io/cluster": "nemo-rl", "ray.io/node-type": "head"}},
+             "spec": {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "lustre-pvc"}}]},
+             "status": {"phase": "Running"}}
+    state.put(kind, "Pod/default/nemo-rl-head-going", going)
+    done = cloud.invoke(*argv)
+    assert done.code == 0, done.output[-3000:]
+    assert "in use by" not in done.stderr
+    assert not any(k.startswith(("PersistentVolumeClaim/", "Pod/")) for k in cloud.resources().get(kind, {}))

@@ -262,6 +262,14 @@ def delete(ctx: Ctx) -> int:
     return code
 
 
+LEAVING_POD_SECONDS = 10  # a deleted pod's shutdown within its grace period (ours; FACTS §6 has no figure)
+
+
+def _leaving(ctx: Ctx, skind: str, namespace: str, pod: str) -> bool:
+    return bool(((ctx.state.get(skind, key_of("Pod", namespace, pod)) or {}).get("metadata") or {})
+                .get("deletionTimestamp"))
+
+
 def _held(ctx: Ctx, skind: str, kind: str, namespace: str, name: str) -> None:
     """Kubernetes keeps an object a finalizer holds: its own (a claim a pod still mounts: pvc-protection) or any in
     metadata.finalizers (a controller's, say one that is gone). The delete marks it (deletionTimestamp) and
@@ -276,6 +284,13 @@ def _held(ctx: Ctx, skind: str, kind: str, namespace: str, name: str) -> None:
              and o["metadata"].get("namespace") == namespace
              and any((v.get("persistentVolumeClaim") or {}).get("claimName") == name
                      for v in (o.get("spec") or {}).get("volumes") or [])]
+    going = [u for u in users if _leaving(ctx, skind, namespace, u)]
+    if going and len(going) == len(users):
+        # Pods on their way out let go within their grace period, which kubectl's delete waits for.
+        ctx.work(LEAVING_POD_SECONDS)
+        for name_ in going:
+            ctx.state.delete(skind, key_of("Pod", namespace, name_))
+        users = []
     if users:
         holders.append(f"pvc-protection: still mounted by pod(s) {', '.join(sorted(users))}")
     if not holders:
