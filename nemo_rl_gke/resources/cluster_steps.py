@@ -9,7 +9,7 @@ from typing import Any
 
 from .. import names, render
 from ..commands import gcloud, kubectl
-from ..runner import ALREADY_EXISTS, NOT_FOUND, Result, Runner
+from ..runner import ALREADY_EXISTS, NOT_FOUND, TRANSIENT, Result, Runner
 from ..settings import Settings
 from ..steps import Action, Step
 from . import net_steps as net
@@ -175,6 +175,9 @@ CLUSTER_BUSY = re.compile(r"is currently \w+ (cluster|node pool)|running incompa
 
 
 GONE_OR_BUSY = re.compile(f"{NOT_FOUND.pattern}|{CLUSTER_BUSY.pattern}", re.IGNORECASE)
+# While waiting, one try per poll: a refusal or a transient error only means "not yet" (the runner's own retries
+# would spend 30 s and five gcloud processes on each poll).
+GONE_BUSY_OR_TRANSIENT = re.compile(f"{GONE_OR_BUSY.pattern}|{TRANSIENT.pattern}", re.IGNORECASE)
 
 
 def _delete_when_free(title: str, delete: list[str]) -> Action:
@@ -184,14 +187,15 @@ def _delete_when_free(title: str, delete: list[str]) -> Action:
     def run(r: Runner) -> str | None:
         said: dict[str, Result] = {}
 
-        def answered(echo: bool = True) -> bool:
-            said["last"] = result = r.run(delete, accept=GONE_OR_BUSY, echo=echo)
-            return result.ok or not CLUSTER_BUSY.search(result.stderr)
+        def answered(first: bool = True) -> bool:
+            said["last"] = result = r.run(delete, accept=GONE_OR_BUSY if first else GONE_BUSY_OR_TRANSIENT,
+                                          echo=first, retry=first)
+            return result.ok or not (CLUSTER_BUSY.search(result.stderr) or TRANSIENT.search(result.stderr))
 
         if not answered():
             r.say(f"{title}: GKE is still working on it (an interrupted create goes on); deleting it once that "
                   f"ends", err=True)
-            if not r.poll(f"{title} free to delete", lambda: answered(echo=False), timeout=SETTLE_TIMEOUT_SECONDS):
+            if not r.poll(f"{title} free to delete", lambda: answered(first=False), timeout=SETTLE_TIMEOUT_SECONDS):
                 raise ToolError(f"{title}: GKE was still working on it after {SETTLE_TIMEOUT_SECONDS // 60} "
                                 f"minutes (`gcloud container operations list` says on what); run the teardown "
                                 f"again to keep waiting.", 1)

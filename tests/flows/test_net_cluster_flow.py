@@ -136,7 +136,10 @@ def test_fake_cluster_delete_whose_client_is_gone_removes_cluster_and_pool_toget
     assert ("cluster" in state, "nodepool" in state) == (False, False)
 
 
-SCALE = {"FAKECLOUD_TIME_SCALE": "0.005"}  # cluster create 2.1 s, pool 3 s
+SCALE = {"FAKECLOUD_TIME_SCALE": "0.005"}  # the tasks' commands
+# The interrupted create's own scale: cluster 8.4 s, pool 12 s of PROVISIONING, so a loaded machine still reaches
+# the create or delete that meets it before GKE is done.
+CREATE_SCALE = {"FAKECLOUD_TIME_SCALE": "0.02"}
 
 
 def interrupted_create(fake, kind):
@@ -156,12 +159,14 @@ def interrupted_create(fake, kind):
                            **SCALE).code != 0
     s = load(allow_example=False, cwd=fake.workdir, environ={})
     argv = gcloud.cluster_create(s) if kind == "cluster" else gcloud.node_pool_create(s)
-    asked = subprocess.Popen([str(FAKE_BIN / "gcloud"), *argv[1:]], env={**fake.process_env(), **SCALE},
+    asked = subprocess.Popen([str(FAKE_BIN / "gcloud"), *argv[1:]], env={**fake.process_env(), **CREATE_SCALE},
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(0.5)
+    states = {"cluster": "cluster", "node pool": "nodepool"}
+    deadline = time.monotonic() + 30
+    while not fake.resources().get(states[kind]) and time.monotonic() < deadline:  # GKE took the create
+        time.sleep(0.05)
     asked.send_signal(signal.SIGKILL)
     asked.wait()
-    states = {"cluster": "cluster", "node pool": "nodepool"}
     (made,) = fake.resources()[states[kind]].values()
     assert made["status"] == "PROVISIONING"
     return s
@@ -190,7 +195,10 @@ def test_teardown_after_an_interrupted_create_waits_for_gke_then_deletes(fake, k
     s = interrupted_create(fake, kind)
     done = fake.invoke(*teardown, **SCALE)
     assert done.code == 0, done.output[-3000:]
-    assert f"cluster {s.CLUSTER_NAME}: GKE is still working on it" in done.stderr
+    waiting = done.stderr.split(f"cluster {s.CLUSTER_NAME}: GKE is still working on it", 1)
+    assert len(waiting) == 2, done.stderr[-3000:]
+    # While waiting: one delete per poll, not the runner's five tries (30 s each poll on a real machine).
+    assert "transient error from gcloud" not in waiting[1]
     state = fake.resources()
     assert "cluster" not in state and "nodepool" not in state
 
