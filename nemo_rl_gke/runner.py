@@ -315,10 +315,16 @@ class Runner:
                         "it (`invoke up` if the cluster is gone)")
         held = HELD.search(result.stderr or "") if "delete" in result.argv else None
         if held:
+            what = held.group(1)
             where = [a for a in result.argv if a.startswith(("--context=", "--namespace="))]
-            ask = shlex.join(["kubectl", *where, "get", held.group(1), "--output=jsonpath={.metadata.finalizers}"])
-            message += (f"\n{held.group(1)} is marked for deletion but something holds it: its finalizers say what "
-                        f"(`{ask}`); a claim is held while a pod mounts it")
+            if what.startswith("pods/"):  # a pod whose node is gone or stuck stays Terminating, finalizers or not
+                ask = shlex.join(["kubectl", *where, "describe", what])
+                message += f"\n{what} is still shutting down: its node may be gone or stuck (`{ask}` says)"
+            else:
+                ask = shlex.join(["kubectl", *where, "get", what, "--output=jsonpath={.metadata.finalizers}"])
+                message += f"\n{what} is marked for deletion but something holds it: its finalizers say what (`{ask}`)"
+                if what.startswith("persistentvolumeclaims/"):
+                    message += "; a claim is held while a pod mounts it"
         return ToolError(self.redact(message), result.exit_code)
 
     # ---- concurrency and progress ----------------------------------------------------------------

@@ -115,10 +115,13 @@ def lustre_describe(s: Settings, *, fmt: str = "json") -> Argv:
             f"--format={fmt}"]
 
 
-def operation_id(create_stderr: str) -> str:
-    """The operation an `instances create --async` started, from gcloud's "Check operation
-    [projects/P/locations/Z/operations/ID] for status."; "" when it printed none."""
-    found = re.search(r"Check operation \[(?:[^\]]*/)?([^\]/]+)\]", create_stderr or "")
+def operation_id(output: str) -> str:
+    """The operation an `--async` create or export started: from gcloud's "Check operation
+    [projects/P/locations/Z/operations/ID] for status." (stderr), or the operation it prints (stdout, its
+    `name:`); "" when it printed neither (core/user_output_enabled=false)."""
+    found = (re.search(r"Check operation \[(?:[^\]]*/)?([^\]/]+)\]", output or "")
+             or re.search(r"""^\s*"?name"?:\s*"?projects/[^/\s"]+/locations/[^/\s"]+/operations/([^/\s"]+)""",
+                          output or "", re.MULTILINE))
     return found.group(1) if found else ""
 
 

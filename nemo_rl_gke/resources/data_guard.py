@@ -212,9 +212,14 @@ def _export_and_wait(r: Runner, s: Settings, lustre_path: str, uri: str) -> None
     from . import lustre_operation
 
     started = r.run(lustre.lustre_export(s, lustre_path, uri), timeout=600)
-    operation = lustre.operation_id(started.stderr)
-    if r.dry or not operation:
+    if r.dry:
         return
+    operation = lustre.operation_id(started.stderr + "\n" + started.stdout)
+    if not operation:
+        raise ToolError(f"the Lustre export of {lustre_path} to {uri} started, but gcloud named no operation to "
+                        f"follow (is core/user_output_enabled off?); nothing counts as exported until it ends: see "
+                        f"`gcloud lustre operations list --location={s.lustre_zone}`, then `invoke storage.export`.",
+                        1)
 
     def finished() -> bool:
         done = lustre_operation.state(r, s, operation)

@@ -144,14 +144,14 @@ def _lustre_create(s: Settings, inv: Inventory) -> Action:
         seen: dict[str, str] = {}
         # Our create's operation: until it is done the instance is not ready, and its error is the only word on
         # a failure on Google's side (no capacity in the zone, a quota). A re-run's earlier create: the instance.
-        operation = "" if result.already_exists else lustre.operation_id(result.stderr)
+        operation = "" if result.already_exists else lustre.operation_id(result.stderr + "\n" + result.stdout)
 
         def ready() -> bool:
             if operation and not seen.get("operation done"):
                 done = lustre_operation.state(r, s, operation)
                 if done is not None and not done[0]:
                     return False
-                seen["operation done"] = "yes"  # or unreadable: the instance's own state decides
+                seen["operation done"] = "yes"  # then the instance's own state decides (ACTIVE, its mountPoint)
                 if done is not None and done[1]:
                     raise ToolError(f"Lustre instance {s.LUSTRE_NAME} was not created: {done[1]}, operation "
                                     f"{operation}. Fix what it says, then `invoke storage.create`.", 1)

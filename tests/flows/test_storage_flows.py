@@ -410,3 +410,15 @@ def test_storage_export_that_fails_on_googles_side_says_why_and_records_nothing(
     assert ("the Lustre export of /runs/r1 to gs://nemo-rl-my-nemo-project/runs/r1/ failed: The Managed Lustre "
             "service agent lacks storage.objects.create") in done.stderr
     assert "(code 7), operation operation-" in done.stderr and "Nothing counts as exported" in done.stderr
+
+
+def test_storage_export_whose_operation_cannot_be_read_stops_at_once(made):
+    # An operation it may not read (a permission, a wrong id) must not turn into six hours of blind polling.
+    _plant_checkpoint(made)
+    before = len(made.calls())
+    done = made.invoke("storage.export", "--run=r1", FAKECLOUD_TIME_SCALE="0.001",
+                       FAKECLOUD_LUSTRE_EXPORT_SECONDS="2400", FAKECLOUD_FAIL="operations describe:99:permanent")
+    assert done.code == 1, done.output[-3000:]
+    assert "gcloud failed with exit code 1: gcloud lustre operations describe operation-" in done.stderr
+    asked = [c for c in made.calls()[before:] if c["argv"][:3] == ["lustre", "operations", "describe"]]
+    assert len(asked) == 1

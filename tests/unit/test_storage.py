@@ -218,6 +218,9 @@ def test_secret_with_a_value_that_is_not_base64_does_not_match():
     ("Create request issued for: [nemo-lustre]\nCheck operation [projects/p/locations/us-central1-b/operations/"
      "operation-1733404912345-62ab] for status.", "operation-1733404912345-62ab"),
     ("Check operation [operation-9] for status.", "operation-9"),
+    ("done: false\nname: projects/p/locations/us-central1-b/operations/operation-17-ab\n", "operation-17-ab"),
+    ('{\n  "name": "projects/p/locations/z/operations/operation-9"\n}', "operation-9"),
+    ("name: projects/p/locations/z/instances/nemo-lustre", ""),
     ("Created instance [nemo-lustre].", ""), ("", "")])
 def test_lustre_operation_id_from_the_async_create(stderr, wanted):
     assert lustre.operation_id(stderr) == wanted

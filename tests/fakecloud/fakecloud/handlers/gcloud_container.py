@@ -40,16 +40,24 @@ def _cluster_path(ctx: Ctx, name: str) -> str:
 
 
 def _addons_config(ctx: Ctx, autopilot: bool) -> dict:
-    """The API's addonsConfig as gcloud builds it: `--addons` enables those it names and disables the others,
-    GKE's defaults HttpLoadBalancing and HorizontalPodAutoscaling included (gcloud's api_adapter); without it,
-    and on Autopilot, the defaults stay on."""
-    named = [a.split("=", 1)[0] for a in str(ctx.flag("--addons", "")).split(",") if a] if not autopilot else []
-    given = bool(named)
-    config: dict = {"httpLoadBalancing": {"disabled": given and "HttpLoadBalancing" not in named},
-                    "horizontalPodAutoscaling": {"disabled": given and "HorizontalPodAutoscaling" not in named}}
-    if "RayOperator" in named or ctx.flag("--enable-ray-operator"):
+    """The API's addonsConfig as gcloud 528 builds it (surface/container/clusters/create.py, api_adapter): the
+    add-ons of `--addons` (X or X=ENABLED on, X=DISABLED off), plus --enable-ray-operator and
+    --enable-lustre-csi-driver; once any is given, every default add-on not named on (HttpLoadBalancing,
+    HorizontalPodAutoscaling) is turned off, except on Autopilot. Without any, the defaults stay on."""
+    addons = {a.split("=", 1)[0]: not a.upper().endswith("=DISABLED")
+              for a in str(ctx.flag("--addons", "")).split(",") if a}
+    if ctx.flag("--enable-ray-operator"):
+        addons["RayOperator"] = True
+    if ctx.flag("--enable-lustre-csi-driver"):
+        addons["LustreCsiDriver"] = True
+    config: dict = {}
+    if addons:
+        config["httpLoadBalancing"] = {"disabled": not addons.get("HttpLoadBalancing", False) and not autopilot}
+        config["horizontalPodAutoscaling"] = {"disabled": not addons.get("HorizontalPodAutoscaling", False)
+                                              and not autopilot}
+    if addons.get("RayOperator"):
         config["rayOperatorConfig"] = {"enabled": True}
-    if "LustreCsiDriver" in named or ctx.flag("--enable-lustre-csi-driver"):
+    if addons.get("LustreCsiDriver"):
         config["lustreCsiDriverConfig"] = {"enabled": True}
     return config
 

@@ -144,8 +144,8 @@ def operation_describe(ctx: Ctx) -> None:
     if op is None:
         raise Fail(1, _error(ctx, f"NOT_FOUND: Resource '{wanted}' was not found"))
     ctx.work()
-    _sweep(ctx)
     done = time.time() >= op["_done_at"]
+    _sweep(ctx)  # after: a create the answer calls failed is gone too (its instance's time is the same)
     out: dict = {"name": op["name"], "metadata": {"target": op["target"], "verb": op["verb"],
                                                    "apiVersion": "v1"}, "done": done}
     if done and op["_error"]:
