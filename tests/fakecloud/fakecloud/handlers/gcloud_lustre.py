@@ -152,7 +152,9 @@ def operation_describe(ctx: Ctx) -> None:
         code, _, message = op["_error"].partition(":")
         out["error"] = {"code": int(code) if code.isdigit() else 13, "message": message or op["_error"]}
     elif done:
-        out["response"] = {"@type": "type.googleapis.com/google.cloud.lustre.v1.Instance", "name": op["target"]}
+        kind = "Instance" if op["verb"] == "create" else "ExportDataResponse"
+        out["response"] = {"@type": f"type.googleapis.com/google.cloud.lustre.v1.{kind}", "name": op["target"]}
+        _transfer_once(ctx, op["name"])  # an export's objects are there once it is done
     ctx.emit(out)
 
 
@@ -210,8 +212,9 @@ def lustre_export(ctx: Ctx) -> None:
     lustre_path = str(ctx.flag("--lustre-path", "/"))
     if not lustre_path.startswith("/"):
         raise Fail(1, _error(ctx, "INVALID_ARGUMENT: --lustre-path must start with '/'"))
-    source = files_root(ctx, name) / lustre_path.lstrip("/")
-    files = sorted(p for p in source.rglob("*") if p.is_file()) if source.is_dir() else []
+    transfer = {"bucket": match.group(1), "prefix": prefix, "source": str(files_root(ctx, name) /
+                                                                          lustre_path.lstrip("/")),
+                "name": name, "lustre_path": lustre_path, "uri": uri}
     # How long the transfer takes (FAKECLOUD_LUSTRE_EXPORT_SECONDS, default 120 × the time scale), and an error
     # it ends with on Google's side (FAKECLOUD_LUSTRE_EXPORT_ERROR="CODE:message").
     seconds = float(os.environ.get("FAKECLOUD_LUSTRE_EXPORT_SECONDS", "120"))
@@ -219,38 +222,48 @@ def lustre_export(ctx: Ctx) -> None:
     operation = _operation_name(ctx)
     ctx.state.put("_lustre_operation", operation, {"name": operation, "target": obj["name"], "verb": "exportData",
                                                    "_done_at": time.time() + seconds * time_scale(),
-                                                   "_error": error})
-    if ctx.flag("--async"):  # gcloud's declarative commands' words (yaml_command_translator)
+                                                   "_error": error, "_transfer": transfer})
+    if ctx.flag("--async"):  # gcloud's declarative commands' words (yaml_command_translator); the objects
+        # appear when the operation is done (operation_describe), not before
         ctx.err(f"Request issued for: [{name}]\nCheck operation [{operation}] for status.")
-    else:
-        # A waiting gcloud gives up after 30 minutes (api_lib/util/waiter.py), the export going on remotely.
-        ctx.work(min(seconds, 1800))
-        if seconds > 1800:
-            _copy(ctx, match.group(1), prefix, source, files, name, lustre_path, uri)
-            raise Fail(1, _error(ctx, f"Operation [{operation}] has not finished in 1800 seconds. The operations may "
-                                      f"still be underway remotely and may still succeed; use gcloud list and "
-                                      f"describe commands or https://console.developers.google.com/ to check "
-                                      f"resource state."))
-        if error:
-            raise Fail(1, _error(ctx, error.split(":", 1)[-1]))
-    if not error:
-        _copy(ctx, match.group(1), prefix, source, files, name, lustre_path, uri)
-    if not ctx.flag("--async"):
-        ctx.err(f"Exported {len(files)} files from [{name}]:{lustre_path} to [{uri}].")
+        return
+    # A waiting gcloud gives up after 30 minutes (api_lib/util/waiter.py), the export going on remotely.
+    ctx.work(min(seconds, 1800))
+    if seconds > 1800:
+        _transfer_once(ctx, operation)
+        raise Fail(1, _error(ctx, f"Operation [{operation}] has not finished in 1800 seconds. The operations may "
+                                  f"still be underway remotely and may still succeed; use gcloud list and "
+                                  f"describe commands or https://console.developers.google.com/ to check "
+                                  f"resource state."))
+    if error:
+        raise Fail(1, _error(ctx, error.split(":", 1)[-1]))
+    copied = _transfer_once(ctx, operation)
+    ctx.err(f"Exported {copied} files from [{name}]:{lustre_path} to [{uri}].")
 
 
-def _copy(ctx: Ctx, bucket_name: str, prefix: str, source: Path, files: list[Path], name: str, lustre_path: str,
-          uri: str) -> None:
-    """The transfer's result: every file under the Lustre path as an object under the bucket prefix."""
+def _transfer_once(ctx: Ctx, operation: str) -> int:
+    """An export's result, once: every file under the Lustre path as an object under the bucket prefix (in the
+    GCS emulator when STORAGE_EMULATOR_HOST is set). How many files."""
+    with ctx.state.locked():
+        op = ctx.state.get("_lustre_operation", operation) or {}
+        transfer = op.get("_transfer")
+        if not transfer or op.get("_copied") or op.get("_error"):
+            return 0
+        op["_copied"] = True
+        ctx.state.put("_lustre_operation", operation, op)
+    source = Path(transfer["source"])
+    files = sorted(p for p in source.rglob("*") if p.is_file()) if source.is_dir() else []
     if files and os.environ.get("STORAGE_EMULATOR_HOST"):
         from google.auth.credentials import AnonymousCredentials
         from google.cloud import storage
 
         gcs = storage.Client(project=ctx.project, credentials=AnonymousCredentials())
-        bucket = gcs.bucket(bucket_name)
+        bucket = gcs.bucket(transfer["bucket"])
         for path in files:
-            bucket.blob(prefix + str(path.relative_to(source))).upload_from_filename(str(path))
-    exports = ctx.state.get("lustre-export", _key(ctx, name)) or {"runs": []}
-    exports["runs"].append({"lustre_path": lustre_path, "gcs_path_uri": uri, "files": len(files),
-                            "time": time.time()})
-    ctx.state.put("lustre-export", _key(ctx, name), exports)
+            bucket.blob(transfer["prefix"] + str(path.relative_to(source))).upload_from_filename(str(path))
+    key = f"{ctx.project}/{ctx.flag('--location')}/{transfer['name']}"
+    exports = ctx.state.get("lustre-export", key) or {"runs": []}
+    exports["runs"].append({"lustre_path": transfer["lustre_path"], "gcs_path_uri": transfer["uri"],
+                            "files": len(files), "time": time.time()})
+    ctx.state.put("lustre-export", key, exports)
+    return len(files)
