@@ -407,3 +407,25 @@ def test_ray_deploy_on_a_release_left_pending_says_how_to_roll_it_back(cloud):
     assert done.code == 1, done.output[-2000:]
     assert "stuck in a pending state left by an interrupted helm" in done.stderr
     assert "`helm rollback nemo-rl` with the same flags" in done.stderr and f"--kube-context={CONTEXT}" in done.stderr
+
+
+def test_job_submit_while_ray_is_still_starting_in_a_running_head_is_refused_then_works(cloud):
+    # The head's container runs (phase Running) for a while before Ray in it answers KubeRay's readiness probe:
+    # a submit in that window (a deploy whose wait was cut short) is refused, and works once the head is Ready.
+    import time
+
+    slow = {"FAKECLOUD_TIME_SCALE": "0.01", "FAKECLOUD_RAY_START_SECONDS": "590"}  # Running at 0.1 s, Ready at 6 s
+    assert cloud.invoke("ray.deploy", "--timeout=0", **slow).code == 1
+    early = cloud.invoke("job.submit", "qwen2.5-1.5b-gsm8k", "--id=early", **slow)
+    assert early.code == 1, early.output[-2000:]
+    assert "is Running but not Ready: Ray in it is still starting" in early.stderr
+    deadline = time.monotonic() + 30
+    while "head Ready" not in cloud.invoke("ray.status").output and time.monotonic() < deadline:
+        time.sleep(0.5)
+    from test_job_flow import kill_runs
+
+    try:
+        later = cloud.invoke("job.submit", "qwen2.5-1.5b-gsm8k", "--id=later", NRG_STANDIN_STEP_SECONDS="0.2")
+        assert later.code == 0, later.output[-2000:]
+    finally:
+        kill_runs(cloud)

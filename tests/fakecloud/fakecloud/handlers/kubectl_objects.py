@@ -152,9 +152,13 @@ def with_status(obj: dict[str, Any]) -> dict[str, Any]:
         return STATUS_VIEWS[obj["kind"]](obj)
     view = public(obj)
     if obj.get("kind") == "Pod" and "_ready_at" in obj:
-        ready = time.time() >= obj["_ready_at"] and not obj.get("_never_ready")
+        now = time.time()
+        ready = now >= obj["_ready_at"] and not obj.get("_never_ready")
+        # Running (its containers started) may come before Ready (a Ray pod: Ray starting, which KubeRay's
+        # readiness probe asks): from '_running_at' when set.
+        running = ready or (now >= float(obj.get("_running_at", obj["_ready_at"])) and not obj.get("_never_ready"))
         status = dict(view.get("status") or {})
-        status["phase"] = "Running" if ready else "Pending"
+        status["phase"] = "Running" if running else "Pending"
         # Other conditions (PodScheduled=False with the scheduler's message) are kept for diagnostics.
         others = [c for c in status.get("conditions") or [] if c.get("type") != "Ready"]
         status["conditions"] = others + [{"type": "Ready", "status": "True" if ready else "False"}]

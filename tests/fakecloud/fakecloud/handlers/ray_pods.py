@@ -113,6 +113,9 @@ def _pod(name: str, namespace: str, labels: dict[str, str], container: str, gpus
 # annotations to the pods it makes from it.
 POD_TEMPLATE_HASH = "nemo-rl-gke/pod-template-hash"
 RESTART_DELETE_SECONDS = 10  # a Ray pod's shutdown after the delete (ours; FACTS §6 has no figure)
+# A Ray pod is Running that long before Ready: Ray starting in it (ours; FACTS §6 has no figure).
+# FAKECLOUD_RAY_START_SECONDS sets it.
+RAY_START_SECONDS = 15
 RESTART_READY_SECONDS = 120  # a recreated Ray pod Ready again: its node and image are already there (ours)
 
 
@@ -193,6 +196,8 @@ def sync(
             pod = _pod(name, namespace, labels, container, pod_gpus, annotations,
                        str((values.get("data") or {}).get("claimName") or ""))
             pod["_ready_at"] = ready_at
+            start = float(os.environ.get("FAKECLOUD_RAY_START_SECONDS", RAY_START_SECONDS))
+            pod["_running_at"] = ready_at - start * time_scale()  # Running, Ray in it not yet answering
             if blocker is not None:
                 pod["_never_ready"] = True
                 pod["status"] = dict(blocker)
