@@ -157,3 +157,49 @@ def test_storage_teardown_right_after_clean_ray_waits_for_pods_on_their_way_out(
     assert done.code == 0, done.output[-3000:]
     assert "in use by" not in done.stderr
     assert not any(k.startswith(("PersistentVolumeClaim/", "Pod/")) for k in cloud.resources().get(kind, {}))
+
+
+SHUTDOWN = {"FAKECLOUD_TIME_SCALE": "0.01", "FAKECLOUD_POD_SHUTDOWN_SECONDS": "400"}  # Ray pods go 4 s later
+
+
+def _pods(cloud) -> dict[str, dict]:
+    kind = f"k8s:gke_{PROJECT}_us-central1_nemo-rl"
+    return {k: v for k, v in cloud.resources().get(kind, {}).items() if k.startswith("Pod/")}
+
+
+def test_fake_helm_uninstall_leaves_the_ray_pods_going_for_their_shutdown(cloud):
+    _up(cloud)
+    assert cloud.invoke("clean.ray", "--yes", **SHUTDOWN).code == 0
+    going = _pods(cloud)
+    assert going and all(p["metadata"].get("deletionTimestamp") for p in going.values())
+
+
+def test_clean_ray_then_clean_storage_at_once_deletes_the_claim_once_the_pods_are_gone(cloud):
+    # What our own refusal tells users to do, run as they would: `clean.ray --yes && clean.storage --yes`.
+    _up(cloud)
+    assert cloud.invoke("clean.ray", "--yes", **SHUTDOWN).code == 0
+    assert _pods(cloud)
+    done = cloud.invoke("clean.storage", "--yes", FAKECLOUD_TIME_SCALE="0.01")
+    assert done.code == 0, done.output[-3000:]
+    assert "in use by" not in done.stderr
+    assert _pods(cloud) == {}
+    kind = f"k8s:gke_{PROJECT}_us-central1_nemo-rl"
+    assert not any(k.startswith("PersistentVolumeClaim/") for k in cloud.resources().get(kind, {}))
+
+
+def test_ray_delete_then_deploy_at_once_sends_jobs_to_the_new_head(cloud):
+    _up(cloud)
+    old = {p["metadata"]["name"] for p in _pods(cloud).values()}
+    # The old pods outlive the new deploy's wait (30 s against 6 s).
+    assert cloud.invoke("ray.delete", "--yes", **{**SHUTDOWN, "FAKECLOUD_POD_SHUTDOWN_SECONDS": "3000"}).code == 0
+    deployed = cloud.invoke("ray.deploy", FAKECLOUD_TIME_SCALE="0.01")
+    assert deployed.code == 0, deployed.output[-3000:]
+    new = {p["metadata"]["name"] for p in _pods(cloud).values() if not p["metadata"].get("deletionTimestamp")}
+    assert new and not new & old
+    assert {p["metadata"]["name"] for p in _pods(cloud).values()} & old  # still going
+    before = len(cloud.calls())
+    assert cloud.invoke("job.list").code == 0
+    execs = [c["argv"] for c in cloud.calls()[before:] if c["tool"] == "kubectl" and "exec" in c["argv"]]
+    assert execs and all(not set(argv) & old for argv in execs), execs
+    status = cloud.invoke("ray.status")
+    assert status.code == 0 and not any(name in status.stdout for name in old), status.stdout

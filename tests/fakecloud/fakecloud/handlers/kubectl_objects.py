@@ -62,6 +62,9 @@ def store_kind(ctx: Ctx) -> str:
         raise Fail(1, "error: no --context given (the fake insists, as our code always names one)")
     if kubeconfig.reachable(ctx, str(context)) is None:  # kubectl 1.32's words (helm says it its own way)
         raise Fail(1, f"Error in configuration: context was not found for specified context: {context}")
+    from .ray_pods import sweep_gone  # pods whose shutdown has ended are gone before anything reads them
+
+    sweep_gone(ctx, f"k8s:{context}")
     return f"k8s:{context}"
 
 
@@ -291,7 +294,11 @@ def _held(ctx: Ctx, skind: str, kind: str, namespace: str, name: str) -> None:
     going = [u for u in users if _leaving(ctx, skind, namespace, u)]
     if going and len(going) == len(users):
         # Pods on their way out let go within their grace period, which kubectl's delete waits for.
-        ctx.work(LEAVING_POD_SECONDS)
+        ends = [float(ctx.state.get(skind, key_of("Pod", namespace, u)).get("_gone_at", 0)) for u in going]
+        if all(ends):
+            time.sleep(max(0.0, max(ends) - time.time()))
+        else:
+            ctx.work(LEAVING_POD_SECONDS)
         for name_ in going:
             ctx.state.delete(skind, key_of("Pod", namespace, name_))
         users = []

@@ -143,6 +143,7 @@ def sync(
     capacity = gpu_capacity(ctx, context)
     ready_at = time.time() + ready_in * time_scale()
     annotations = {POD_TEMPLATE_HASH: str(values["podTemplateHash"])} if values.get("podTemplateHash") else {}
+    sweep_gone(ctx, skind)
     with ctx.state.locked():
         key = key_of("RayCluster", namespace, cluster)
         generation = int((ctx.state.get(skind, key) or {}).get("_generation", 0))
@@ -170,13 +171,18 @@ def sync(
         ctx.state.put(skind, key_of("Service", namespace, f"{cluster}-head-svc"), _head_service(cluster, namespace,
                                                                                                   release))
         blocker = _blocker(ctx, skind, namespace, values)
-        existing = [
+        pods = [
             o
             for o in ctx.state.list(skind)
             if o.get("kind") == "Pod"
             and o["metadata"].get("labels", {}).get("ray.io/cluster") == cluster
             and o["metadata"].get("namespace") == namespace
         ]
+        existing = [o for o in pods if not o["metadata"].get("deletionTimestamp")]  # the others are going
+        while any(o["metadata"]["name"].endswith(_suffix(cluster, "head", *((generation,) if generation else ())))
+                  for o in pods if o not in existing):  # KubeRay's new pods never take a going pod's name
+            generation += 1
+            ctx.state.put(skind, key, {**ctx.state.get(skind, key), "_generation": generation})
         kept = sorted((o for o in existing if not o.get("_never_ready")), key=lambda o: o["metadata"]["name"])
         heads = [o for o in kept if o["metadata"]["labels"].get("ray.io/node-type") == "head"][:1]
         workers = [o for o in kept if o["metadata"]["labels"].get("ray.io/node-type") == "worker"][:replicas]
@@ -273,14 +279,33 @@ def _head_service(cluster: str, namespace: str, release: str) -> dict[str, Any]:
 
 
 def remove(ctx: Ctx, context: str, namespace: str, release: str) -> None:
+    """helm uninstall: the release's objects go at once; the Ray pods, which Kubernetes' garbage collector deletes
+    after their RayCluster (helm's --wait does not wait for them), are on their way out for their shutdown
+    (RESTART_DELETE_SECONDS, or FAKECLOUD_POD_SHUTDOWN_SECONDS, × the scale): still listed, Running, with a
+    deletionTimestamp."""
     skind = f"k8s:{context}"
+    shutdown = float(os.environ.get("FAKECLOUD_POD_SHUTDOWN_SECONDS", RESTART_DELETE_SECONDS))
+    gone_at = time.time() + shutdown * time_scale()
     with ctx.state.locked():
         for key, obj in list(ctx.state.items(skind).items()):
             labels = obj.get("metadata", {}).get("labels", {}) or {}
-            ours = obj.get("_release") == release or (
-                obj.get("kind") == "Pod" and labels.get("ray.io/cluster") == release
-            )
-            if ours and obj.get("metadata", {}).get("namespace") == namespace:
+            pod = obj.get("kind") == "Pod" and labels.get("ray.io/cluster") == release
+            if not (obj.get("_release") == release or pod) or obj.get("metadata", {}).get("namespace") != namespace:
+                continue
+            if pod and time_scale() > 0:
+                obj["metadata"].setdefault("deletionTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+                obj.setdefault("_gone_at", gone_at)
+                ctx.state.put(skind, key, obj)
+            else:
+                ctx.state.delete(skind, key)
+
+
+def sweep_gone(ctx: Ctx, skind: str) -> None:
+    """Pods whose shutdown has ended are gone."""
+    now = time.time()
+    with ctx.state.locked():
+        for key, obj in list(ctx.state.items(skind).items()):
+            if obj.get("kind") == "Pod" and "_gone_at" in obj and now >= float(obj["_gone_at"]):
                 ctx.state.delete(skind, key)
 
 
