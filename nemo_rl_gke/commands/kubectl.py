@@ -93,8 +93,9 @@ def exec_head(s: Settings, pod: str, *command: str, stdin: bool = False) -> Argv
 DELETE_TIMEOUT = "10m"
 
 
-def delete(s: Settings, kind: str, *names: str, namespace: str | None = None) -> Argv:
-    argv = base(s) + ["delete", kind, *names]
+def delete(s: Settings, kind: str, *names: str, namespace: str | None = None, selector: str = "") -> Argv:
+    """Delete the named objects, or those the label selector matches; gone already is fine, DELETE_TIMEOUT at most."""
+    argv = base(s) + ["delete", kind, *names] + ([f"--selector={selector}"] if selector else [])
     if namespace:
         argv.append(f"--namespace={namespace}")
     return argv + ["--ignore-not-found", f"--timeout={DELETE_TIMEOUT}"]

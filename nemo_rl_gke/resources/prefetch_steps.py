@@ -27,8 +27,7 @@ def list_argv(s: Settings) -> list[str]:
 
 
 def delete_all_argv(s: Settings) -> list[str]:
-    return kubectl.base(s) + ["delete", "jobs", f"--selector={prefetch.SELECTOR}", f"--namespace={s.NAMESPACE}",
-                              "--ignore-not-found", f"--timeout={kubectl.DELETE_TIMEOUT}"]
+    return kubectl.delete(s, "jobs", namespace=s.NAMESPACE, selector=prefetch.SELECTOR)
 
 
 def delete_argv(s: Settings, job: str) -> list[str]:

@@ -59,8 +59,7 @@ def gpu_query_argv(s: Settings, head_pod: str) -> list[str]:
 def restart_argv(s: Settings) -> list[str]:
     """Delete every Ray pod; KubeRay starts them again from the RayCluster's templates. kubectl waits for them to
     be gone (its --wait default), so no old pod is counted among the new ones."""
-    return kubectl.base(s) + ["delete", "pods", f"--selector={POD_SELECTOR}", f"--namespace={s.NAMESPACE}",
-                              "--ignore-not-found", f"--timeout={kubectl.DELETE_TIMEOUT}"]
+    return kubectl.delete(s, "pods", namespace=s.NAMESPACE, selector=POD_SELECTOR)
 
 
 # ---- pod state (pure) -----------------------------------------------------------------------------
