@@ -94,6 +94,13 @@ def cluster_create(s: Settings) -> Argv:
     return argv + [f"--labels={names.deployment_labels(s)}"]
 
 
+def cluster_update(s: Settings, change: str) -> Argv:
+    """One change to an existing cluster (GKE runs one update at a time: `--update-addons=X=ENABLED,...`,
+    `--enable-legacy-lustre-port`, `--enable-multi-networking`, `--workload-pool=...`)."""
+    return ["gcloud", "container", "clusters", "update", s.CLUSTER_NAME, project_flag(s), f"--location={s.region}",
+            change]
+
+
 def cluster_delete(s: Settings) -> Argv:
     return ["gcloud", "container", "clusters", "delete", s.CLUSTER_NAME, project_flag(s),
             f"--location={s.region}", "--quiet"]

@@ -125,6 +125,11 @@ def apply_steps(c: Context, s: Settings, steps: list[Step], *, title: str = "cre
     if r.dry:
         return graph.apply(r, steps)
     from ..board import Board
+    from ..resources import cluster_features
+    from ..resources.cluster_steps import CLUSTER
+
+    if any(step.parent == CLUSTER and not step.always for step in steps):  # builds on the cluster
+        cluster_features.require(r, s, steps)
 
     with Board(steps, title=f"{title} {s.CLUSTER_NAME}", runner=r) as board:
         return graph.apply(r, steps, listener=board.listener)

@@ -1,7 +1,9 @@
 """Drift: what exists but differs from the settings (cluster mode, GPU machine type, GPU node count, Spot or
-reservation, the Ray cluster's GPU workers). `plan` shows it; `up` refuses on it (exit 2) before any change,
-except the counts, which `up --resize` applies: the GPU pool's nodes, and the Ray cluster's workers (which `up`
-alone leaves as they are, with a note: `ray.deploy --nodes=N` runs fewer on purpose).
+reservation, the Ray cluster's GPU workers) or lacks what our steps need of the cluster (its Lustre driver, Ray
+operator, multi-networking: resources/cluster_features.py). `plan` shows it; `up` refuses on it (exit 2) before
+any change, except the counts, which `up --resize` applies: the GPU pool's nodes, and the Ray cluster's workers
+(which `up` alone leaves as they are, with a note: `ray.deploy --nodes=N` runs fewer on purpose), and what only
+a note names (Workload Identity off: nothing of ours needs it to run).
 
 The GPU pool's current size is not its describe's `initialNodeCount` (the size at creation): see
 resources/pool_size.py.
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..settings import GPU_PROFILES, Settings
 
 if TYPE_CHECKING:
+    from ..resources.cluster_features import Feature
     from ..runner import Runner
 
 # The graph's steps and the pool-size reader are imported where used: `invoke --list` imports this module.
@@ -32,16 +35,23 @@ class Found:
     spot: bool | None = None
     reservation: str | None = None  # "" when no specific reservation
     ray_workers: int | None = None  # the deployed RayCluster's GPU workers (None: no Ray cluster, or not known)
+    cluster_off: tuple[Feature, ...] = ()  # what the cluster lacks that our steps need (or a note names)
 
 
 @dataclass(frozen=True)
 class Difference:
     step: str
-    field: str  # mode | gpu | nodes | capacity | workers
+    field: str  # mode | gpu | nodes | capacity | workers | feature | advisory (a feature only a note names)
     have: str
     want: str
+    feature: str = ""  # feature, advisory: what is off (cluster_features.Feature.key)
+    fix: str = ""  # feature: how to turn on everything the cluster lacks (one text for all of them)
 
     def text(self) -> str:
+        if self.feature:
+            from ..resources.cluster_features import BY_KEY
+
+            return f"{BY_KEY[self.feature].title} is off ({BY_KEY[self.feature].needed_for})"
         if self.field == "mode":
             return f"it is {self.have}, the settings say {self.want}"
         if self.field == "nodes":
@@ -54,7 +64,8 @@ class Difference:
         from ..resources.cluster_steps import CLUSTER, GPU_POOL
 
         title = "GKE cluster" if self.step == CLUSTER else "GPU node pool" if self.step == GPU_POOL else "Ray cluster"
-        return {"name": self.step, "title": title, "field": self.field, "have": self.have, "want": self.want}
+        document = {"name": self.step, "title": title, "field": self.field, "have": self.have, "want": self.want}
+        return {**document, "feature": self.feature} if self.feature else document
 
 
 def _capacity_text(spot: bool | None, reservation: str | None) -> str:
@@ -68,8 +79,11 @@ def _gpu_text(machine_type: str) -> str:
     return f"{machine_type} ({short})" if short else machine_type
 
 
-def read_cluster(body: dict[str, Any]) -> Found:
-    return Found(mode="autopilot" if (body.get("autopilot") or {}).get("enabled") else "standard")
+def read_cluster(s: Settings, body: dict[str, Any]) -> Found:
+    from ..resources import cluster_features
+
+    return Found(mode="autopilot" if (body.get("autopilot") or {}).get("enabled") else "standard",
+                 cluster_off=tuple(cluster_features.missing(s, body)))
 
 
 def read_pool(body: dict[str, Any], group_sizes: list[int] | None = None) -> Found:
@@ -88,12 +102,17 @@ def read_pool(body: dict[str, Any], group_sizes: list[int] | None = None) -> Fou
 
 def differences(s: Settings, found: Found) -> list[Difference]:
     """Each way what exists differs from the settings, in a fixed order (mode, gpu, nodes, capacity, workers)."""
+    from ..resources import cluster_features
     from ..resources.cluster_steps import CLUSTER, GPU_POOL
     from ..resources.ray_steps import RELEASE
 
     out = []
     if found.mode is not None and found.mode != s.CLUSTER_MODE:
         out.append(Difference(CLUSTER, "mode", found.mode, s.CLUSTER_MODE))
+    if found.mode is not None and found.mode == s.CLUSTER_MODE:  # another mode is rebuilt anyway
+        fix = cluster_features.advice(s, list(found.cluster_off))
+        out += [Difference(CLUSTER, "feature" if f.blocking else "advisory", "off", "on", f.key,
+                           fix if f.blocking else "") for f in found.cluster_off]
     if found.machine_type and found.machine_type != s.gpu.machine_type:
         out.append(Difference(GPU_POOL, "gpu", _gpu_text(found.machine_type), _gpu_text(s.gpu.machine_type)))
     if found.nodes is not None and found.nodes != s.GPU_NODES:
@@ -110,6 +129,12 @@ def differences(s: Settings, found: Found) -> list[Difference]:
 
 
 RESIZED = ("nodes", "workers")  # the differences `up --resize` applies; `up` refuses on the others
+NOTED = ("workers", "advisory")  # the differences `up` alone goes on with, saying them
+
+
+def blocking(found: list[Difference], *, resize: bool = False) -> list[Difference]:
+    """The differences `up` refuses on (with --resize, a node count is applied instead)."""
+    return [d for d in found if d.field not in NOTED and not (resize and d.field == "nodes")]
 
 
 def by_step(found: list[Difference]) -> dict[str, str]:
@@ -132,7 +157,10 @@ def advice(found: list[Difference]) -> str:
         hints.append(f"`invoke up --resize` (asks first) or `invoke ray.deploy` upgrades the Ray cluster to "
                      f"{workers.want} GPU workers; `up` alone leaves it at {workers.have} (`ray.deploy "
                      f"--nodes={workers.have}` runs fewer on purpose)")
-    others = [d for d in found if d.field not in RESIZED]
+    feature = next((d for d in found if d.field == "feature"), None)
+    if feature is not None:
+        hints.append(f"the cluster lacks what our steps need: {feature.fix}")
+    others = [d for d in found if d.field not in (*RESIZED, *NOTED, "feature")]
     if others:
         flags = {"mode": "CLUSTER_MODE / --mode", "gpu": "GPU_TYPE / --gpu", "capacity": "SPOT, RESERVATION / "
                  "--spot, --reservation"}
@@ -158,14 +186,14 @@ def existing(r: Runner, s: Settings, present: dict[str, bool | None], steps: Any
     bodies = {name: json.loads(result.stdout or "{}") for (name, _), result in zip(wanted, answers, strict=True)
               if result is not None and result.ok}
     bodies.update({name: body for name, body in listed.items() if present.get(name)})
-    mode = read_cluster(bodies[CLUSTER]).mode if CLUSTER in bodies else None
+    cluster = read_cluster(s, bodies[CLUSTER]) if CLUSTER in bodies else Found()
     workers = listed_workers(r, s, steps) if present.get(RELEASE) else None
     pool = bodies.get(GPU_POOL)
     if pool is None:
-        return Found(mode=mode, ray_workers=workers)
+        return Found(mode=cluster.mode, cluster_off=cluster.cluster_off, ray_workers=workers)
     read = read_pool(pool, group_sizes(r, s, pool))  # the size now, not initialNodeCount
-    return Found(mode=mode, machine_type=read.machine_type, nodes=read.nodes, spot=read.spot,
-                 reservation=read.reservation, ray_workers=workers)
+    return Found(mode=cluster.mode, machine_type=read.machine_type, nodes=read.nodes, spot=read.spot,
+                 reservation=read.reservation, ray_workers=workers, cluster_off=cluster.cluster_off)
 
 
 def as_found(s: Settings, found: Found) -> Settings:

@@ -141,13 +141,19 @@ def _drift_check(r: Runner, s: Settings, present: dict[str, bool | None], *, res
     workers alone never block: `up` leaves them with a note (`ray.deploy --nodes=N` runs fewer on purpose)."""
     from . import drift
 
-    differences = drift.differences(s, drift.existing(r, s, present, steps))
-    blocking = [d for d in differences if d.field != "workers" and not (resize and d.field == "nodes")]
+    found = drift.existing(r, s, present, steps)
+    differences = drift.differences(s, found)
+    blocking = drift.blocking(differences, resize=resize)
     if blocking:
         lines = "\n".join(f"  {d.document()['title']}: {d.text()}" for d in differences)
         raise Exit(f"error: what exists in {s.PROJECT_ID} differs from the settings (flags, then .env):\n{lines}\n"
                    f"up changes nothing that exists, so it stops here; nothing was changed. {drift.advice(blocking)}",
                    code=2)
+    from ..resources import cluster_features
+
+    note = cluster_features.note(s, list(found.cluster_off))
+    if note:
+        r.say(note, err=True)
     counts = [d for d in differences if d.field in drift.RESIZED]
     if resize and not counts:
         r.say("--resize: the GPU pool and the Ray cluster already have the settings' counts (or do not exist "
@@ -199,7 +205,7 @@ def drift(s: Settings, step_name: str, body: dict[str, Any]) -> str:
     """What differs between one existing resource (its describe JSON) and the settings; '' if nothing."""
     from . import drift as drift_module
 
-    found = drift_module.read_cluster(body) if step_name == "cluster.cluster" else drift_module.read_pool(body)
+    found = drift_module.read_cluster(s, body) if step_name == "cluster.cluster" else drift_module.read_pool(body)
     return drift_module.by_step(drift_module.differences(s, found)).get(step_name, "")
 
 

@@ -83,7 +83,7 @@ def plan(c: Context, gpu: str | None = None, mode: str | None = None, nodes: int
         print(f"up would create {creating} of {len(steps)} and leave {leaving}. Everything up: about "
               f"{cost.money(est.total)}/hour; what exists now: about {cost.money(now)}/hour.")
         if differences:
-            refuses = ("`invoke up` refuses until they agree" if any(d.field != "workers" for d in differences)
+            refuses = ("`invoke up` refuses until they agree" if drift.blocking(differences)
                        else "`invoke up` leaves them so")
             print(f"{len(differs)} existing resource(s) differ from the settings; {refuses}. "
                   f"{drift.advice(differences)}")

@@ -211,4 +211,5 @@ def test_cluster_keeps_gke_default_addons_beside_ray_and_lustre(fake):
     addons = cluster["addonsConfig"]
     assert addons["httpLoadBalancing"] == {"disabled": False}
     assert addons["horizontalPodAutoscaling"] == {"disabled": False}
-    assert addons["rayOperatorConfig"] == {"enabled": True} and addons["lustreCsiDriverConfig"] == {"enabled": True}
+    assert addons["rayOperatorConfig"] == {"enabled": True}
+    assert addons["lustreCsiDriverConfig"] == {"enabled": True, "enableLegacyLustrePort": True}

@@ -48,3 +48,18 @@ def test_existence_checks_and_deletes_parse_in_real_gcloud(gcloud_parse):
     bad = {" ".join(argv): err for argv, (code, err) in results.items() if code == 2}
     assert not bad, bad
     assert all(code == 1 for code, _ in results.values())  # well-formed, stopped only for lack of an account
+
+
+def test_cluster_feature_updates_parse_in_real_gcloud(gcloud_parse):
+    # What `up` prints to turn on what an adopted cluster lacks: each a command the user runs as printed.
+    from nemo_rl_gke.resources import cluster_features
+
+    values = {k: v for k, v in read_env_example().items() if k in Settings.__dataclass_fields__}
+    s = validate(Settings(**coerce(values)))
+    off = [f for f in cluster_features.missing(s, {"networkConfig": {"datapathProvider": "ADVANCED_DATAPATH"}})
+           if f.blocking]
+    commands = cluster_features.fixes(s, off)
+    assert len(commands) == 3  # the add-ons, the legacy port, multi-networking: one change per update
+    commands.append(shlex.split(cluster_features.note(s, [cluster_features.WORKLOAD_IDENTITY]).split("`")[1]))
+    results = gcloud_parse(commands)
+    assert {" ".join(argv): code for argv, (code, _) in results.items()} == {" ".join(c): 1 for c in commands}

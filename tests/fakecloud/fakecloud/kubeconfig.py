@@ -102,6 +102,29 @@ def reachable(ctx: Ctx, context: str, *, helm: bool = False) -> dict[str, Any] |
     return dict(record)
 
 
+def cluster_of(ctx: Ctx, context: str) -> dict[str, Any]:
+    """The GKE cluster behind a context ({} when none): what its API server serves depends on its add-ons."""
+    record = ctx.state.get("kubecontext", context) or {}
+    return ctx.state.get("cluster", str(record.get("cluster"))) or {}
+
+
+def missing_kind(ctx: Ctx, context: str, api_version: str, kind: str) -> bool:
+    """A kind whose CRD the cluster lacks: KubeRay's (the Ray operator add-on installs it) and GKE's network
+    kinds (multi-networking installs them). Other kinds: always there, as far as the fake knows."""
+    cluster = cluster_of(ctx, context)
+    if api_version.startswith("ray.io/"):
+        return not ((cluster.get("addonsConfig") or {}).get("rayOperatorConfig") or {}).get("enabled")
+    if api_version.startswith("networking.gke.io/") and kind in ("GKENetworkParamSet", "Network"):
+        return not (cluster.get("networkConfig") or {}).get("enableMultiNetworking")
+    return False
+
+
+def no_mapping(name: str, namespace: str, source: str, api_version: str, kind: str) -> str:
+    """kubectl's and helm's words for an object whose kind the API server does not serve."""
+    return (f'resource mapping not found for name: "{name}" namespace: "{namespace}" from "{source}": no matches '
+            f'for kind "{kind}" in version "{api_version}"\nensure CRDs are installed first')
+
+
 # ---- the YAML file, as kubectl writes it ----------------------------------------------------------------
 def _load() -> dict[str, Any]:
     import yaml

@@ -59,7 +59,23 @@ def _addons_config(ctx: Ctx, autopilot: bool) -> dict:
         config["rayOperatorConfig"] = {"enabled": True}
     if addons.get("LustreCsiDriver"):
         config["lustreCsiDriverConfig"] = {"enabled": True}
+        if ctx.flag("--enable-legacy-lustre-port"):
+            config["lustreCsiDriverConfig"]["enableLegacyLustrePort"] = True
     return config
+
+
+def _network_config(ctx: Ctx, autopilot: bool) -> dict:
+    """The API's networkConfig: Dataplane V2 (Autopilot always has it), multi-networking when asked."""
+    config: dict = {}
+    if autopilot or ctx.flag("--enable-dataplane-v2"):
+        config["datapathProvider"] = "ADVANCED_DATAPATH"
+    if ctx.flag("--enable-multi-networking"):
+        config["enableMultiNetworking"] = True
+    return config
+
+
+def _workload_identity(pool: object) -> dict:
+    return {"workloadIdentityConfig": {"workloadPool": str(pool)}} if pool else {}
 
 
 def _create(ctx: Ctx, autopilot: bool) -> None:
@@ -72,7 +88,8 @@ def _create(ctx: Ctx, autopilot: bool) -> None:
            "currentMasterVersion": ctx.flag("--cluster-version", "1.33.5-gke.1000000"),
            "resourceLabels": dict(kv.split("=", 1) for kv in str(ctx.flag("--labels", "")).split(",") if "=" in kv),
            "addonsConfig": _addons_config(ctx, autopilot),
-           "workloadPool": ctx.flag("--workload-pool", f"{ctx.project}.svc.id.goog" if autopilot else None),
+           "networkConfig": _network_config(ctx, autopilot),
+           **_workload_identity(ctx.flag("--workload-pool", f"{ctx.project}.svc.id.goog" if autopilot else None)),
            "endpoint": kubeconfig.new_endpoint(ctx, _cluster_key(ctx, name))}
     _create_provisioning(ctx, "cluster", _cluster_key(ctx, name), obj, _cluster_path(ctx, name))
 
@@ -179,6 +196,55 @@ def cluster_delete(ctx: Ctx) -> None:
             if kind.endswith(f":{context}"):
                 ctx.state.drop_kind(kind)
     ctx.err(f"Deleted [{what}].")
+
+
+_ADDON_KEYS = {"HttpLoadBalancing": "httpLoadBalancing", "HorizontalPodAutoscaling": "horizontalPodAutoscaling",
+               "LustreCsiDriver": "lustreCsiDriverConfig", "RayOperator": "rayOperatorConfig"}
+_UPDATES = ("--update-addons", "--enable-legacy-lustre-port", "--enable-multi-networking", "--workload-pool")
+
+
+@command("gcloud", "container", "clusters", "update", mutating=True, latency=120)
+def cluster_update(ctx: Ctx) -> None:
+    """One change per call, as gcloud's update takes (its flags are one mutually exclusive group): add-ons on or
+    off, the legacy Lustre port, multi-networking (GKE Dataplane V2 needed), Workload Identity."""
+    name = ctx.positionals[0]
+    key = _cluster_key(ctx, name)
+    what = _cluster_path(ctx, name)
+    given = [flag for flag in _UPDATES if ctx.flag(flag)]
+    if len(given) != 1:
+        raise Fail(2, gcloud_error(ctx, f"fakecloud knows one change per update, of {', '.join(_UPDATES)}"))
+    busy = _running_operation(ctx, key, require(ctx, "cluster", key, what))
+    if busy:
+        raise Fail(1, gcloud_error(ctx, f"ResponseError: code=400, message={busy}"))
+    ctx.work()  # the change lands when GKE's operation ends
+    with ctx.state.locked():
+        cluster = require(ctx, "cluster", key, what)
+        addons = cluster.setdefault("addonsConfig", {})
+        network = cluster.setdefault("networkConfig", {})
+        if given[0] == "--update-addons":
+            for item in str(ctx.flag("--update-addons")).split(","):
+                addon, _, state = item.partition("=")
+                on = state.upper() == "ENABLED"
+                if addon not in _ADDON_KEYS or state.upper() not in ("ENABLED", "DISABLED"):
+                    raise Fail(2, gcloud_error(ctx, f"argument --update-addons: invalid {item}"))
+                field = _ADDON_KEYS[addon]
+                if field.endswith("Config"):
+                    addons[field] = {**addons.get(field, {}), "enabled": on}
+                else:
+                    addons[field] = {"disabled": not on}
+        elif given[0] == "--enable-legacy-lustre-port":
+            addons["lustreCsiDriverConfig"] = {**addons.get("lustreCsiDriverConfig", {}),
+                                               "enableLegacyLustrePort": True}
+        elif given[0] == "--enable-multi-networking":
+            if network.get("datapathProvider") != "ADVANCED_DATAPATH":
+                # (GKE's exact words not verified: multi-networking needs Dataplane V2, set at creation only)
+                raise Fail(1, gcloud_error(ctx, "ResponseError: code=400, message=Multi-networking requires "
+                                                "GKE Dataplane V2 to be enabled on the cluster."))
+            network["enableMultiNetworking"] = True
+        else:
+            cluster.update(_workload_identity(ctx.flag("--workload-pool")))
+        ctx.state.put("cluster", key, cluster)
+    ctx.err(f"Updating {name}...done.\nUpdated [https://container.googleapis.com/v1/{what}].")
 
 
 @command("gcloud", "container", "clusters", "get-credentials", latency=2)

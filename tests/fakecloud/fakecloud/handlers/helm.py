@@ -71,6 +71,12 @@ def upgrade(ctx: Ctx) -> int:
     ) or {}
     ctx.work(HELM_CALL_SECONDS)
     kind, key = f"helm:{context}", f"{namespace}/{release}"
+    if kubeconfig.missing_kind(ctx, context, "ray.io/v1", "RayCluster"):  # no Ray operator add-on
+        failed = ("UPGRADE FAILED: unable to build kubernetes objects from new release manifest"
+                  if ctx.state.get(kind, key) else
+                  "INSTALLATION FAILED: unable to build kubernetes objects from release manifest")
+        name = ray_pods.cluster_name(release, values)
+        raise Fail(1, f"Error: {failed}: {kubeconfig.no_mapping(name, namespace, '', 'ray.io/v1', 'RayCluster')}")
     with ctx.state.locked():
         old = ctx.state.get(kind, key)
         entry = {

@@ -125,12 +125,22 @@ def apply(ctx: Ctx) -> None:
         docs = [dict(d, metadata=dict(d["metadata"])) for d in docs]
     store_kind(ctx)
     ctx.work()
+    unmapped = []
     for doc in docs:
         if doc.get("kind", "").endswith("List"):
             docs.extend(doc.get("items", []))
             continue
+        if kubeconfig.missing_kind(ctx, str(ctx.flag("--context")), str(doc.get("apiVersion")), doc["kind"]):
+            # kubectl applies the others, then fails naming each object of a kind the server lacks
+            meta = doc.get("metadata") or {}
+            unmapped.append("error: " + kubeconfig.no_mapping(str(meta.get("name")), str(meta.get("namespace", "")),
+                                                              "STDIN" if source == "-" else source,
+                                                              str(doc.get("apiVersion")), doc["kind"]))
+            continue
         verdict = put_object(ctx, doc)
         ctx.out(f"{_resource_word(doc['kind'], doc)}/{doc['metadata']['name']} {verdict}")
+    if unmapped:
+        raise Fail(1, "\n".join(unmapped))
 
 
 def _selected(obj: dict[str, Any], selector: str) -> bool:

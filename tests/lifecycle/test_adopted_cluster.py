@@ -1,0 +1,144 @@
+"""A GKE cluster made another way (the tutorial's: no Lustre driver, no Workload Identity) and adopted by name:
+`up`, `plan` and every task that builds on the cluster name what it lacks and refuse (exit 2) before any change;
+the `gcloud container clusters update` commands they print turn it on, after which `up` goes through. On the
+fake cloud, through invoke; the fake GKE keeps addonsConfig and networkConfig as gcloud 528 sets them."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+from support.fake import FakeCloud, read_env_example
+
+ENV = read_env_example()
+TUTORIAL_STANDARD = ["--enable-dataplane-v2", "--enable-ip-alias", "--enable-multi-networking", "--addons=RayOperator",
+                     "--num-nodes=1"]
+TUTORIAL_AUTOPILOT = ["--enable-multi-networking", "--enable-ray-operator"]
+
+
+def _gcloud(cloud: FakeCloud, argv: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, env=cloud.process_env(), cwd=cloud.workdir, capture_output=True, text=True,
+                          timeout=60)
+
+
+def _tutorial_cluster(cloud: FakeCloud, *, autopilot: bool = False) -> None:
+    done = cloud.invoke("net.create")
+    assert done.code == 0, done.output[-2000:]
+    verb, flags = ("create-auto", TUTORIAL_AUTOPILOT) if autopilot else ("create", TUTORIAL_STANDARD)
+    made = _gcloud(cloud, ["gcloud", "container", "clusters", verb, ENV["CLUSTER_NAME"],
+                           f"--location={ENV['CONTROL_PLANE_LOCATION']}", f"--project={ENV['PROJECT_ID']}", *flags])
+    assert made.returncode == 0, made.stderr
+
+
+def _updates(text: str) -> list[list[str]]:
+    return [command.split(" ") for command in re.findall(r"`(gcloud container clusters update [^`]*)`", text)]
+
+
+def test_up_refuses_the_tutorials_cluster_and_its_updates_fix_it(cloud):
+    _tutorial_cluster(cloud)
+    before = len(cloud.calls())
+    done = cloud.invoke("up", "--yes", process=True)  # the real `invoke` command
+    assert done.code == 2, done.output[-3000:]
+    assert "GKE cluster: the Managed Lustre CSI driver is off" in done.stderr
+    assert "GKE cluster: the legacy Lustre port (6988) is off" in done.stderr
+    assert "Workload Identity is off" in done.stderr and "nothing was changed" in done.stderr
+    assert "Ray operator" not in done.stderr and "multi-networking" not in done.stderr  # the tutorial has them
+    assert cloud.mutating_calls(since=before) == []
+    updates = _updates(done.stderr)
+    assert [argv[-1] for argv in updates] == ["--update-addons=LustreCsiDriver=ENABLED", "--enable-legacy-lustre-port"]
+    for argv in updates:
+        ran = _gcloud(cloud, argv)
+        assert ran.returncode == 0, ran.stderr
+    again = cloud.invoke("up", "--yes")
+    assert again.code == 0, again.output[-3000:]
+    assert "note: Workload Identity is off" in again.stderr and "--workload-pool=" in again.stderr
+    (cluster,) = cloud.resources()["cluster"].values()
+    assert cluster["addonsConfig"]["lustreCsiDriverConfig"] == {"enabled": True, "enableLegacyLustrePort": True}
+
+
+def test_layer_tasks_refuse_to_build_on_the_cluster_before_any_change(cloud):
+    _tutorial_cluster(cloud)
+    for task in (["cluster.create"], ["storage.create"], ["ray.deploy"]):
+        before = len(cloud.calls())
+        done = cloud.invoke(*task)
+        assert done.code == 2, (task, done.output[-3000:])
+        assert "the GKE cluster nemo-rl lacks what our steps need of it: the Managed Lustre CSI driver is off" \
+            in done.stderr, task
+        assert "--update-addons=LustreCsiDriver=ENABLED" in done.stderr and "Traceback" not in done.output
+        assert cloud.mutating_calls(since=before) == [], task
+    credentials = cloud.invoke("cluster.credentials")  # kubectl access to any cluster is still fine
+    assert credentials.code == 0, credentials.output[-2000:]
+
+
+def test_plan_names_what_the_cluster_lacks(cloud):
+    _tutorial_cluster(cloud)
+    plan = cloud.invoke("plan", "--json")
+    assert plan.code == 0, plan.output[-2000:]
+    drift = json.loads(plan.stdout)["drift"]
+    assert [(d["field"], d["feature"]) for d in drift] == [("feature", "lustre-csi-driver"),
+                                                            ("feature", "legacy-lustre-port"),
+                                                            ("advisory", "workload-identity")]
+    text = cloud.invoke("plan")
+    assert "`invoke up` refuses until they agree" in text.stdout, text.output[-2000:]
+
+
+def test_the_tutorials_autopilot_cluster_lacks_only_the_lustre_driver(cloud):
+    cloud.write_env(CLUSTER_MODE="autopilot")
+    _tutorial_cluster(cloud, autopilot=True)
+    done = cloud.invoke("up", "--yes")
+    assert done.code == 2, done.output[-3000:]
+    assert [argv[-1] for argv in _updates(done.stderr)] == ["--update-addons=LustreCsiDriver=ENABLED",
+                                                            "--enable-legacy-lustre-port"]
+    assert "Workload Identity" not in done.stderr  # Autopilot always has it
+
+
+def test_a_cluster_without_dataplane_v2_can_only_be_rebuilt(cloud):
+    done = cloud.invoke("net.create")
+    assert done.code == 0, done.output[-2000:]
+    made = _gcloud(cloud, ["gcloud", "container", "clusters", "create", ENV["CLUSTER_NAME"],
+                           f"--location={ENV['CONTROL_PLANE_LOCATION']}", f"--project={ENV['PROJECT_ID']}",
+                           "--addons=RayOperator,LustreCsiDriver", "--enable-legacy-lustre-port",
+                           f"--workload-pool={ENV['PROJECT_ID']}.svc.id.goog"])
+    assert made.returncode == 0, made.stderr
+    done = cloud.invoke("up", "--yes")
+    assert done.code == 2, done.output[-3000:]
+    assert "GKE Dataplane V2 is off" in done.stderr and "multi-networking is off" in done.stderr
+    assert _updates(done.stderr) == [] and "only a new cluster has GKE Dataplane V2" in done.stderr
+    # as GKE answers: multi-networking needs Dataplane V2
+    tried = _gcloud(cloud, ["gcloud", "container", "clusters", "update", ENV["CLUSTER_NAME"],
+                            f"--location={ENV['CONTROL_PLANE_LOCATION']}", f"--project={ENV['PROJECT_ID']}",
+                            "--enable-multi-networking"])
+    assert tried.returncode == 1 and "Dataplane V2" in tried.stderr
+
+
+def test_fake_cluster_without_the_ray_operator_or_multi_networking_lacks_their_kinds(cloud):
+    # What our refusal spares the user, as the real tools answer it: helm cannot map a RayCluster without the
+    # Ray operator's CRD, kubectl cannot map a GKENetworkParamSet without multi-networking's.
+    done = cloud.invoke("net.create")
+    assert done.code == 0, done.output[-2000:]
+    where = [f"--location={ENV['CONTROL_PLANE_LOCATION']}", f"--project={ENV['PROJECT_ID']}"]
+    made = _gcloud(cloud, ["gcloud", "container", "clusters", "create", ENV["CLUSTER_NAME"], *where,
+                           "--addons=LustreCsiDriver", "--enable-legacy-lustre-port"])
+    assert made.returncode == 0, made.stderr
+    assert _gcloud(cloud, ["gcloud", "container", "clusters", "get-credentials", ENV["CLUSTER_NAME"],
+                           *where]).returncode == 0
+    context = f"--context=gke_{ENV['PROJECT_ID']}_{ENV['CONTROL_PLANE_LOCATION']}_{ENV['CLUSTER_NAME']}"
+    helm = subprocess.run(["helm", "upgrade", "--install", "nemo-rl", "chart", "--kube-context=" + context[10:],
+                           "--namespace=default", "--values=-"], input="worker: {replicas: 1}\n",
+                          env=cloud.process_env(), cwd=cloud.workdir, capture_output=True, text=True, timeout=60)
+    assert helm.returncode == 1, helm.stderr
+    assert 'Error: INSTALLATION FAILED: unable to build kubernetes objects from release manifest: resource ' \
+           'mapping not found for name: "nemo-rl" namespace: "default" from "": no matches for kind "RayCluster" in ' \
+           'version "ray.io/v1"' in helm.stderr
+    mapping = ("apiVersion: networking.gke.io/v1\nkind: GKENetworkParamSet\nmetadata: {name: gvnic-1}\n"
+               "spec: {vpc: v, vpcSubnet: s, deviceMode: NetDevice}\n---\n"
+               "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: default}\n")
+    kubectl = subprocess.run(["kubectl", context, "apply", "--filename=-"], input=mapping, env=cloud.process_env(),
+                             cwd=cloud.workdir, capture_output=True, text=True, timeout=60)
+    assert kubectl.returncode == 1 and "configmap/other created" in kubectl.stdout, kubectl.stderr
+    assert 'no matches for kind "GKENetworkParamSet" in version "networking.gke.io/v1"' in kubectl.stderr
+    up = cloud.invoke("up", "--yes")
+    assert up.code == 2, up.output[-3000:]
+    for feature in ("the Ray operator add-on is off", "GKE Dataplane V2 is off", "multi-networking is off"):
+        assert feature in up.stderr, feature
