@@ -226,9 +226,7 @@ def preflight(r: Runner, s: Settings) -> None:
     if r.dry:
         return
     from ..settings import ConfigError
-    from . import cluster_features
 
-    cluster_features.require(r, s)
     if not s.autopilot:
         capacity = pool_capacity(r, s)
         if capacity is None:

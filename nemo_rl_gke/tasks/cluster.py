@@ -53,7 +53,14 @@ def create(c: Context, gpu: str | None = None, mode: str | None = None, nodes: i
     """Create the cluster, GPU node pool, NCCL installer and network mapping (skips what exists)."""
     s = cluster_settings(c, gpu, mode, nodes, spot, reservation)
     with context.deployment_locked(c, s, "cluster.create", force=force_unlock):
-        context.apply_steps(c, s, _steps(s))
+        steps = _steps(s)
+        r = context.runner(c, s)
+        if not r.dry:  # an existing cluster or pool of another kind is not "created": refused, as `up` does
+            from . import drift
+
+            found = drift.existing(r, s, context.present_map(r, steps), steps)
+            drift.refuse_on(s, found, what="cluster.create", fields=("mode", "gpu", "nodes", "capacity", "feature"))
+        context.apply_steps(c, s, steps)
 
 
 @context.task

@@ -170,10 +170,29 @@ def advice(found: list[Difference]) -> str:
     return "To resolve: " + "; ".join(hints) + "."
 
 
+def refusal(s: Settings, found: list[Difference], refused: list[Difference], *, what: str) -> str:
+    """Why `what` stops before any change: every difference, then what to do about the refused ones."""
+    lines = "\n".join(f"  {d.document()['title']}: {d.text()}" for d in found)
+    return (f"what exists in {s.PROJECT_ID} differs from the settings (flags, then .env):\n{lines}\n"
+            f"{what} builds on what exists only as the settings say it, so it stops here; nothing was changed. "
+            f"{advice(refused)}")
+
+
+def refuse_on(s: Settings, found: Found, *, what: str, fields: tuple[str, ...]) -> None:
+    """Exit 2 when what exists differs from the settings in one of fields (a task that would build on it)."""
+    from invoke.exceptions import Exit
+
+    every = differences(s, found)
+    refused = [d for d in every if d.field in fields]
+    if refused:
+        raise Exit(f"error: {refusal(s, every, refused, what=what)}", code=2)
+
+
 # ---- reading the cloud (read-only) -----------------------------------------------------------------
-def existing(r: Runner, s: Settings, present: dict[str, bool | None], steps: Any = None) -> Found:
+def existing(r: Runner, s: Settings, present: dict[str, bool | None], steps: Any = None, *,
+             sizes: bool = True) -> Found:
     """Describe the cluster and the GPU pool (those present; steps: their inventory's listing answers instead),
-    and the pool's instance groups, in parallel."""
+    in parallel, then the pool's instance groups (sizes=False: not, the creation size stands in)."""
     from ..commands import gcloud
     from ..resources.cluster_steps import CLUSTER, GPU_POOL, listed_bodies
     from ..resources.pool_size import group_sizes
@@ -191,7 +210,7 @@ def existing(r: Runner, s: Settings, present: dict[str, bool | None], steps: Any
     pool = bodies.get(GPU_POOL)
     if pool is None:
         return Found(mode=cluster.mode, cluster_off=cluster.cluster_off, ray_workers=workers)
-    read = read_pool(pool, group_sizes(r, s, pool))  # the size now, not initialNodeCount
+    read = read_pool(pool, group_sizes(r, s, pool) if sizes else None)  # the size now, not initialNodeCount
     return Found(mode=cluster.mode, machine_type=read.machine_type, nodes=read.nodes, spot=read.spot,
                  reservation=read.reservation, ray_workers=workers, cluster_off=cluster.cluster_off)
 

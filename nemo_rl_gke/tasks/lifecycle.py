@@ -145,10 +145,7 @@ def _drift_check(r: Runner, s: Settings, present: dict[str, bool | None], *, res
     differences = drift.differences(s, found)
     blocking = drift.blocking(differences, resize=resize)
     if blocking:
-        lines = "\n".join(f"  {d.document()['title']}: {d.text()}" for d in differences)
-        raise Exit(f"error: what exists in {s.PROJECT_ID} differs from the settings (flags, then .env):\n{lines}\n"
-                   f"up changes nothing that exists, so it stops here; nothing was changed. {drift.advice(blocking)}",
-                   code=2)
+        raise Exit(f"error: {drift.refusal(s, differences, blocking, what='up')}", code=2)
     from ..resources import cluster_features
 
     note = cluster_features.note(s, list(found.cluster_off))

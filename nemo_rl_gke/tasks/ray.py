@@ -111,6 +111,21 @@ def _credentials(r: Runner, s: Settings) -> None:
             step.create(r)
 
 
+def _refuse_another_cluster(r: Runner, s: Settings) -> None:
+    """Ray's pods select nodes by the settings' mode and GPU type: on a cluster of another mode or a pool of
+    another GPU, or one lacking what our steps need, no pod would ever start. Refused before any change."""
+    if r.dry:
+        return
+    from ..resources import cluster_features
+    from ..resources.cluster_steps import CLUSTER, GPU_POOL
+    from . import drift
+
+    found = drift.existing(r, s, {CLUSTER: True, GPU_POOL: not s.autopilot}, sizes=False)
+    drift.refuse_on(s, found, what="ray.deploy", fields=("mode", "gpu", "feature"))
+    if cluster_features.note(s, list(found.cluster_off)):
+        r.say(cluster_features.note(s, list(found.cluster_off)), err=True)
+
+
 @context.task(help={**SIZE_HELP, "timeout": "Seconds to wait for every Ray pod to be Ready (default 1800).",
                     "yes": "Restart Ray's pods without asking when their spec changed while runs are running "
                            "(they stop; needed without a terminal).",
@@ -143,6 +158,7 @@ def deploy(c: Context, nodes: int | None = None, head_cpu: int | None = None, he
 
     with context.deployment_locked(c, s, "ray.deploy", force=force_unlock):
         _credentials(r, s)
+        _refuse_another_cluster(r, s)
         ray_steps.preflight(r, s)  # a pool too small, or no Secret/claim: refused now, not after the timeout
         ray_steps.deploy(r, s, timeout=wait, restart=restart, **head)
 

@@ -63,8 +63,8 @@ def test_layer_tasks_refuse_to_build_on_the_cluster_before_any_change(cloud):
         before = len(cloud.calls())
         done = cloud.invoke(*task)
         assert done.code == 2, (task, done.output[-3000:])
-        assert "the GKE cluster nemo-rl lacks what our steps need of it: the Managed Lustre CSI driver is off" \
-            in done.stderr, task
+        assert "the Managed Lustre CSI driver is off" in done.stderr, task
+        assert "nothing was changed" in done.stderr.lower(), task
         assert "--update-addons=LustreCsiDriver=ENABLED" in done.stderr and "Traceback" not in done.output
         assert cloud.mutating_calls(since=before) == [], task
     credentials = cloud.invoke("cluster.credentials")  # kubectl access to any cluster is still fine
@@ -142,3 +142,27 @@ def test_fake_cluster_without_the_ray_operator_or_multi_networking_lacks_their_k
     assert up.code == 2, up.output[-3000:]
     for feature in ("the Ray operator add-on is off", "GKE Dataplane V2 is off", "multi-networking is off"):
         assert feature in up.stderr, feature
+
+
+def test_fake_gpu_workers_whose_selector_no_node_matches_never_schedule(cloud):
+    # As the scheduler answers: a worker asking for H200 nodes on a B200 pool (or an Autopilot compute class on
+    # a Standard cluster) stays Pending, Unschedulable.
+    done = cloud.invoke("up", "--yes")
+    assert done.code == 0, done.output[-2000:]
+    context = f"gke_{ENV['PROJECT_ID']}_{ENV['CONTROL_PLANE_LOCATION']}_{ENV['CLUSTER_NAME']}"
+    for selector in ("{cloud.google.com/gke-accelerator: nvidia-h200-141gb}",
+                     "{cloud.google.com/gke-accelerator: nvidia-b200, cloud.google.com/compute-class: Performance}"):
+        helm = subprocess.run(["helm", "upgrade", "--install", "other", "chart", f"--kube-context={context}",
+                               "--namespace=default", "--values=-"],
+                              input=f"worker: {{replicas: 1, gpus: 8, nodeSelector: {selector}}}\n",
+                              env=cloud.process_env(), cwd=cloud.workdir, capture_output=True, text=True, timeout=60)
+        assert helm.returncode == 0, helm.stderr
+        pods = subprocess.run(["kubectl", f"--context={context}", "get", "pods", "--namespace=default",
+                               "--selector=ray.io/cluster=other,ray.io/node-type=worker", "--output=json"],
+                              env=cloud.process_env(), cwd=cloud.workdir, capture_output=True, text=True, timeout=60)
+        (pod,) = json.loads(pods.stdout)["items"]
+        (condition,) = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
+        assert condition["reason"] == "Unschedulable" and "didn't match Pod's node affinity/selector" in \
+            condition["message"], (selector, condition)
+        subprocess.run(["helm", "uninstall", "other", f"--kube-context={context}", "--namespace=default"],
+                       env=cloud.process_env(), cwd=cloud.workdir, capture_output=True, text=True, timeout=60)

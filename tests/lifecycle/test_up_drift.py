@@ -149,3 +149,30 @@ def test_up_resize_leaves_pods_of_an_older_spec_with_a_note_and_ray_deploy_resta
     assert "2 of Ray's pods were started from another spec" in restarted.stderr
     again = cloud.invoke("up", "--resize", "--yes")
     assert again.code == 0 and "older spec" not in again.stderr, again.output[-2000:]
+
+
+def test_cluster_create_refuses_another_gpu_mode_or_count_before_any_change(cloud):
+    # It used to say "GPU node pool (2 × a3-ultragpu-8g): exists" over a b200 pool, and with --mode=autopilot
+    # applied the Autopilot NCCL installer into the Standard cluster.
+    _up(cloud)
+    for flags, says in ((["--gpu=h200"], "GPU node pool: a4-highgpu-8g (b200), the settings say a3-ultragpu-8g"),
+                        (["--mode=autopilot"], "GKE cluster: it is standard, the settings say autopilot"),
+                        (["--nodes=3"], "GPU node pool: 2 nodes, the settings say 3")):
+        before = len(cloud.calls())
+        done = cloud.invoke("cluster.create", *flags, process=flags == ["--mode=autopilot"])
+        assert done.code == 2, (flags, done.output[-2000:])
+        assert says in done.stderr and "nothing was changed" in done.stderr, flags
+        assert cloud.mutating_calls(since=before) == [], flags
+    assert cloud.invoke("cluster.create").code == 0  # as set: everything exists
+
+
+def test_ray_deploy_refuses_another_gpu_or_mode_before_any_change(cloud):
+    # Ray's workers select nodes by the settings' GPU and mode: on a b200 pool, h200 workers never start.
+    _up(cloud)
+    for env, says in (({"GPU_TYPE": "h200"}, "GPU node pool: a4-highgpu-8g (b200), the settings say a3-ultragpu-8g"),
+                      ({"CLUSTER_MODE": "autopilot"}, "GKE cluster: it is standard, the settings say autopilot")):
+        before = len(cloud.calls())
+        done = cloud.invoke("ray.deploy", "--timeout=30", **env)
+        assert done.code == 2, (env, done.output[-2000:])
+        assert says in done.stderr and "nothing was changed" in done.stderr, env
+        assert cloud.mutating_calls(since=before) == [], env

@@ -56,6 +56,24 @@ def gpu_capacity(ctx: Ctx, context: str) -> int | None:
     return pool_size(pool) * max(1, len(pool.get("locations") or [])) if pool else 0
 
 
+def unmatched_nodes(ctx: Ctx, context: str, selector: dict[str, str]) -> int:
+    """How many of a Standard cluster's nodes (its CPU node and GPU pool) a GPU worker's nodeSelector rules out
+    when it rules them all out (0: some node matches, or Autopilot, which makes the node the pod asks for): the
+    pool's nodes carry its accelerator's label, and no node of ours carries an Autopilot compute class."""
+    kube = ctx.state.get("kubecontext", context) or {}
+    pool = ctx.state.get("nodepool", f"{kube.get('cluster')}/gpu-pool")
+    if kube.get("autopilot") or pool is None:
+        return 0
+    accelerator = dict(kv.split("=", 1) for kv in str((pool.get("config") or {}).get("accelerators") or "")
+                       .split(",") if "=" in kv).get("type")
+    wanted = selector.get("cloud.google.com/gke-accelerator")
+    if "cloud.google.com/compute-class" in selector or (wanted and accelerator and wanted != accelerator):
+        from .gcloud_resize import pool_size
+
+        return 1 + pool_size(pool) * max(1, len(pool.get("locations") or []))
+    return 0
+
+
 def _blocker(ctx: Ctx, skind: str, namespace: str, values: dict[str, Any]) -> dict[str, Any] | None:
     """Why no Ray pod can start, as Kubernetes would say it (None: nothing blocks)."""
     claim = (values.get("data") or {}).get("claimName")
@@ -141,6 +159,7 @@ def sync(
     replicas = int(worker.get("replicas", 1))
     gpus = int(worker.get("gpus", 8))
     capacity = gpu_capacity(ctx, context)
+    unmatched = unmatched_nodes(ctx, context, dict(worker.get("nodeSelector") or {}))
     ready_at = time.time() + ready_in * time_scale()
     annotations = {POD_TEMPLATE_HASH: str(values["podTemplateHash"])} if values.get("podTemplateHash") else {}
     sweep_gone(ctx, skind)
@@ -207,6 +226,12 @@ def sync(
             if blocker is not None:
                 pod["_never_ready"] = True
                 pod["status"] = dict(blocker)
+            elif pod_gpus and unmatched:
+                pod["_never_ready"] = True
+                pod["status"] = {"conditions": [{
+                    "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                    "message": f"0/{unmatched} nodes are available: {unmatched} node(s) didn't match Pod's node "
+                               f"affinity/selector. preemption: not helpful for scheduling."}]}
             elif pod_gpus and capacity is not None and workers_placed >= capacity:
                 pod["_never_ready"] = True
                 pod["status"] = {"conditions": [unschedulable(capacity)]}
