@@ -26,12 +26,13 @@ def all_steps(s: Settings) -> list[Step]:
     return StepList(inv.track(steps), inv)
 
 
-def layer_steps(s: Settings, layer: str) -> list[Step]:
+def layer_steps(s: Settings, layer: str, *also: str) -> list[Step]:
+    """A layer's steps (and the steps named in also), sharing one inventory that lists only what they ask."""
     from .inventory import StepList, inventory_of
 
     steps = all_steps(s)
     inv = inventory_of(steps)
     assert inv is not None
-    chosen = [step for step in steps if step.layer == layer]
+    chosen = [step for step in steps if step.layer == layer or step.name in also]
     inv.restrict(chosen)
     return StepList(chosen, inv)

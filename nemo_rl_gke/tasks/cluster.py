@@ -42,9 +42,9 @@ def cluster_settings(c: Context, gpu: str | None = None, mode: str | None = None
 
 
 def _steps(s: Settings) -> list[Any]:
-    from ..resources import cluster_steps as cluster
+    from ..resources import layer_steps
 
-    return cluster.steps(s)
+    return layer_steps(s, "cluster")
 
 
 @context.task(help={**FLAG_HELP, "force_unlock": context.UNLOCK_HELP})

@@ -32,10 +32,10 @@ _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 def _steps(s: Settings) -> list[Any]:
     from ..resources import cluster_steps as cluster
-    from ..resources import storage_steps as storage
+    from ..resources import layer_steps
 
     # kubectl needs the cluster's credentials; `up` has that step already, storage.create brings its own.
-    return [st for st in cluster.steps(s) if st.name == cluster.CREDENTIALS] + storage.steps(s)
+    return layer_steps(s, "storage", cluster.CREDENTIALS)
 
 
 @context.task(help={"force_unlock": UNLOCK_HELP})
