@@ -23,6 +23,9 @@ PEERING_PREFIX_LENGTH = 20
 # In a dry run the instance does not exist yet: the PV is rendered with this documentation-range address.
 DRY_RUN_IP = "192.0.2.1"
 LUSTRE_READY_STATE = "ACTIVE"
+# Usable: ready, or in Google's maintenance of a ready instance (v1's UPGRADING, REPAIRING), which keeps its
+# mountPoint: an existing instance then is not created again (ALREADY_EXISTS) and waited for an hour.
+LUSTRE_USABLE_STATES = (LUSTRE_READY_STATE, "UPGRADING", "REPAIRING")
 # The v1 Instance states that never become ACTIVE by waiting (v1 has no FAILED: a create that fails ends in its
 # operation's error, and the instance goes).
 LUSTRE_FAILED_STATES = ("DELETING", "STOPPED")

@@ -128,7 +128,7 @@ def _lustre_ready(s: Settings) -> Check:
     def exists(r: Runner) -> bool:
         # An instance still CREATING (an interrupted run) is not done: create() then waits for it.
         info = lustre_state(r, s)
-        return info is not None and info["state"] == lustre.LUSTRE_READY_STATE
+        return info is not None and info["state"] in lustre.LUSTRE_USABLE_STATES
 
     return exists
 
@@ -162,9 +162,9 @@ def _lustre_create(s: Settings, inv: Inventory) -> Action:
                 raise ToolError(f"Lustre instance {s.LUSTRE_NAME} is {state} instead of becoming "
                                 f"{lustre.LUSTRE_READY_STATE}; see `gcloud lustre instances describe "
                                 f"{s.LUSTRE_NAME} --location={s.lustre_zone}`.", 1)
-            if state == lustre.LUSTRE_READY_STATE:
+            if state in lustre.LUSTRE_USABLE_STATES:
                 inv.handoff.keep(READY_DESCRIBE, info)
-            return state == lustre.LUSTRE_READY_STATE
+            return state in lustre.LUSTRE_USABLE_STATES
 
         label = f"Lustre instance {s.LUSTRE_NAME} ({s.LUSTRE_CAPACITY_GIB} GiB) becoming ready (~15 min)"
         if not r.poll(label, ready, timeout=LUSTRE_TIMEOUT_SECONDS):
@@ -179,7 +179,7 @@ def _lustre_create(s: Settings, inv: Inventory) -> Action:
 def _lustre_listed(s: Settings, *, ready: bool) -> Decide:
     def decide(items: list[dict[str, Any]]) -> bool:
         found = [i for i in items if short(i.get("name")) == s.LUSTRE_NAME]
-        return bool(found) and (not ready or found[0].get("state") == lustre.LUSTRE_READY_STATE)
+        return bool(found) and (not ready or found[0].get("state") in lustre.LUSTRE_USABLE_STATES)
 
     return decide
 

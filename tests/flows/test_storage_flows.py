@@ -137,6 +137,17 @@ def test_storage_create_twice_second_run_mutates_nothing(made):
     assert bucket(cloud).get_iam_policy(requested_policy_version=3).etag == policy
 
 
+def test_storage_create_during_lustre_maintenance_mutates_nothing(made):
+    # v1's UPGRADING and REPAIRING: Google's maintenance of a ready instance, still mounted. They used to count
+    # as "not ready": a create again (ALREADY_EXISTS), then up to an hour of waiting for ACTIVE.
+    cloud = made
+    for state in ("UPGRADING", "REPAIRING"):
+        before = len(cloud.calls())
+        done = cloud.invoke("storage.create", timeout=60, FAKECLOUD_LUSTRE_MAINTENANCE=state)
+        assert done.code == 0, done.output[-2000:]
+        assert cloud.mutating_calls(before) == [], state
+
+
 @pytest.mark.parametrize("pattern", [
     "compute addresses create", "vpc-peerings connect", "lustre instances create",
     "lustre instances describe", "apply --filename=-",

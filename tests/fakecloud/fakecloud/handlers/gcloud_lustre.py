@@ -45,10 +45,14 @@ def files_root(ctx: Ctx, name: str) -> Path:
 
 
 def view(obj: dict) -> dict:
-    """The instance as describe shows it now: ACTIVE (with its mountPoint) once its time has come."""
+    """The instance as describe shows it now: ACTIVE (with its mountPoint) once its time has come; in Google's
+    maintenance (FAKECLOUD_LUSTRE_MAINTENANCE=UPGRADING or REPAIRING, v1's other states) a ready instance shows
+    that state instead, still mounted."""
+    import os
+
     out = public(obj)
     if time.time() >= obj.get("_ready_at", 0):
-        out["state"] = "ACTIVE"
+        out["state"] = os.environ.get("FAKECLOUD_LUSTRE_MAINTENANCE") or "ACTIVE"
         out["mountPoint"] = f"{obj['_ip']}@tcp:/{obj['filesystem']}"
     else:
         out["state"] = "CREATING"
