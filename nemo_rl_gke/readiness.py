@@ -321,6 +321,14 @@ def check_quota(s: Settings, stdout: str) -> Check:
     fix = (f"request {wanted} >= {need} in {s.region}: Console > IAM & Admin > Quotas (filter: metric), "
            f"or lower GPU_NODES / use --reservation")
     standard = _headroom(quotas, metric)
+    if standard is None and (not s.SPOT or _headroom(quotas, f"PREEMPTIBLE_{metric}") is None):
+        # gcloud 528's Compute API knows no NVIDIA_H100_GPUS (nor B200, H200) among the region's quotas: the
+        # newer GPU families may be counted elsewhere (Cloud Quotas, per GPU family). Absent is not "0 free".
+        return Check(name, True, f"{wanted} is not among {s.region}'s quotas (`gcloud compute regions describe`), "
+                                 f"so it was not checked; up needs {need} GPUs",
+                     f"check the {s.gpu.short.upper()} GPU quota of {s.region} in Console > IAM & Admin > Quotas "
+                     f"(newer GPUs may be counted per GPU family: GPUS-PER-GPU-FAMILY-per-project-region)",
+                     warn=True)
     if s.SPOT:
         preemptible = _headroom(quotas, f"PREEMPTIBLE_{metric}")
         if preemptible is not None and preemptible[0] > 0:

@@ -100,6 +100,15 @@ def test_doctor_quota_h200_on_demand_uses_the_h200_metric():
     assert (check.ok, "NVIDIA_H200_GPUS: 15 free, up needs 16" in check.detail) == (False, True)
 
 
+def test_doctor_quota_not_listed_is_not_checked_rather_than_zero_free():
+    # gcloud 528's Compute API lists no on-demand quota for H100 and newer GPUs in `regions describe`: a missing
+    # metric must not fail doctor with "0 free" and a request for a quota that may not exist.
+    check = readiness.check_quota(settings(SPOT="false"), quotas(CPUS=24))
+    assert (check.ok, check.warn) == (True, True) and "was not checked" in check.detail
+    spot = readiness.check_quota(settings(SPOT="true"), quotas(PREEMPTIBLE_NVIDIA_B200_GPUS=8))
+    assert (spot.ok, spot.warn) == (False, False)  # listed: checked (8 free < 16)
+
+
 def test_doctor_helm_older_than_3_14_fails():
     assert not readiness.check_helm("v3.13.2+g1234").ok
 
