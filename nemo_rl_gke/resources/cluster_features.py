@@ -93,7 +93,11 @@ def fixes(s: Settings, off: list[Feature]) -> list[list[str]]:
 
     if any(not f.change and f.blocking for f in off):
         return []
-    addons = [f.change.split("=", 1)[1] for f in off if f.change.startswith("--update-addons=")]
+    # gcloud's --enable-legacy-lustre-port sends the driver enabled with the port (ModifyLegacyLustrePortEnabled):
+    # one update for both.
+    port = LUSTRE_PORT in off
+    addons = [f.change.split("=", 1)[1] for f in off
+              if f.change.startswith("--update-addons=") and not (port and f is LUSTRE)]
     changes = ([f"--update-addons={','.join(addons)}"] if addons else []) + [
         f.change for f in off if f.change and not f.change.startswith("--update-addons=")]
     return [gcloud.cluster_update(s, change) for change in changes]
@@ -114,21 +118,25 @@ def advice(s: Settings, off: list[Feature]) -> str:
     if not commands:
         return ("only a new cluster has GKE Dataplane V2: `invoke clean.cluster --yes` (keeps Lustre and the "
                 "bucket), then `invoke up`")
-    return ("turn it on, one update after the other (GKE runs one at a time, a few minutes each; nodes are not "
-            "recreated): " + "; ".join(f"`{' '.join(argv)}`" for argv in commands)
+    how = ("one update after the other (GKE runs one at a time, a few minutes each; nodes are not recreated)"
+           if len(commands) > 1 else "one update (a few minutes; nodes are not recreated)")
+    return (f"turn it on, {how}: " + "; ".join(f"`{' '.join(argv)}`" for argv in commands)
             + "; or rebuild it: `invoke clean.cluster --yes` (keeps Lustre and the bucket), then `invoke up`")
+
+
+def turn_on_workload_identity(s: Settings) -> str:
+    from ..commands import gcloud
+
+    update = " ".join(gcloud.cluster_update(s, f"--workload-pool={_workload_pool(s)}"))
+    return (f"`{update}` turns on Workload Identity; node pools made before it need "
+            f"`--workload-metadata=GKE_METADATA` (`gcloud container node-pools update`, which recreates their nodes)")
 
 
 def note(s: Settings, off: list[Feature]) -> str:
     """What is off but refused on by nothing ("" if none), with how to turn it on."""
-    from ..commands import gcloud
-
     if WORKLOAD_IDENTITY not in off:
         return ""
-    update = " ".join(gcloud.cluster_update(s, f"--workload-pool={_workload_pool(s)}"))
-    return (f"note: {described([WORKLOAD_IDENTITY])}. `{update}` turns it on; node pools made before it need "
-            f"`--workload-metadata=GKE_METADATA` (`gcloud container node-pools update`, which recreates their "
-            f"nodes).")
+    return f"note: {described([WORKLOAD_IDENTITY])}. {turn_on_workload_identity(s)}."
 
 
 def refusal(s: Settings, off: list[Feature]) -> str:
@@ -157,16 +165,20 @@ def cluster_body(r: Runner, s: Settings, steps: Sequence[Step] = ()) -> Body | N
     return body
 
 
-def require(r: Runner, s: Settings, steps: Sequence[Step] = ()) -> None:
-    """Refuse (exit 2, before any change) to build on a cluster that lacks what our steps need; say what only
-    a note names."""
+LUSTRE_NEEDS = (LUSTRE.key, LUSTRE_PORT.key)  # what the storage layer's steps need of the cluster
+
+
+def require(r: Runner, s: Settings, steps: Sequence[Step] = (), needs: Sequence[str] = ()) -> None:
+    """Refuse (exit 2, before any change) to build on a cluster that lacks what our steps need (needs: only
+    these features' keys); say what only a note names."""
     from ..tools import ToolError
 
     if r.dry:
         return
     body = cluster_body(r, s, steps)
     off = missing(s, body) if body is not None else []
-    if blocking(off):
-        raise ToolError(refusal(s, off), 2)
+    refused = [f for f in blocking(off) if not needs or f.key in needs]
+    if refused:
+        raise ToolError(refusal(s, refused), 2)
     if note(s, off):
         r.say(note(s, off), err=True)

@@ -117,8 +117,10 @@ def deployment_locked(c: Context, s: Settings, what: str, *, force: bool = False
         yield
 
 
-def apply_steps(c: Context, s: Settings, steps: list[Step], *, title: str = "create") -> Report:
-    """Create what is missing among steps, in parallel, with the live board."""
+def apply_steps(c: Context, s: Settings, steps: list[Step], *, title: str = "create",
+                needs: tuple[str, ...] = ()) -> Report:
+    """Create what is missing among steps, in parallel, with the live board. Steps that build on an existing
+    cluster first check it has what they need (needs: those features only; default: all)."""
     from .. import graph
 
     r = runner(c, s)
@@ -129,7 +131,7 @@ def apply_steps(c: Context, s: Settings, steps: list[Step], *, title: str = "cre
     from ..resources.cluster_steps import CLUSTER
 
     if any(step.parent == CLUSTER and not step.always for step in steps):  # builds on the cluster
-        cluster_features.require(r, s, steps)
+        cluster_features.require(r, s, steps, needs)
 
     with Board(steps, title=f"{title} {s.CLUSTER_NAME}", runner=r) as board:
         return graph.apply(r, steps, listener=board.listener)

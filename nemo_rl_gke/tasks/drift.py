@@ -112,7 +112,8 @@ def differences(s: Settings, found: Found) -> list[Difference]:
     if found.mode is not None and found.mode == s.CLUSTER_MODE:  # another mode is rebuilt anyway
         fix = cluster_features.advice(s, list(found.cluster_off))
         out += [Difference(CLUSTER, "feature" if f.blocking else "advisory", "off", "on", f.key,
-                           fix if f.blocking else "") for f in found.cluster_off]
+                           fix if f.blocking else cluster_features.turn_on_workload_identity(s))
+                for f in found.cluster_off]
     if found.machine_type and found.machine_type != s.gpu.machine_type:
         out.append(Difference(GPU_POOL, "gpu", _gpu_text(found.machine_type), _gpu_text(s.gpu.machine_type)))
     if found.nodes is not None and found.nodes != s.GPU_NODES:
@@ -145,13 +146,15 @@ def by_step(found: list[Difference]) -> dict[str, str]:
     return {step: "; ".join(texts) for step, texts in out.items()}
 
 
-def advice(found: list[Difference]) -> str:
+def advice(found: list[Difference], *, what: str = "up") -> str:
     """What to do about the differences: match the settings to what runs, resize, or rebuild that layer."""
     hints = []
     if any(d.field == "nodes" for d in found):
         nodes = next(d for d in found if d.field == "nodes")
-        hints.append(f"add --resize to resize the GPU pool to {nodes.want} nodes (`invoke up --nodes={nodes.want} "
-                     f"--resize`; asks first), or set GPU_NODES={nodes.have} / --nodes={nodes.have} to keep it")
+        resize = f"`invoke up --nodes={nodes.want} --resize`; asks first"
+        hints.append((f"add --resize to resize the GPU pool to {nodes.want} nodes ({resize})" if what == "up" else
+                      f"resize the GPU pool to {nodes.want} nodes with {resize.replace('; ', ' (') + ')'}")
+                     + f", or set GPU_NODES={nodes.have} / --nodes={nodes.have} to keep it")
     workers = next((d for d in found if d.field == "workers"), None)
     if workers is not None and not any(d.field == "nodes" for d in found):
         hints.append(f"`invoke up --resize` (asks first) or `invoke ray.deploy` upgrades the Ray cluster to "
@@ -160,6 +163,7 @@ def advice(found: list[Difference]) -> str:
     feature = next((d for d in found if d.field == "feature"), None)
     if feature is not None:
         hints.append(f"the cluster lacks what our steps need: {feature.fix}")
+    hints += [d.fix for d in found if d.field == "advisory"]
     others = [d for d in found if d.field not in (*RESIZED, *NOTED, "feature")]
     if others:
         flags = {"mode": "CLUSTER_MODE / --mode", "gpu": "GPU_TYPE / --gpu", "capacity": "SPOT, RESERVATION / "
@@ -170,22 +174,21 @@ def advice(found: list[Difference]) -> str:
     return "To resolve: " + "; ".join(hints) + "."
 
 
-def refusal(s: Settings, found: list[Difference], refused: list[Difference], *, what: str) -> str:
-    """Why `what` stops before any change: every difference, then what to do about the refused ones."""
-    lines = "\n".join(f"  {d.document()['title']}: {d.text()}" for d in found)
-    return (f"what exists in {s.PROJECT_ID} differs from the settings (flags, then .env):\n{lines}\n"
-            f"{what} builds on what exists only as the settings say it, so it stops here; nothing was changed. "
-            f"{advice(refused)}")
+def refusal(s: Settings, shown: list[Difference], refused: list[Difference], *, what: str) -> str:
+    """Why `what` stops before any change: the differences shown, then what to do about the refused ones."""
+    lines = "\n".join(f"  {d.document()['title']}: {d.text()}" for d in shown)
+    return (f"what exists in {s.PROJECT_ID} does not match the settings (flags, then .env) or what our steps "
+            f"need:\n{lines}\n{what} builds on what exists only as the settings say it, so it stops here; nothing "
+            f"was changed. {advice(refused, what=what)}")
 
 
 def refuse_on(s: Settings, found: Found, *, what: str, fields: tuple[str, ...]) -> None:
     """Exit 2 when what exists differs from the settings in one of fields (a task that would build on it)."""
     from invoke.exceptions import Exit
 
-    every = differences(s, found)
-    refused = [d for d in every if d.field in fields]
+    refused = [d for d in differences(s, found) if d.field in fields]
     if refused:
-        raise Exit(f"error: {refusal(s, every, refused, what=what)}", code=2)
+        raise Exit(f"error: {refusal(s, refused, refused, what=what)}", code=2)
 
 
 # ---- reading the cloud (read-only) -----------------------------------------------------------------

@@ -47,7 +47,9 @@ def create(c: Context, force_unlock: bool = False) -> None:
     r = context.runner(c, s)
     storage_steps.check_bucket_owner(r, s)
     with context.deployment_locked(c, s, "storage.create", force=force_unlock):
-        context.apply_steps(c, s, _steps(s))
+        from ..resources.cluster_features import LUSTRE_NEEDS
+
+        context.apply_steps(c, s, _steps(s), needs=LUSTRE_NEEDS)
 
 
 @context.task

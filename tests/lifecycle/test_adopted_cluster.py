@@ -46,13 +46,15 @@ def test_up_refuses_the_tutorials_cluster_and_its_updates_fix_it(cloud):
     assert "Ray operator" not in done.stderr and "multi-networking" not in done.stderr  # the tutorial has them
     assert cloud.mutating_calls(since=before) == []
     updates = _updates(done.stderr)
-    assert [argv[-1] for argv in updates] == ["--update-addons=LustreCsiDriver=ENABLED", "--enable-legacy-lustre-port"]
+    assert [argv[-1] for argv in updates] == ["--enable-legacy-lustre-port"]  # gcloud turns the driver on with it
     for argv in updates:
         ran = _gcloud(cloud, argv)
         assert ran.returncode == 0, ran.stderr
     again = cloud.invoke("up", "--yes")
     assert again.code == 0, again.output[-3000:]
     assert "note: Workload Identity is off" in again.stderr and "--workload-pool=" in again.stderr
+    plan = cloud.invoke("plan")  # only the note is left: plan says how to turn it on, not "To resolve: ."
+    assert "`invoke up` leaves them so. To resolve: `gcloud container clusters update" in plan.stdout, plan.output
     (cluster,) = cloud.resources()["cluster"].values()
     assert cluster["addonsConfig"]["lustreCsiDriverConfig"] == {"enabled": True, "enableLegacyLustrePort": True}
 
@@ -65,7 +67,7 @@ def test_layer_tasks_refuse_to_build_on_the_cluster_before_any_change(cloud):
         assert done.code == 2, (task, done.output[-3000:])
         assert "the Managed Lustre CSI driver is off" in done.stderr, task
         assert "nothing was changed" in done.stderr.lower(), task
-        assert "--update-addons=LustreCsiDriver=ENABLED" in done.stderr and "Traceback" not in done.output
+        assert "--enable-legacy-lustre-port`" in done.stderr and "Traceback" not in done.output
         assert cloud.mutating_calls(since=before) == [], task
     credentials = cloud.invoke("cluster.credentials")  # kubectl access to any cluster is still fine
     assert credentials.code == 0, credentials.output[-2000:]
@@ -88,8 +90,7 @@ def test_the_tutorials_autopilot_cluster_lacks_only_the_lustre_driver(cloud):
     _tutorial_cluster(cloud, autopilot=True)
     done = cloud.invoke("up", "--yes")
     assert done.code == 2, done.output[-3000:]
-    assert [argv[-1] for argv in _updates(done.stderr)] == ["--update-addons=LustreCsiDriver=ENABLED",
-                                                            "--enable-legacy-lustre-port"]
+    assert [argv[-1] for argv in _updates(done.stderr)] == ["--enable-legacy-lustre-port"]
     assert "Workload Identity" not in done.stderr  # Autopilot always has it
 
 
@@ -110,6 +111,8 @@ def test_a_cluster_without_dataplane_v2_can_only_be_rebuilt(cloud):
                             f"--location={ENV['CONTROL_PLANE_LOCATION']}", f"--project={ENV['PROJECT_ID']}",
                             "--enable-multi-networking"])
     assert tried.returncode == 1 and "Dataplane V2" in tried.stderr
+    storage = cloud.invoke("storage.create")  # it needs only the Lustre driver and port, which this cluster has
+    assert storage.code == 0, storage.output[-2000:]
 
 
 def test_fake_cluster_without_the_ray_operator_or_multi_networking_lacks_their_kinds(cloud):

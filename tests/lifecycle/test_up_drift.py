@@ -163,6 +163,9 @@ def test_cluster_create_refuses_another_gpu_mode_or_count_before_any_change(clou
         assert done.code == 2, (flags, done.output[-2000:])
         assert says in done.stderr and "nothing was changed" in done.stderr, flags
         assert cloud.mutating_calls(since=before) == [], flags
+        if flags == ["--nodes=3"]:  # cluster.create has no --resize: the hint names the command that has it
+            assert "resize the GPU pool to 3 nodes with `invoke up --nodes=3 --resize` (asks first)" in done.stderr
+            assert "add --resize" not in done.stderr
     assert cloud.invoke("cluster.create").code == 0  # as set: everything exists
 
 
@@ -176,3 +179,6 @@ def test_ray_deploy_refuses_another_gpu_or_mode_before_any_change(cloud):
         assert done.code == 2, (env, done.output[-2000:])
         assert says in done.stderr and "nothing was changed" in done.stderr, env
         assert cloud.mutating_calls(since=before) == [], env
+    fewer = cloud.invoke("ray.deploy", "--nodes=1", "--timeout=30", GPU_TYPE="h200")
+    assert fewer.code == 2 and "the settings say a3-ultragpu-8g" in fewer.stderr, fewer.output[-2000:]
+    assert "nodes, the settings say" not in fewer.stderr  # fewer workers on purpose: not a difference it names

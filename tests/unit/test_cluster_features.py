@@ -32,9 +32,12 @@ def test_cluster_features_an_empty_describe_lacks_everything_in_order():
 def test_cluster_features_add_ons_are_one_update_then_one_per_other_change():
     body = {**OURS, "addonsConfig": {}, "networkConfig": {"datapathProvider": "ADVANCED_DATAPATH"}}
     off = features.missing(S, body)
+    # gcloud's --enable-legacy-lustre-port turns the driver on with the port: no LustreCsiDriver add-on update
     assert [argv[-1] for argv in features.fixes(S, off)] == [
-        "--update-addons=LustreCsiDriver=ENABLED,RayOperator=ENABLED", "--enable-legacy-lustre-port",
-        "--enable-multi-networking"]
+        "--update-addons=RayOperator=ENABLED", "--enable-legacy-lustre-port", "--enable-multi-networking"]
+    port_on = {**body, "addonsConfig": {"lustreCsiDriverConfig": {"enableLegacyLustrePort": True}}}
+    assert [argv[-1] for argv in features.fixes(S, features.missing(S, port_on))][0] == \
+        "--update-addons=LustreCsiDriver=ENABLED,RayOperator=ENABLED"
     assert features.fixes(S, off)[0][:5] == ["gcloud", "container", "clusters", "update", S.CLUSTER_NAME]
 
 

@@ -233,8 +233,8 @@ def cluster_update(ctx: Ctx) -> None:
                 else:
                     addons[field] = {"disabled": not on}
         elif given[0] == "--enable-legacy-lustre-port":
-            addons["lustreCsiDriverConfig"] = {**addons.get("lustreCsiDriverConfig", {}),
-                                               "enableLegacyLustrePort": True}
+            # gcloud sends the driver enabled with the port (api_adapter.ModifyLegacyLustrePortEnabled)
+            addons["lustreCsiDriverConfig"] = {"enabled": True, "enableLegacyLustrePort": True}
         elif given[0] == "--enable-multi-networking":
             if network.get("datapathProvider") != "ADVANCED_DATAPATH":
                 # (GKE's exact words not verified: multi-networking needs Dataplane V2, set at creation only)
