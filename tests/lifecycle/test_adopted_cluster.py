@@ -169,3 +169,29 @@ def test_fake_gpu_workers_whose_selector_no_node_matches_never_schedule(cloud):
             condition["message"], (selector, condition)
         subprocess.run(["helm", "uninstall", "other", f"--kube-context={context}", "--namespace=default"],
                        env=cloud.process_env(), cwd=cloud.workdir, capture_output=True, text=True, timeout=60)
+
+
+def test_lustre_driver_turned_off_later_is_refused_and_the_fakes_pods_cannot_mount(cloud):
+    done = cloud.invoke("up", "--yes")
+    assert done.code == 0, done.output[-2000:]
+    where = [f"--location={ENV['CONTROL_PLANE_LOCATION']}", f"--project={ENV['PROJECT_ID']}"]
+    off = _gcloud(cloud, ["gcloud", "container", "clusters", "update", ENV["CLUSTER_NAME"], *where,
+                          "--update-addons=LustreCsiDriver=DISABLED"])
+    assert off.returncode == 0, off.stderr
+    before = len(cloud.calls())
+    deploy = cloud.invoke("ray.deploy", "--timeout=30")
+    assert deploy.code == 2 and "the Managed Lustre CSI driver is off" in deploy.stderr, deploy.output[-2000:]
+    assert cloud.mutating_calls(since=before) == []
+    # the fake, as a kubelet without the driver: a pod mounting the claim waits in ContainerCreating
+    context = f"gke_{ENV['PROJECT_ID']}_{ENV['CONTROL_PLANE_LOCATION']}_{ENV['CLUSTER_NAME']}"
+    helm = subprocess.run(["helm", "upgrade", "--install", "other", "chart", f"--kube-context={context}",
+                           "--namespace=default", "--values=-"],
+                          input="data: {claimName: lustre-pvc}\nworker: {replicas: 1, gpus: 8}\n",
+                          env=cloud.process_env(), cwd=cloud.workdir, capture_output=True, text=True, timeout=60)
+    assert helm.returncode == 0, helm.stderr
+    pods = subprocess.run(["kubectl", f"--context={context}", "get", "pods", "--namespace=default",
+                           "--selector=ray.io/cluster=other", "--output=json"],
+                          env=cloud.process_env(), cwd=cloud.workdir, capture_output=True, text=True, timeout=60)
+    states = [status["state"] for pod in json.loads(pods.stdout)["items"]
+              for status in pod["status"].get("containerStatuses", [])]
+    assert states and all(s == {"waiting": {"reason": "ContainerCreating"}} for s in states), states

@@ -19,6 +19,7 @@ import os
 import time
 from typing import Any
 
+from .. import kubeconfig
 from ..core import Ctx, Fail, command, pod_command, time_scale
 from .kubectl_objects import key_of, with_status
 
@@ -88,6 +89,14 @@ def _blocker(ctx: Ctx, skind: str, namespace: str, values: dict[str, Any]) -> di
                 }
             ]
         }
+    lustre = ((kubeconfig.cluster_of(ctx, skind.split(":", 1)[1]).get("addonsConfig") or {})
+              .get("lustreCsiDriverConfig") or {})
+    if claim and not (lustre.get("enabled") and lustre.get("enableLegacyLustrePort")):
+        # No Lustre CSI driver on the nodes (or not on the port a --gke-support-enabled instance answers): the
+        # kubelet cannot mount the claim, and the pod waits in ContainerCreating (the why is in its events:
+        # "driver name lustre.csi.storage.gke.io not found in the list of registered CSI drivers").
+        return {"containerStatuses": [{"name": "ray", "ready": False,
+                                       "state": {"waiting": {"reason": "ContainerCreating"}}}]}
     secret = values.get("secretName")
     if secret and ctx.state.get(skind, key_of("Secret", namespace, secret)) is None:
         return {
