@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from .settings import KEYS, REPO_ROOT, SHOWN_MAX, ConfigError, shown_value
+from .settings import KEYS, REPO_ROOT, SECRET_KEYS, SHOWN_MAX, ConfigError, shown_value
 
 
 def project_root(cwd: Path) -> Path | None:
@@ -65,6 +65,14 @@ def find_env_file(environ: dict[str, str], cwd: Path) -> tuple[Path | None, bool
 
 
 _LINE_KEY = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.]*)\s*=", re.ASCII)
+
+
+def _hidden(line: str) -> str:
+    """A line as an error may show it: a secret's value never (a token in a terminal or a CI log leaks)."""
+    named = _LINE_KEY.match(line)
+    return f"{named.group(1)}=***" if named and named.group(1).upper() in SECRET_KEYS else line
+
+
 _WARNED: set[str] = set()  # each unknown-key warning once per process (chained tasks load settings again)
 
 
@@ -90,12 +98,12 @@ def read_env_file(path: Path, *, warn: Callable[[str], None] = warn_once) -> dic
         text = data.decode("utf-8-sig")  # a BOM (some Windows editors write one) is not part of the first key
     except UnicodeDecodeError as exc:
         line = data[:exc.start].count(b"\n") + 1
-        shown = data.split(b"\n")[line - 1][:SHOWN_MAX].decode("utf-8", "replace")
+        shown = _hidden(data.split(b"\n")[line - 1][:SHOWN_MAX].decode("utf-8", "replace"))
         raise ConfigError(f"{path.name} line {line}", shown,
                           f"byte 0x{data[exc.start]:02x} is not UTF-8 text; save {where} as UTF-8.") from None
     for binding in parse_stream(io.StringIO(text)):
         number, original = binding.original.line, binding.original.string
-        first = original.splitlines()[0] if original.strip() else original
+        first = _hidden(original.splitlines()[0] if original.strip() else original)
         if binding.error:
             named = _LINE_KEY.match(first)
             subject = f" (the value of {named.group(1)})" if named else ""

@@ -138,3 +138,24 @@ def test_cli_from_a_subdirectory_reads_the_env_next_to_tasks_py(tmp_path):
                           env=env, capture_output=True, text=True, timeout=120)
     assert (done.returncode, "from-the-root-env" in done.stdout, "placeholder" in done.stderr) == (0, True, False), \
         done.stdout[-800:] + done.stderr[-800:]
+
+
+@pytest.mark.parametrize("text", [
+    _text(HF_TOKEN='"hf_PLANTEDsecret123'),  # a quote not closed
+    _text(WANDB_API_KEY="'PLANTEDwandb456", LUSTRE_NAME="nemo-lustre'"),  # closed lines later
+    _text().encode() + b"HF_TOKEN=hf_PLANTED\xe9secret\n",  # not UTF-8
+])
+def test_cli_env_line_that_does_not_parse_never_shows_a_secret(tmp_path, text):
+    """Through the real invoke: the error names the file and line, and shows a token's line as KEY=***."""
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    path = tmp_path / "secret.env"
+    path.write_bytes(text.encode() if isinstance(text, str) else text)
+    env = {**{k: v for k, v in os.environ.items() if k not in read_env_example()}, "ENV_FILE": str(path)}
+    done = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(repo), "--dry", "up"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "secret.env line" in done.stderr, done.stderr[-800:]
+    assert "PLANTED" not in done.stdout + done.stderr and "=***" in done.stderr, done.stderr[-800:]
