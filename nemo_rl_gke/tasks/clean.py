@@ -72,8 +72,9 @@ def clean_layer(c: Context, layer: str, *, yes: bool, delete_data: bool = False,
     """One layer's teardown (clean.<layer>, and <layer>.delete): the list of what goes, the lock, the data guard
     and the shared-resource rules of `tear_down`, the board, the leftover scan of that layer."""
     from ..resources import all_steps
-    from .teardown import tear_down
+    from .teardown import check_flags, tear_down
 
+    check_flags(delete_data=delete_data, delete_unexported=delete_unexported)  # before any call
     s = context.settings(c)
     if layer in ("ray", "storage") and (yes or sys.stdin.isatty()) and not context.is_dry(c):
         from .. import kubeconfig

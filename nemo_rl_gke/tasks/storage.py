@@ -73,8 +73,9 @@ def delete(c: Context, delete_data: bool = False, delete_unexported: bool = Fals
 
     from ..resources import all_steps, storage_steps
     from .clean import layer_teardown_steps
-    from .teardown import tear_down
+    from .teardown import check_flags, tear_down
 
+    check_flags(delete_data=delete_data, delete_unexported=delete_unexported)  # before any call
     s = context.settings(c)
     r = context.runner(c, s)
     if not r.dry and (yes or sys.stdin.isatty()):

@@ -54,15 +54,21 @@ def kept_message(kept: list[Any]) -> str:
     return text
 
 
-def consent(c: Context, *, delete_data: bool, delete_unexported: bool, delete_bucket: bool,
-            yes: bool) -> Consent:
-    """The teardown's consent from its flags; the guards ask through context.confirm (`--yes` answers)."""
+def check_flags(*, delete_data: bool, delete_unexported: bool) -> None:
+    """The teardown flags that make no sense together: exit 2 before any call (every teardown task, first)."""
     from ..settings import ConfigError
-    from ..steps import Consent
 
     if delete_unexported and not delete_data:
         raise ConfigError("--delete-unexported", "set", "it only applies with --delete-data (add both to delete "
                                                          "the Lustre instance with runs not in the bucket).")
+
+
+def consent(c: Context, *, delete_data: bool, delete_unexported: bool, delete_bucket: bool,
+            yes: bool) -> Consent:
+    """The teardown's consent from its flags; the guards ask through context.confirm (`--yes` answers)."""
+    from ..steps import Consent
+
+    check_flags(delete_data=delete_data, delete_unexported=delete_unexported)
     return Consent(delete_data=delete_data, delete_unexported=delete_unexported, delete_bucket=delete_bucket,
                    ask=lambda question: context.confirm(c, question, yes=yes))
 

@@ -132,7 +132,12 @@ def test_data_guard_delete_unexported_without_a_terminal_or_yes_refuses(ran):
 
 
 def test_data_guard_delete_unexported_alone_is_a_usage_error(ran):
-    assert ran.invoke("down", "--yes", "--delete-unexported").code == 2
+    # before any call, on every teardown path (storage.delete fetched credentials first, clean.storage listed)
+    for task in ("down", "clean", "clean.storage", "storage.delete"):
+        before = len(ran.calls())
+        done = ran.invoke(task, "--yes", "--delete-unexported")
+        assert done.code == 2 and "--delete-unexported" in done.stderr, (task, done.output[-1000:])
+        assert ran.calls()[before:] == [], task
 
 
 def test_data_guard_bucket_goes_only_with_delete_bucket(ran):
