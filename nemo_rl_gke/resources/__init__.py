@@ -13,6 +13,8 @@ LAYERS = ("net", "cluster", "storage", "ray")
 
 def all_steps(s: Settings) -> list[Step]:
     """The whole graph, its existence checks sharing one inventory (one listing per kind, for this run)."""
+    from dataclasses import replace
+
     from . import cluster_steps as cluster
     from . import net_steps as net
     from . import prefetch_steps as prefetch
@@ -23,6 +25,9 @@ def all_steps(s: Settings) -> list[Step]:
     inv = Inventory(s)
     steps = (net.steps(s, inv) + cluster.steps(s, inv) + storage.steps(s, inv) + prefetch.steps(s, inv)
              + ray.steps(s, inv))
+    # The cluster's delete takes Ray with it: the same record of /data/runs first (ray_steps' release guard).
+    release = next(step for step in steps if step.name == ray.RELEASE)
+    steps = [replace(step, guard=release.guard) if step.name == cluster.CLUSTER else step for step in steps]
     return StepList(inv.track(steps), inv)
 
 

@@ -1,7 +1,8 @@
 """The data guard: what must hold before the Lustre instance or the bucket is deleted, attached to their steps
 in storage_steps.py (so every delete path runs it). The export check lists /data/runs in the Ray head pod and
-gs://BUCKET/runs/ and compares names and sizes; running runs block; the last export record (within 24 h)
-answers when the head pod is gone. Also `storage.export` itself, which writes that record."""
+gs://BUCKET/runs/ and compares names and sizes; running runs block. When the head pod is gone, the newest record
+(within 24 h) answers: the listing the Ray release's guard takes as Ray goes away, or an export after it (an
+export before it misses what runs wrote since). Also `storage.export` itself, which writes its record."""
 
 from __future__ import annotations
 
@@ -27,11 +28,15 @@ RunsListing = tuple[dict[str, int], set[str], str]  # files under /data/runs -> 
 def lustre_runs(r: Runner, s: Settings, inv: Inventory | None = None) -> RunsListing | None:
     """(files under /data/runs -> size, running run ids, the pod asked), or None with no head pod to ask."""
     if inv is not None:
-        found, listed = inv.handoff.take(READ_AHEAD)
+        found, kept = inv.handoff.take(READ_AHEAD)
         if found:
-            return listed  # type: ignore[no-any-return]
+            inv.handoff.keep(READ_AHEAD, kept)  # the teardown's other guard reads the same moment
+            return kept  # type: ignore[no-any-return]
     pod = head_pod.running_head(r, s, inv)
-    return None if pod is None else _listing(r, s, pod)
+    listed = None if pod is None else _listing(r, s, pod)
+    if inv is not None and listed is not None:
+        inv.handoff.keep(READ_AHEAD, listed)
+    return listed
 
 
 def _listing(r: Runner, s: Settings, pod: str) -> RunsListing | None:
@@ -83,33 +88,42 @@ def export_check(r: Runner, s: Settings, inv: Inventory | None = None) -> tuple[
     how = f"no Ray head pod to list /data; the records in gs://{s.bucket}/nemo-rl-gke/"
     check = gcs.read_export_record(s, exports.CHECK_MARKER)
     text = gcs.read_export_record(s)
-    usable = [exports.parse_export_record(t) for t, ok in ((check, exports.check_is_fresh(check, now)),
-                                                          (text, exports.export_is_fresh(text, now))) if ok]
-    if not usable:
-        record = exports.parse_export_record(text)
-        if record is None:
-            return {"(every run)": "no export recorded, and no Ray head pod to list /data/runs"}, how
+    records = [(rec, raw, kind) for raw, kind in ((check, "check"), (text, "export"))
+               if (rec := exports.parse_export_record(raw)) is not None]
+    if not records:
+        return {"(every run)": "no export recorded, and no Ray head pod to list /data/runs"}, how
+    # The newest says what /data/runs held last: the listing taken as Ray went away (after which nothing
+    # writes there) beats an older export, which misses what runs wrote after it; an export after Ray went
+    # away beats that listing.
+    record, raw, kind = max(records, key=lambda found: found[0]["when"])
+    hours = exports.EXPORT_FRESH.total_seconds() / 3600
+    if kind == "check" and not exports.check_is_fresh(raw, now):
+        why = (f"Ray went away at {record.get('time')} without a listing of /data/runs (its head could not be "
+               f"read), so what its runs wrote last is not known" if record.get("lustre_files") is None else
+               f"the last listing of /data/runs is from {record.get('time')}, more than {hours:.0f} h ago")
+        return {"(every run)": why}, how
+    if kind == "export" and not exports.export_is_fresh(raw, now):
         copied = int(record.get("copied") or 0)
         why = (f"the last export ({record.get('time')}) copied nothing" if copied == 0 else
-               f"the last full export is from {record.get('time')} (more than "
-               f"{exports.EXPORT_FRESH.total_seconds() / 3600:.0f} h ago, or of one run only)")
+               f"the last full export is from {record.get('time')} (more than {hours:.0f} h ago, or of one run "
+               f"only)")
         return {"(every run)": why}, how
-    record = max((rec for rec in usable if rec is not None), key=lambda rec: rec["when"])
     seen = record.get("lustre_files")
     seen = seen if isinstance(seen, dict) else record.get("objects") or {}
+    what = "listing taken as Ray went away" if record.get("final") else "listing" if kind == "check" else "export"
     return exports.unexported_runs({k: int(v) for k, v in seen.items()}, bucket_files,
-                                  set(record.get("running") or ())), f"{how}, of {record.get('time')}"
+                                  set(record.get("running") or ())), f"{how}: the {what} of {record.get('time')}"
 
 
-def record_check(r: Runner, s: Settings, files: dict[str, int]) -> None:
-    """Remember a verification by listing (for a re-run after the head pod is gone); best effort: without a
-    bucket there is nowhere to keep it, and the check itself stands."""
+def record_check(r: Runner, s: Settings, files: dict[str, int] | None, *, final: bool = False) -> None:
+    """Remember a listing of /data/runs (final: taken as Ray goes away; files None: it could not be taken, which
+    leaves nothing to trust); best effort: without a bucket there is nowhere to keep it."""
     from datetime import UTC, datetime
 
     lustre_path, uri, _ = exports.export_paths(s, None)
     try:
         gcs.write_export_record(s, exports.export_record(s, lustre_path, uri, datetime.now(UTC), copied=-1,
-                                                        lustre_files=files), exports.CHECK_MARKER)
+                                                        lustre_files=files, final=final), exports.CHECK_MARKER)
     except gcs_client.StorageError as exc:
         r.say(f"note: the export check was not recorded in the bucket ({str(exc).splitlines()[0][:160]})",
               err=True)
@@ -143,6 +157,53 @@ def lustre_guard(s: Settings, inv: Inventory | None, lustre_state: LustreState) 
         if consent.ask is None:
             raise ToolError("refusing to lose unexported runs without a confirmation (nobody to ask).", 1)
         consent.ask(f"Delete Lustre instance {s.LUSTRE_NAME} and lose the {len(missing)} run(s) listed above?")
+
+    return guard
+
+
+FINAL_RECORDED = "final /data/runs listing recorded"
+
+
+def _runs_now(r: Runner, s: Settings, inv: Inventory | None) -> RunsListing | None:
+    """/data/runs from the teardown's read-ahead, else from the head kubectl lists at once (no listing round of
+    the whole project for a layer's teardown), else as the export check reads it (credentials first)."""
+    if inv is not None:
+        found, kept = inv.handoff.take(READ_AHEAD)
+        if found:
+            inv.handoff.keep(READ_AHEAD, kept)
+            return kept  # type: ignore[no-any-return]
+    answered, pod = head_pod.listed_head(r, s)
+    if answered:
+        return None if pod is None else _listing(r, s, pod)
+    return lustre_runs(r, s)
+
+
+def final_listing_guard(s: Settings, inv: Inventory | None, release_present: Callable[[Runner], bool]) -> Guard:
+    """The guard of the Ray release and of the cluster (whose delete takes Ray with it): /data/runs as the head
+    pod sees it just before Ray goes, recorded in the bucket as final. Once the head is gone nothing writes
+    /data/runs, so that is the listing a later export check without a head pod may trust. A Ray whose head
+    cannot be listed leaves a record that trusts nothing. Not needed when Lustre goes in the same teardown
+    (--delete-data: its own guard checks now); taken once per teardown."""
+
+    def guard(r: Runner, consent: Any) -> None:
+        if consent.delete_data:
+            return
+        if inv is not None:
+            done, _ = inv.handoff.take(FINAL_RECORDED)
+            inv.handoff.keep(FINAL_RECORDED, True)
+            if done:
+                return
+        if r.dry:
+            r.say("# a real run first records /data/runs as the Ray head sees it (the export check's answer once "
+                  "Ray is gone)")
+            return
+        try:
+            listed = _runs_now(r, s, inv)
+        except ToolError:  # the head cannot be read: Ray still goes, and the record then trusts nothing
+            listed = None
+        if listed is None and not release_present(r):
+            return  # no Ray (gone already): the record taken when it went stands
+        record_check(r, s, listed[0] if listed is not None else None, final=listed is not None)
 
     return guard
 

@@ -415,9 +415,12 @@ def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
     # What the release makes, the RayCluster named after it, answers "exists" from the run's one kubectl
     # listing; a teardown asks helm itself (a failed release without its RayCluster is still uninstalled).
     ray_cluster = KubeRef("rayclusters.ray.io", "RayCluster", names.RAY_RELEASE, s.NAMESPACE)
-    out = [Step(RELEASE, title,
-                inv.in_cluster(RELEASE, ray_cluster, None, lambda r: release_exists(r, s)),
+    from . import data_guard
+
+    out = [Step(RELEASE, title, inv.in_cluster(RELEASE, ray_cluster, None, lambda r: release_exists(r, s)),
                 lambda r: deploy(r, s), lambda r: uninstall(r, s), deps=deps,
                 parent=cluster.CLUSTER, create_seconds=600, delete_seconds=30,
-                present=lambda r: release_exists(r, s))]
+                present=lambda r: release_exists(r, s),
+                # /data/runs as Ray goes away: the export check's only answer once its head is gone
+                guard=data_guard.final_listing_guard(s, inv, lambda r: release_exists(r, s)))]
     return out if inventory is not None else inv.track(out)

@@ -118,7 +118,7 @@ def tear_down(c: Context, s: Settings, steps: list[Step], *, delete_data: bool, 
     failure = None
     with deployment_lock(s, what, force=force_unlock):
         # Nothing is asked between the plan and the deletes with --yes: the export check reads beside the lists.
-        present, shared, going = _teardown_plan(r, s, steps, given, what, read_ahead=delete_data and yes)
+        present, shared, going = _teardown_plan(r, s, steps, given, what, read_ahead=yes)
         _add_claim_guard(r, s, steps, present)
         if going:
             context.confirm(c, question, yes=yes)
@@ -213,7 +213,7 @@ def _teardown_plan(r: Runner, s: Settings, steps: list[Step], given: Consent, wh
     read_ahead: also take the data guard's read of /data/runs now (`data_guard.read_ahead`).
     Returns (step -> present, the shared steps to keep, whether anything will be deleted)."""
     from .. import graph
-    from ..resources import cluster_steps, data_guard, storage_steps
+    from ..resources import cluster_steps, data_guard, ray_steps, storage_steps
     from ..resources.inventory import inventory_of
 
     # Read-only, at once: the steps that ask their tool directly (helm, the prefetch Jobs' label) need not
@@ -222,7 +222,9 @@ def _teardown_plan(r: Runner, s: Settings, steps: list[Step], given: Consent, wh
     inv = inventory_of(steps)
     reads = [lambda: found.update(others=cluster_steps.other_deployments(r, s, steps)),
              lambda: found.update(present=present_map(r, steps, any_state=True))]
-    if read_ahead and inv is not None and any(step.name == storage_steps.LUSTRE for step in steps):
+    # The guards' read of /data/runs: the Lustre step's (with --delete-data), the Ray release's (it records it).
+    readers = (storage_steps.LUSTRE, ray_steps.RELEASE) if given.delete_data else (ray_steps.RELEASE,)
+    if read_ahead and inv is not None and any(step.name in readers for step in steps):
         reads.append(lambda: data_guard.read_ahead(r, s, inv))
     r.parallel(reads)
     others: list[str] = found["others"]

@@ -226,3 +226,32 @@ def test_data_guard_with_yes_reads_the_runs_once_beside_the_lists(ran):
         "get" in c["argv"] and "pods" in c["argv"]))]
     assert (done.code, "r1" in done.stderr, ran.mutating_calls(before)) == (1, True, []), done.output[-2000:]
     assert len(reads) == 2, reads  # one `get pods`, one exec: the guard used the read taken ahead
+
+
+@pytest.mark.parametrize("gone", [("clean.ray",), ("clean.cluster",), ("ray.delete",), ("down",)])
+def test_data_guard_runs_written_after_the_export_are_seen_once_ray_is_gone(ran, gone):
+    # storage.export, training goes on, Ray goes (its head pod with it), then --delete-data within 24 h: the
+    # export's record alone said "verified" and Lustre went with the new checkpoints. The Ray release's guard
+    # now records /data/runs as Ray goes, and that newer listing answers.
+    assert ran.invoke("storage.export").code == 0
+    _plant_run(ran, "r2")  # written after the export
+    (_runs(ran) / "r1" / "step_20").mkdir()
+    (_runs(ran) / "r1" / "step_20" / "model.pt").write_bytes(b"w" * 4096)
+    removed = ran.invoke(*gone, "--yes")
+    assert removed.code == 0, removed.output[-3000:]
+    for task in (("storage.delete",), ("down",)):
+        before = len(ran.calls())
+        done = ran.invoke(*task, "--yes", "--delete-data")
+        assert done.code == 1, (task, done.output[-3000:])
+        assert "r2" in done.stderr and "r1" in done.stderr and "taken as Ray went away" in done.stderr, task
+        assert ran.resources().get("lustre") and ran.mutating_calls(before) == [], task
+
+
+def test_data_guard_ray_gone_without_a_listing_trusts_no_older_export(ran):
+    # Ray went away while its head could not be read (not Running): nothing it wrote last is known, so an
+    # older export does not answer either.
+    assert ran.invoke("storage.export").code == 0
+    done = ran.invoke("clean.ray", "--yes", FAKECLOUD_FAIL="exec:9:permanent")  # every exec into the head fails
+    assert done.code == 0, done.output[-3000:]
+    refused = ran.invoke("storage.delete", "--yes", "--delete-data")
+    assert refused.code == 1 and "without a listing of /data/runs" in refused.stderr, refused.output[-3000:]

@@ -239,7 +239,8 @@ def test_a_layers_teardown_scans_that_layer_only(cloud):
     calls = [_words(c) for c in cloud.calls()[before:]]
     gcloud_lists = [w.split(" --")[0] for w in calls if w.startswith("gcloud") and " list" in w]
     assert gcloud_lists == ["gcloud container clusters list"] * 2, calls  # the teardown's, then the scan's
-    assert "helm uninstall" in " ".join(calls) and len(calls) <= 6, calls
+    # (+2: the Ray release's guard lists /data/runs in the head pod before Ray goes: get pods, exec)
+    assert "helm uninstall" in " ".join(calls) and len(calls) <= 8, calls
 
 
 @pytest.mark.parametrize("kind", ["compute networks subnets list", "compute addresses list"])
