@@ -94,25 +94,29 @@ def export_check(r: Runner, s: Settings, inv: Inventory | None = None) -> tuple[
         return {"(every run)": "no export recorded, and no Ray head pod to list /data/runs"}, how
     # The newest says what /data/runs held last: the listing taken as Ray went away (after which nothing
     # writes there) beats an older export, which misses what runs wrote after it; an export after Ray went
-    # away beats that listing.
-    record, raw, kind = max(records, key=lambda found: found[0]["when"])
+    # away beats that listing, unless it proves nothing (it copied nothing, or one run only: then the older
+    # record answers).
     hours = exports.EXPORT_FRESH.total_seconds() / 3600
-    if kind == "check" and not exports.check_is_fresh(raw, now):
-        why = (f"Ray went away at {record.get('time')} without a listing of /data/runs (its head could not be "
-               f"read), so what its runs wrote last is not known" if record.get("lustre_files") is None else
-               f"the last listing of /data/runs is from {record.get('time')}, more than {hours:.0f} h ago")
-        return {"(every run)": why}, how
-    if kind == "export" and not exports.export_is_fresh(raw, now):
-        copied = int(record.get("copied") or 0)
-        why = (f"the last export ({record.get('time')}) copied nothing" if copied == 0 else
-               f"the last full export is from {record.get('time')} (more than {hours:.0f} h ago, or of one run "
-               f"only)")
-        return {"(every run)": why}, how
-    seen = record.get("lustre_files")
-    seen = seen if isinstance(seen, dict) else record.get("objects") or {}
-    what = "listing taken as Ray went away" if record.get("final") else "listing" if kind == "check" else "export"
-    return exports.unexported_runs({k: int(v) for k, v in seen.items()}, bucket_files,
-                                  set(record.get("running") or ())), f"{how}: the {what} of {record.get('time')}"
+    why = ""
+    for record, raw, kind in sorted(records, key=lambda found: found[0]["when"], reverse=True):
+        if kind == "export" and not exports.export_is_fresh(raw, now):
+            copied = int(record.get("copied") or 0)
+            why = why or (f"the last export ({record.get('time')}) copied nothing" if copied == 0 else
+                          f"the last full export is from {record.get('time')} (more than {hours:.0f} h ago, or "
+                          f"of one run only)")
+            continue
+        if kind == "check" and not exports.check_is_fresh(raw, now):
+            return {"(every run)": (
+                f"Ray went away at {record.get('time')} without a listing of /data/runs (its head could not be "
+                f"read), so what its runs wrote last is not known" if record.get("lustre_files") is None else
+                f"the last listing of /data/runs is from {record.get('time')}, more than {hours:.0f} h ago")}, how
+        seen = record.get("lustre_files")
+        seen = seen if isinstance(seen, dict) else record.get("objects") or {}
+        what = ("listing taken as Ray went away" if record.get("final") else
+                "listing" if kind == "check" else "export")
+        return exports.unexported_runs({k: int(v) for k, v in seen.items()}, bucket_files,
+                                      set(record.get("running") or ())), f"{how}: the {what} of {record.get('time')}"
+    return {"(every run)": why}, how
 
 
 def record_check(r: Runner, s: Settings, files: dict[str, int] | None, *, final: bool = False) -> None:

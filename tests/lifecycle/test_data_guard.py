@@ -95,12 +95,29 @@ def test_data_guard_an_export_of_nothing_does_not_count(cloud):
 
 
 def test_data_guard_an_export_of_nothing_does_not_count_once_the_cluster_is_gone(cloud):
+    import subprocess
+
     _up(cloud)
-    assert cloud.invoke("clean.cluster", "--yes").code == 0
+    env = read_env_example()  # the cluster deleted outside nemo-rl-gke: no listing was taken as Ray went
+    gone = subprocess.run(["gcloud", "container", "clusters", "delete", env["CLUSTER_NAME"], f"--project={PROJECT}",
+                           f"--location={env['CONTROL_PLANE_LOCATION']}", "--quiet"], env=cloud.process_env(),
+                          cwd=cloud.workdir, capture_output=True, text=True, timeout=60)
+    assert gone.returncode == 0, gone.stderr
     assert cloud.invoke("storage.export").code == 0
     done = cloud.invoke("storage.delete", "--yes", "--delete-data")
     assert done.code == 1 and "copied nothing" in done.stderr
     assert cloud.resources().get("lustre")
+
+
+def test_data_guard_an_export_of_nothing_after_ray_went_leaves_its_listing_to_answer(cloud):
+    # clean.cluster recorded /data/runs (empty) as Ray went; an export after it copies nothing and proves
+    # nothing, so the older listing answers: nothing on Lustre to lose.
+    _up(cloud)
+    assert cloud.invoke("clean.cluster", "--yes").code == 0
+    assert cloud.invoke("storage.export").code == 0
+    done = cloud.invoke("storage.delete", "--yes", "--delete-data")
+    assert done.code == 0 and "the listing taken as Ray went away" in done.stderr, done.output[-3000:]
+    assert "lustre" not in cloud.resources()
 
 
 def test_data_guard_refuses_a_run_still_running_even_after_an_export(cloud):
@@ -255,3 +272,4 @@ def test_data_guard_ray_gone_without_a_listing_trusts_no_older_export(ran):
     assert done.code == 0, done.output[-3000:]
     refused = ran.invoke("storage.delete", "--yes", "--delete-data")
     assert refused.code == 1 and "without a listing of /data/runs" in refused.stderr, refused.output[-3000:]
+
