@@ -347,7 +347,7 @@ def verify_gpus(r: Runner, s: Settings, states: list[PodState], *, timeout: floa
     return float(seen["gpus"] or 0)
 
 
-Restart = Callable[[list[PodState]], None]
+Restart = Callable[[list[PodState], int], None]  # (pods of another spec, the GPU workers there now)
 
 
 def deploy(r: Runner, s: Settings, *, head_cpu: int | None = None, head_memory_gi: int | None = None,
@@ -357,13 +357,17 @@ def deploy(r: Runner, s: Settings, *, head_cpu: int | None = None, head_memory_g
     Pods started from another spec (raychart.pod_template_hash) are found before the upgrade. KubeRay would leave
     them as they are, so with restart (ray.deploy: it asks first when runs are running, or refuses; it raises to
     stop before any change) they are deleted after the upgrade and KubeRay starts them from the new spec; without
-    (`up`), they are left, with a note. `invoke ray.deploy` calls preflight() first; `up` creates the pool, Secret
-    and claim before this step."""
+    (`up`), they are left, with a note. Fewer GPU workers than run now go through restart too (KubeRay deletes
+    the extra workers, and what runs on them). `invoke ray.deploy` calls preflight() first; `up` creates the
+    pool, Secret and claim before this step."""
     template = raychart.values(s, head_cpu=head_cpu, head_memory_gi=head_memory_gi)["podTemplateHash"]
     # ray.deploy asks before anything changes; `up` looks at the pods its wait lists anyway (no extra call).
-    stale = started_from_another_spec(query_pods(r, s), template) if restart is not None and not r.dry else []
-    if stale and restart is not None:
-        restart(stale)
+    before = query_pods(r, s) if restart is not None and not r.dry else []
+    stale = started_from_another_spec(before, template)
+    workers = sum(p.node_type == "worker" for p in before)
+    # Fewer workers than run now: KubeRay deletes the extra worker pods (and what runs on them).
+    if restart is not None and (stale or workers > s.GPU_NODES):
+        restart(stale, workers)
     install(r, s, head_cpu=head_cpu, head_memory_gi=head_memory_gi)
     if r.dry:
         if restart is not None:

@@ -142,18 +142,23 @@ def deploy(c: Context, nodes: int | None = None, head_cpu: int | None = None, he
     wait = ray_steps.READY_TIMEOUT_SECONDS if timeout is None else _non_negative("--timeout", timeout)
     r = context.runner(c, s)
 
-    def restart(stale: list[ray_steps.PodState]) -> None:
-        """Before any change: say why Ray restarts, and ask first when that stops runs (--yes answers)."""
+    def restart(stale: list[ray_steps.PodState], workers: int) -> None:
+        """Before any change: say why Ray restarts (pods of another spec) or shrinks (fewer GPU workers than run
+        now), and ask first when that stops runs (--yes answers)."""
         from ..resources import data_guard
 
         listing = data_guard.lustre_runs(r, s)
         running = sorted(listing[1]) if listing is not None else []
-        why = (f"{len(stale)} of Ray's pods were started from another spec than this one (image, resources, chart "
-               f"or the Secret's values) and KubeRay does not restart running pods: after the upgrade, ray.deploy "
-               f"deletes them and KubeRay starts them again from the new spec")
+        whys = [f"{len(stale)} of Ray's pods were started from another spec than this one (image, resources, chart "
+                f"or the Secret's values) and KubeRay does not restart running pods: after the upgrade, ray.deploy "
+                f"deletes them and KubeRay starts them again from the new spec"] if stale else []
+        if workers > s.GPU_NODES:
+            whys.append(f"the Ray cluster goes from {workers} to {s.GPU_NODES} GPU worker(s): KubeRay deletes "
+                        f"{workers - s.GPU_NODES} worker pod(s)")
+        why = "; ".join(whys)
         if running:
             context.confirm(c, f"{why}. That stops the running run(s) {', '.join(running)}; each resumes from its "
-                               f"latest checkpoint with `invoke job.submit JOB --id=ID`. Restart Ray?", yes=yes)
+                               f"latest checkpoint with `invoke job.submit JOB --id=ID`. Go on?", yes=yes)
         r.say(f"{why}.", err=True)
 
     with context.deployment_locked(c, s, "ray.deploy", force=force_unlock):

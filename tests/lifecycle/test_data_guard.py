@@ -273,3 +273,16 @@ def test_data_guard_ray_gone_without_a_listing_trusts_no_older_export(ran):
     refused = ran.invoke("storage.delete", "--yes", "--delete-data")
     assert refused.code == 1 and "without a listing of /data/runs" in refused.stderr, refused.output[-3000:]
 
+
+
+def test_ray_deploy_with_fewer_workers_asks_before_stopping_a_running_run(ran):
+    # `ray.deploy --nodes=1` under a running run: KubeRay deletes a worker, and the run on it stops. It used to
+    # go on without a word (the pods' spec hash leaves the count out, so nothing looked "stale").
+    _plant_run(ran, "live", running=True)
+    before = len(ran.calls())
+    refused = ran.invoke("ray.deploy", "--nodes=1", "--timeout=60")  # no terminal, no --yes: nobody to ask
+    assert refused.code == 2, refused.output[-3000:]
+    assert "from 2 to 1 GPU worker(s)" in refused.stderr and "live" in refused.stderr
+    assert ran.mutating_calls(before) == []
+    done = ran.invoke("ray.deploy", "--nodes=1", "--timeout=60", "--yes")
+    assert done.code == 0 and "from 2 to 1 GPU worker(s)" in done.stderr, done.output[-3000:]
