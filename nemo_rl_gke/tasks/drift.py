@@ -207,13 +207,18 @@ def existing(r: Runner, s: Settings, present: dict[str, bool | None], steps: Any
     answers = r.parallel([functools.partial(r.query, argv) for _, argv in wanted])
     bodies = {name: json.loads(result.stdout or "{}") for (name, _), result in zip(wanted, answers, strict=True)
               if result is not None and result.ok}
-    bodies.update({name: body for name, body in listed.items() if present.get(name)})
+    # Listed in any state: a cluster or pool still PROVISIONING (an interrupted `up`) is compared too, before
+    # `up` would wait for it as it is.
+    bodies.update(listed)
     cluster = read_cluster(s, bodies[CLUSTER]) if CLUSTER in bodies else Found()
     workers = listed_workers(r, s, steps) if present.get(RELEASE) else None
     pool = bodies.get(GPU_POOL)
     if pool is None:
         return Found(mode=cluster.mode, cluster_off=cluster.cluster_off, ray_workers=workers)
-    read = read_pool(pool, group_sizes(r, s, pool) if sizes else None)  # the size now, not initialNodeCount
+    provisioning = str(pool.get("status") or "RUNNING") == "PROVISIONING"
+    read = read_pool(pool, group_sizes(r, s, pool) if sizes and not provisioning else None)  # the size now
+    if provisioning:
+        read = Found(machine_type=read.machine_type, spot=read.spot, reservation=read.reservation)  # no size yet
     return Found(mode=cluster.mode, machine_type=read.machine_type, nodes=read.nodes, spot=read.spot,
                  reservation=read.reservation, ray_workers=workers, cluster_off=cluster.cluster_off)
 
