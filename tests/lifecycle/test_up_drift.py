@@ -201,8 +201,8 @@ def test_up_and_cluster_create_compare_a_pool_still_provisioning(cloud):
     assert gone.returncode == 0, gone.stderr
     (pool,) = [c for c in cloud.calls() if c["tool"] == "gcloud" and c["argv"][:3] == ["container", "node-pools",
                                                                                        "create"]]
-    creating = subprocess.Popen(["gcloud", *pool["argv"]], env=cloud.process_env(FAKECLOUD_TIME_SCALE="1"), cwd=cloud.workdir,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    creating = subprocess.Popen(["gcloud", *pool["argv"]], env=cloud.process_env(FAKECLOUD_TIME_SCALE="1"),
+                                cwd=cloud.workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30
         while not cloud.resources().get("nodepool") and time.monotonic() < deadline:
