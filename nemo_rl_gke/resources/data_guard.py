@@ -69,9 +69,10 @@ def read_ahead(r: Runner, s: Settings, inv: Inventory) -> None:
 def export_check(r: Runner, s: Settings, inv: Inventory | None = None) -> tuple[dict[str, str], str]:
     """(run id -> why it is not safely in the bucket, how that was established). Empty: every run is there.
 
-    With a head pod: /data/runs and gs://BUCKET/runs/ listed now, file by file. Without one (the cluster is
-    gone, nothing can write to /data any more): the last full export's record, if it wrote something, is
-    less than a day old, and every file it saw on /data (or in the bucket) is still in the bucket."""
+    With a head pod: /data/runs and gs://BUCKET/runs/ listed now, file by file. Without one: the newest record
+    of less than a day, the listing taken as Ray went away (final; a listing taken while Ray ran proves
+    nothing) or a full export that wrote something, and every file it saw on /data (or in the bucket) is still
+    in the bucket; a run that was running when Ray went blocks until an export after it."""
     bucket_files = exports.bucket_run_files(gcs.list_prefix(s, exports.RUNS_PREFIX))
     where = f"gs://{s.bucket}/{exports.RUNS_PREFIX}"
     listed = lustre_runs(r, s, inv)
@@ -79,8 +80,6 @@ def export_check(r: Runner, s: Settings, inv: Inventory | None = None) -> tuple[
         files, running, pod = listed
         runs = {path.split("/", 1)[0] for path in files}
         missing = exports.unexported_runs(files, bucket_files, running)
-        if not missing:
-            record_check(r, s, files)
         return missing, f"listed /data/runs in pod {pod} ({len(runs)} runs, {len(files)} files) and {where}"
     from datetime import UTC, datetime
 
@@ -105,11 +104,15 @@ def export_check(r: Runner, s: Settings, inv: Inventory | None = None) -> tuple[
                           f"the last full export is from {record.get('time')} (more than {hours:.0f} h ago, or "
                           f"of one run only)")
             continue
-        if kind == "check" and not exports.check_is_fresh(raw, now):
-            return {"(every run)": (
+        if kind == "check" and (not record.get("final") or not exports.check_is_fresh(raw, now)):
+            reason = (
+                f"the last listing of /data/runs is from {record.get('time')}, more than {hours:.0f} h ago"
+                if record.get("final") and isinstance(record.get("lustre_files"), dict) else
+                f"Ray was deployed again at {record.get('time')}: what its runs wrote since is not known"
+                if record.get("deployed") else
                 f"Ray went away at {record.get('time')} without a listing of /data/runs (its head could not be "
-                f"read), so what its runs wrote last is not known" if record.get("lustre_files") is None else
-                f"the last listing of /data/runs is from {record.get('time')}, more than {hours:.0f} h ago")}, how
+                f"read), so what its runs wrote last is not known")
+            return {"(every run)": f"{why}; before it, {reason}" if why else reason}, how
         seen = record.get("lustre_files")
         seen = seen if isinstance(seen, dict) else record.get("objects") or {}
         what = ("listing taken as Ray went away" if record.get("final") else
@@ -119,18 +122,31 @@ def export_check(r: Runner, s: Settings, inv: Inventory | None = None) -> tuple[
     return {"(every run)": why}, how
 
 
-def record_check(r: Runner, s: Settings, files: dict[str, int] | None, *, final: bool = False) -> None:
-    """Remember a listing of /data/runs (final: taken as Ray goes away; files None: it could not be taken, which
-    leaves nothing to trust); best effort: without a bucket there is nowhere to keep it."""
+def record_check(r: Runner, s: Settings, files: dict[str, int] | None, *, final: bool = False,
+                 running: list[str] | None = None, deployed: bool = False) -> None:
+    """Remember /data/runs for the export check without a head pod: final, the listing taken as Ray goes away
+    (with the runs still running then); files None: nothing to trust (the head could not be read as Ray went,
+    or Ray was deployed again: deployed). Best effort: without a bucket there is nowhere to keep it."""
+    import json
     from datetime import UTC, datetime
 
     lustre_path, uri, _ = exports.export_paths(s, None)
+    text = exports.export_record(s, lustre_path, uri, datetime.now(UTC), copied=-1, lustre_files=files,
+                                 final=final, running=running)
+    if deployed:
+        text = json.dumps({**json.loads(text), "deployed": True}, sort_keys=True)
     try:
-        gcs.write_export_record(s, exports.export_record(s, lustre_path, uri, datetime.now(UTC), copied=-1,
-                                                        lustre_files=files, final=final), exports.CHECK_MARKER)
+        gcs.write_export_record(s, text, exports.CHECK_MARKER)
     except gcs_client.StorageError as exc:
-        r.say(f"note: the export check was not recorded in the bucket ({str(exc).splitlines()[0][:160]})",
-              err=True)
+        r.say(f"note: /data/runs was not recorded in the bucket for the export check "
+              f"({str(exc).splitlines()[0][:160]})", err=True)
+
+
+def ray_deployed(r: Runner, s: Settings) -> None:
+    """Before Ray is deployed (created or upgraded): its runs will write /data/runs again, so no earlier listing
+    may answer for it once its head is gone."""
+    if not r.dry:
+        record_check(r, s, None, deployed=True)
 
 
 def lustre_guard(s: Settings, inv: Inventory | None, lustre_state: LustreState) -> Guard:
@@ -186,12 +202,10 @@ def final_listing_guard(s: Settings, inv: Inventory | None, release_present: Cal
     """The guard of the Ray release and of the cluster (whose delete takes Ray with it): /data/runs as the head
     pod sees it just before Ray goes, recorded in the bucket as final. Once the head is gone nothing writes
     /data/runs, so that is the listing a later export check without a head pod may trust. A Ray whose head
-    cannot be listed leaves a record that trusts nothing. Not needed when Lustre goes in the same teardown
-    (--delete-data: its own guard checks now); taken once per teardown."""
+    cannot be listed leaves a record that trusts nothing. Taken once per teardown, with --delete-data too (a
+    Lustre kept for another deployment, or a delete that fails after Ray went, is checked later from it)."""
 
     def guard(r: Runner, consent: Any) -> None:
-        if consent.delete_data:
-            return
         if inv is not None:
             done, _ = inv.handoff.take(FINAL_RECORDED)
             inv.handoff.keep(FINAL_RECORDED, True)
@@ -207,7 +221,8 @@ def final_listing_guard(s: Settings, inv: Inventory | None, release_present: Cal
             listed = None
         if listed is None and not release_present(r):
             return  # no Ray (gone already): the record taken when it went stands
-        record_check(r, s, listed[0] if listed is not None else None, final=listed is not None)
+        record_check(r, s, listed[0] if listed is not None else None, final=listed is not None,
+                     running=sorted(listed[1]) if listed is not None else None)
 
     return guard
 

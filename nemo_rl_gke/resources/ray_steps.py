@@ -368,6 +368,9 @@ def deploy(r: Runner, s: Settings, *, head_cpu: int | None = None, head_memory_g
     # Fewer workers than run now: KubeRay deletes the extra worker pods (and what runs on them).
     if restart is not None and (stale or workers > s.GPU_NODES):
         restart(stale, workers)
+    from . import data_guard
+
+    data_guard.ray_deployed(r, s)  # its runs write /data/runs again: no earlier listing answers for them
     install(r, s, head_cpu=head_cpu, head_memory_gi=head_memory_gi)
     if r.dry:
         if restart is not None:

@@ -286,3 +286,41 @@ def test_ray_deploy_with_fewer_workers_asks_before_stopping_a_running_run(ran):
     assert ran.mutating_calls(before) == []
     done = ran.invoke("ray.deploy", "--nodes=1", "--timeout=60", "--yes")
     assert done.code == 0 and "from 2 to 1 GPU worker(s)" in done.stderr, done.output[-3000:]
+
+
+def _delete_cluster_outside(cloud: FakeCloud) -> None:
+    import subprocess
+
+    env = read_env_example()
+    gone = subprocess.run(["gcloud", "container", "clusters", "delete", env["CLUSTER_NAME"], f"--project={PROJECT}",
+                           f"--location={env['CONTROL_PLANE_LOCATION']}", "--quiet"], env=cloud.process_env(),
+                          cwd=cloud.workdir, capture_output=True, text=True, timeout=60)
+    assert gone.returncode == 0, gone.stderr
+
+
+def test_data_guard_a_listing_taken_as_ray_went_no_longer_answers_once_ray_is_back(ran):
+    # export, clean.ray (listing recorded), ray.deploy, a new run writes, the cluster goes outside the tool:
+    # the earlier listing answered "verified" and Lustre went with the new run.
+    assert ran.invoke("storage.export").code == 0
+    assert ran.invoke("clean.ray", "--yes").code == 0
+    deployed = ran.invoke("ray.deploy", "--timeout=60")
+    assert deployed.code == 0, deployed.output[-3000:]
+    _plant_run(ran, "r2")
+    _delete_cluster_outside(ran)
+    done = ran.invoke("storage.delete", "--yes", "--delete-data")
+    assert done.code == 1 and "Ray was deployed again" in done.stderr, done.output[-3000:]
+    assert ran.resources().get("lustre")
+
+
+def test_data_guard_a_run_running_as_ray_went_blocks_until_an_export_after_it(ran):
+    # What a run writes between the listing and its pod's end (a checkpoint on SIGTERM) is in no record.
+    _plant_run(ran, "live", running=True)
+    assert ran.invoke("storage.export").code == 0
+    assert ran.invoke("clean.ray", "--yes").code == 0
+    (_runs(ran) / "live" / "step_20").mkdir()
+    (_runs(ran) / "live" / "step_20" / "model.pt").write_bytes(b"w" * 512)
+    done = ran.invoke("storage.delete", "--yes", "--delete-data")
+    assert done.code == 1 and "live" in done.stderr, done.output[-3000:]
+    assert ran.invoke("storage.export").code == 0  # an export after Ray went copies it all: that answers
+    again = ran.invoke("storage.delete", "--yes", "--delete-data")
+    assert again.code == 0, again.output[-3000:]
