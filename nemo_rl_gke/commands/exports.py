@@ -116,8 +116,10 @@ def bucket_run_files(objects: list[tuple[str, int]]) -> dict[str, int]:
 
 
 def unexported_runs(lustre_files: dict[str, int], bucket_files: dict[str, int],
-                    running: set[str] | frozenset[str] = frozenset()) -> dict[str, str]:
-    """run id -> why it is not safely in the bucket: still running, or files missing or of another size.
+                    running: set[str] | frozenset[str] = frozenset(),
+                    running_word: str = "still running") -> dict[str, str]:
+    """run id -> why it is not safely in the bucket: still running (running_word), or files missing or of another
+    size.
 
     A run is exported when every file under /data/runs/<run>/ is at gs://B/runs/<run>/ with the same size."""
     missing: dict[str, list[str]] = {}
@@ -132,7 +134,7 @@ def unexported_runs(lustre_files: dict[str, int], bucket_files: dict[str, int],
     for run in sorted(set(missing) | set(differ) | set(running)):
         why = []
         if run in running:
-            why.append("still running")
+            why.append(running_word)
         if run in missing:
             why.append(f"{len(missing[run])} file(s) not in the bucket (e.g. {missing[run][0]})")
         if run in differ:

@@ -117,8 +117,11 @@ def export_check(r: Runner, s: Settings, inv: Inventory | None = None) -> tuple[
         seen = seen if isinstance(seen, dict) else record.get("objects") or {}
         what = ("listing taken as Ray went away" if record.get("final") else
                 "listing" if kind == "check" else "export")
-        return exports.unexported_runs({k: int(v) for k, v in seen.items()}, bucket_files,
-                                      set(record.get("running") or ())), f"{how}: the {what} of {record.get('time')}"
+        word = ("running as Ray went away (it may have written after that listing): `invoke storage.export` "
+                "copies it" if record.get("final") else "still running")
+        missing = exports.unexported_runs({k: int(v) for k, v in seen.items()}, bucket_files,
+                                          set(record.get("running") or ()), word)
+        return missing, f"{how}: the {what} of {record.get('time')}"
     return {"(every run)": why}, how
 
 
