@@ -132,11 +132,18 @@ def turn_on_workload_identity(s: Settings) -> str:
             f"`--workload-metadata=GKE_METADATA` (`gcloud container node-pools update`, which recreates their nodes)")
 
 
-def note(s: Settings, off: list[Feature]) -> str:
+def note(s: Settings, off: Sequence[Feature]) -> str:
     """What is off but refused on by nothing ("" if none), with how to turn it on."""
     if WORKLOAD_IDENTITY not in off:
         return ""
     return f"note: {described([WORKLOAD_IDENTITY])}. {turn_on_workload_identity(s)}."
+
+
+def say_note(r: Runner, s: Settings, off: Sequence[Feature]) -> None:
+    """Say the note, if any (a task that goes on building on the cluster)."""
+    text = note(s, off)
+    if text:
+        r.say(text, err=True)
 
 
 def refusal(s: Settings, off: list[Feature]) -> str:
@@ -180,5 +187,4 @@ def require(r: Runner, s: Settings, steps: Sequence[Step] = (), needs: Sequence[
     refused = [f for f in blocking(off) if not needs or f.key in needs]
     if refused:
         raise ToolError(refusal(s, refused), 2)
-    if note(s, off):
-        r.say(note(s, off), err=True)
+    say_note(r, s, off)

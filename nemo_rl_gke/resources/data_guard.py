@@ -27,16 +27,24 @@ RunsListing = tuple[dict[str, int], set[str], str]  # files under /data/runs -> 
 
 def lustre_runs(r: Runner, s: Settings, inv: Inventory | None = None) -> RunsListing | None:
     """(files under /data/runs -> size, running run ids, the pod asked), or None with no head pod to ask."""
-    if inv is not None:
-        found, kept = inv.handoff.take(READ_AHEAD)
-        if found:
-            inv.handoff.keep(READ_AHEAD, kept)  # the teardown's other guard reads the same moment
-            return kept  # type: ignore[no-any-return]
+    found, kept = _read_ahead_taken(inv)
+    if found:
+        return kept
     pod = head_pod.running_head(r, s, inv)
     listed = None if pod is None else _listing(r, s, pod)
     if inv is not None and listed is not None:
         inv.handoff.keep(READ_AHEAD, listed)
     return listed
+
+
+def _read_ahead_taken(inv: Inventory | None) -> tuple[bool, RunsListing | None]:
+    """(found, the listing) the teardown read ahead, left for its other guard, which reads the same moment."""
+    if inv is None:
+        return False, None
+    found, kept = inv.handoff.take(READ_AHEAD)
+    if found:
+        inv.handoff.keep(READ_AHEAD, kept)
+    return found, kept
 
 
 def _listing(r: Runner, s: Settings, pod: str) -> RunsListing | None:
@@ -130,14 +138,11 @@ def record_check(r: Runner, s: Settings, files: dict[str, int] | None, *, final:
     """Remember /data/runs for the export check without a head pod: final, the listing taken as Ray goes away
     (with the runs still running then); files None: nothing to trust (the head could not be read as Ray went,
     or Ray was deployed again: deployed). Best effort: without a bucket there is nowhere to keep it."""
-    import json
     from datetime import UTC, datetime
 
     lustre_path, uri, _ = exports.export_paths(s, None)
     text = exports.export_record(s, lustre_path, uri, datetime.now(UTC), copied=-1, lustre_files=files,
-                                 final=final, running=running)
-    if deployed:
-        text = json.dumps({**json.loads(text), "deployed": True}, sort_keys=True)
+                                 final=final, running=running, deployed=deployed)
     try:
         gcs.write_export_record(s, text, exports.CHECK_MARKER)
     except gcs_client.StorageError as exc:
@@ -190,11 +195,9 @@ FINAL_RECORDED = "final /data/runs listing recorded"
 def _runs_now(r: Runner, s: Settings, inv: Inventory | None) -> RunsListing | None:
     """/data/runs from the teardown's read-ahead, else from the head kubectl lists at once (no listing round of
     the whole project for a layer's teardown), else as the export check reads it (credentials first)."""
-    if inv is not None:
-        found, kept = inv.handoff.take(READ_AHEAD)
-        if found:
-            inv.handoff.keep(READ_AHEAD, kept)
-            return kept  # type: ignore[no-any-return]
+    found, kept = _read_ahead_taken(inv)
+    if found:
+        return kept
     answered, pod = head_pod.listed_head(r, s)
     if answered:
         return None if pod is None else _listing(r, s, pod)

@@ -56,10 +56,12 @@ def create(c: Context, gpu: str | None = None, mode: str | None = None, nodes: i
         steps = _steps(s)
         r = context.runner(c, s)
         if not r.dry:  # an existing cluster or pool of another kind is not "created": refused, as `up` does
+            from ..resources import cluster_features
             from . import drift
 
             found = drift.existing(r, s, context.present_map(r, steps), steps)
             drift.refuse_on(s, found, what="cluster.create", fields=("mode", "gpu", "nodes", "capacity", "feature"))
+            cluster_features.say_note(r, s, found.cluster_off)
         context.apply_steps(c, s, steps)
 
 

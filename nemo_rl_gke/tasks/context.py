@@ -117,21 +117,14 @@ def deployment_locked(c: Context, s: Settings, what: str, *, force: bool = False
         yield
 
 
-def apply_steps(c: Context, s: Settings, steps: list[Step], *, title: str = "create",
-                needs: tuple[str, ...] = ()) -> Report:
-    """Create what is missing among steps, in parallel, with the live board. Steps that build on an existing
-    cluster first check it has what they need (needs: those features only; default: all)."""
+def apply_steps(c: Context, s: Settings, steps: list[Step], *, title: str = "create") -> Report:
+    """Create what is missing among steps, in parallel, with the live board."""
     from .. import graph
 
     r = runner(c, s)
     if r.dry:
         return graph.apply(r, steps)
     from ..board import Board
-    from ..resources import cluster_features
-    from ..resources.cluster_steps import CLUSTER
-
-    if any(step.parent == CLUSTER and not step.always for step in steps):  # builds on the cluster
-        cluster_features.require(r, s, steps, needs)
 
     with Board(steps, title=f"{title} {s.CLUSTER_NAME}", runner=r) as board:
         return graph.apply(r, steps, listener=board.listener)

@@ -148,9 +148,7 @@ def _drift_check(r: Runner, s: Settings, present: dict[str, bool | None], *, res
         raise Exit(f"error: {drift.refusal(s, differences, blocking, what='up')}", code=2)
     from ..resources import cluster_features
 
-    note = cluster_features.note(s, list(found.cluster_off))
-    if note:
-        r.say(note, err=True)
+    cluster_features.say_note(r, s, found.cluster_off)
     counts = [d for d in differences if d.field in drift.RESIZED]
     if resize and not counts:
         r.say("--resize: the GPU pool and the Ray cluster already have the settings' counts (or do not exist "

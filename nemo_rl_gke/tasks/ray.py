@@ -122,8 +122,7 @@ def _refuse_another_cluster(r: Runner, s: Settings) -> None:
 
     found = drift.existing(r, s, {CLUSTER: True, GPU_POOL: not s.autopilot}, sizes=False)
     drift.refuse_on(s, found, what="ray.deploy", fields=("mode", "gpu", "feature"))
-    if cluster_features.note(s, list(found.cluster_off)):
-        r.say(cluster_features.note(s, list(found.cluster_off)), err=True)
+    cluster_features.say_note(r, s, found.cluster_off)
 
 
 @context.task(help={**SIZE_HELP, "timeout": "Seconds to wait for every Ray pod to be Ready (default 1800).",

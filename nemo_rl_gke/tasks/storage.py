@@ -47,9 +47,12 @@ def create(c: Context, force_unlock: bool = False) -> None:
     r = context.runner(c, s)
     storage_steps.check_bucket_owner(r, s)
     with context.deployment_locked(c, s, "storage.create", force=force_unlock):
-        from ..resources.cluster_features import LUSTRE_NEEDS
+        from ..resources import cluster_features
 
-        context.apply_steps(c, s, _steps(s), needs=LUSTRE_NEEDS)
+        steps = _steps(s)
+        # The PV mounts through the cluster's Lustre driver: refused now (exit 2) on a cluster without it.
+        cluster_features.require(r, s, steps, cluster_features.LUSTRE_NEEDS)
+        context.apply_steps(c, s, steps)
 
 
 @context.task
