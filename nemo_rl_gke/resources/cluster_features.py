@@ -103,6 +103,38 @@ def fixes(s: Settings, off: list[Feature]) -> list[list[str]]:
     return [gcloud.cluster_update(s, change) for change in changes]
 
 
+def made_by_us(body: Body | None) -> bool:
+    """The cluster (or node pool: its config's labels) carries our managed-by label; one made another way does
+    not, and no teardown of ours deletes it."""
+    from .. import names
+
+    if body is None:
+        return True
+    labels = body.get("resourceLabels", (body.get("config") or {}).get("resourceLabels")) or {}
+    return isinstance(labels, dict) and labels.get("managed-by") == names.MANAGED_BY
+
+
+def delete_it_yourself(s: Settings) -> str:
+    """The command that deletes a cluster we did not create (gcloud asks before it deletes)."""
+    return f"`gcloud container clusters delete {s.CLUSTER_NAME} --location={s.region} --project={s.PROJECT_ID}`"
+
+
+def delete_pool_yourself(s: Settings) -> str:
+    """The command that deletes a GPU pool we did not create."""
+    from .. import names
+
+    return (f"`gcloud container node-pools delete {names.GPU_POOL} --cluster={s.CLUSTER_NAME} --location={s.region} "
+            f"--project={s.PROJECT_ID}`")
+
+
+def rebuild(s: Settings, *, ours: bool = True) -> str:
+    """How to rebuild the cluster: our teardown, or, for a cluster made another way (which it keeps), gcloud."""
+    if ours:
+        return "`invoke clean.cluster --yes` (keeps Lustre and the bucket), then `invoke up`"
+    return (f"{delete_it_yourself(s)} (nemo-rl-gke did not create this cluster, so its teardowns keep it), then "
+            f"`invoke up`")
+
+
 def blocking(off: list[Feature]) -> list[Feature]:
     return [f for f in off if f.blocking]
 
@@ -111,17 +143,16 @@ def described(off: list[Feature]) -> str:
     return "; ".join(f"{f.title} is off ({f.needed_for})" for f in off)
 
 
-def advice(s: Settings, off: list[Feature]) -> str:
+def advice(s: Settings, off: list[Feature], *, ours: bool = True) -> str:
     """How to turn on what is off: the update commands (a few minutes each, nothing recreated), or a new
-    cluster when Dataplane V2 is missing."""
+    cluster when Dataplane V2 is missing (ours: the cluster carries our label, `made_by_us`)."""
     commands = fixes(s, blocking(off))
     if not commands:
-        return ("only a new cluster has GKE Dataplane V2: `invoke clean.cluster --yes` (keeps Lustre and the "
-                "bucket), then `invoke up`")
+        return f"only a new cluster has GKE Dataplane V2: {rebuild(s, ours=ours)}"
     how = ("one update after the other (GKE runs one at a time, a few minutes each; nodes are not recreated)"
            if len(commands) > 1 else "one update (a few minutes; nodes are not recreated)")
     return (f"turn it on, {how}: " + "; ".join(f"`{' '.join(argv)}`" for argv in commands)
-            + "; or rebuild it: `invoke clean.cluster --yes` (keeps Lustre and the bucket), then `invoke up`")
+            + f"; or rebuild it: {rebuild(s, ours=ours)}")
 
 
 def turn_on_workload_identity(s: Settings) -> str:
@@ -146,10 +177,10 @@ def say_note(r: Runner, s: Settings, off: Sequence[Feature]) -> None:
         r.say(text, err=True)
 
 
-def refusal(s: Settings, off: list[Feature]) -> str:
+def refusal(s: Settings, off: list[Feature], *, ours: bool = True) -> str:
     """The message of a task that will not build on the cluster (exit 2)."""
     return (f"the GKE cluster {s.CLUSTER_NAME} lacks what our steps need of it: {described(blocking(off))}. "
-            f"Nothing was changed. To resolve: {advice(s, off)}.")
+            f"Nothing was changed. To resolve: {advice(s, off, ours=ours)}.")
 
 
 # ---- reading the cluster (read-only) ---------------------------------------------------------------
@@ -186,5 +217,5 @@ def require(r: Runner, s: Settings, steps: Sequence[Step] = (), needs: Sequence[
     off = missing(s, body) if body is not None else []
     refused = [f for f in blocking(off) if not needs or f.key in needs]
     if refused:
-        raise ToolError(refusal(s, refused), 2)
+        raise ToolError(refusal(s, refused, ours=made_by_us(body)), 2)
     say_note(r, s, off)

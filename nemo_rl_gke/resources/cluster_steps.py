@@ -12,6 +12,7 @@ from ..commands import gcloud, kubectl
 from ..runner import ALREADY_EXISTS, NOT_FOUND, TRANSIENT, Result, Runner
 from ..settings import Settings
 from ..steps import Action, Step
+from . import cluster_features
 from . import net_steps as net
 from .inventory import Inventory, KubeRef, inventory_of
 from .step_shapes import check, creator
@@ -109,6 +110,45 @@ def listed_bodies(r: Runner, s: Settings, steps: Any) -> dict[str, dict[str, Any
         return {}
     pool = next((p for p in found.get("nodePools") or [] if p.get("name") == names.GPU_POOL), None)
     return {CLUSTER: found, **({GPU_POOL: pool} if pool is not None else {})}
+
+
+def keep_if_not_ours(r: Runner, s: Settings, steps: list[Step], present: dict[str, bool | None]) -> list[str]:
+    """A cluster named CLUSTER_NAME without our managed-by label was made another way (the tutorial's, adopted
+    by `up`): no teardown deletes it. What we added to it goes: our GPU pool gets a delete of its own (replaced
+    in place in steps, with the cluster's guard: the record of /data/runs before Ray's workers go); a GPU pool
+    without our label is the user's too, and stays. Says so; returns the steps to keep (the cluster, the objects
+    we applied in it, a pool that is not ours), for `graph.destroy`'s keep."""
+    from dataclasses import replace
+
+    where = {step.name: index for index, step in enumerate(steps)}
+    if r.dry or CLUSTER not in where or not present.get(CLUSTER):
+        return []
+    inv = inventory_of(steps)
+    items = inv.listed(r, "cluster") if inv is not None else None
+    body = inv.cluster(items) if inv is not None and items is not None else _describe_status(
+        r, gcloud.cluster_describe(s))
+    if body is None or cluster_features.made_by_us(body):
+        return []
+    keep = [name for name in (CLUSTER, CREDENTIALS, NCCL, NETWORK_MAPPING) if name in where]
+    pool = next((p for p in body.get("nodePools") or [] if p.get("name") == names.GPU_POOL), None)
+    said = [f"keeping cluster {s.CLUSTER_NAME}: nemo-rl-gke did not create it (no managed-by={names.MANAGED_BY} "
+            f"label), so no teardown deletes it"]
+    if GPU_POOL in where and (pool is None or cluster_features.made_by_us(pool)):
+        title = f"GPU node pool {names.GPU_POOL}"
+        steps[where[GPU_POOL]] = replace(steps[where[GPU_POOL]], delete=_delete_when_free(
+            title, gcloud.node_pool_delete(s)), guard=steps[where[CLUSTER]].guard)
+        if pool is not None:
+            said.append(f"our GPU node pool {names.GPU_POOL} in it is deleted")
+    elif GPU_POOL in where:
+        keep.append(GPU_POOL)
+        said.append(f"its GPU node pool {names.GPU_POOL} has no managed-by label either: kept (it bills while its "
+                    f"nodes run; {cluster_features.delete_pool_yourself(s)} deletes it)")
+    said.append("the NCCL installer and the network mapping we applied stay in it")
+    if not any(step.layer == "ray" for step in steps):
+        said.append("so does what else we deployed in it (Ray, the Lustre volume): `invoke down` deletes all of "
+                    "it")
+    r.say("; ".join(said) + f". {cluster_features.delete_it_yourself(s)} deletes the cluster itself.", err=True)
+    return keep
 
 
 # GKE goes on creating a cluster or node pool after the gcloud that asked is gone (Ctrl-C, a lost laptop): an

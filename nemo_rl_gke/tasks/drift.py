@@ -36,6 +36,8 @@ class Found:
     reservation: str | None = None  # "" when no specific reservation
     ray_workers: int | None = None  # the deployed RayCluster's GPU workers (None: no Ray cluster, or not known)
     cluster_off: tuple[Feature, ...] = ()  # what the cluster lacks that our steps need (or a note names)
+    cluster_ours: bool = True  # False: the cluster has no managed-by label (made another way; teardowns keep it)
+    pool_ours: bool = True  # the same for the GPU pool
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,8 @@ class Difference:
     have: str
     want: str
     feature: str = ""  # feature, advisory: what is off (cluster_features.Feature.key)
-    fix: str = ""  # feature: how to turn on everything the cluster lacks (one text for all of them)
+    fix: str = ""  # feature: how to turn on everything the cluster lacks (one text for all of them); mode,
+    # gpu, capacity: how to rebuild what differs
 
     def text(self) -> str:
         if self.feature:
@@ -83,7 +86,8 @@ def read_cluster(s: Settings, body: dict[str, Any]) -> Found:
     from ..resources import cluster_features
 
     return Found(mode="autopilot" if (body.get("autopilot") or {}).get("enabled") else "standard",
-                 cluster_off=tuple(cluster_features.missing(s, body)))
+                 cluster_off=tuple(cluster_features.missing(s, body)),
+                 cluster_ours=cluster_features.made_by_us(body))
 
 
 def read_pool(body: dict[str, Any], group_sizes: list[int] | None = None) -> Found:
@@ -95,9 +99,10 @@ def read_pool(body: dict[str, Any], group_sizes: list[int] | None = None) -> Fou
     reservation = ""
     if affinity.get("consumeReservationType") == "SPECIFIC_RESERVATION":
         reservation = ",".join(affinity.get("values") or []) or "?"
+    from ..resources.cluster_features import made_by_us
+
     return Found(machine_type=config.get("machineType"), nodes=pool_nodes(body, group_sizes),
-                 spot=bool(config.get("spot")),
-                 reservation=reservation)
+                 spot=bool(config.get("spot")), reservation=reservation, pool_ours=made_by_us(body))
 
 
 def differences(s: Settings, found: Found) -> list[Difference]:
@@ -108,14 +113,20 @@ def differences(s: Settings, found: Found) -> list[Difference]:
 
     out = []
     if found.mode is not None and found.mode != s.CLUSTER_MODE:
-        out.append(Difference(CLUSTER, "mode", found.mode, s.CLUSTER_MODE))
+        out.append(Difference(CLUSTER, "mode", found.mode, s.CLUSTER_MODE,
+                              fix=cluster_features.rebuild(s, ours=found.cluster_ours)))
     if found.mode is not None and found.mode == s.CLUSTER_MODE:  # another mode is rebuilt anyway
-        fix = cluster_features.advice(s, list(found.cluster_off))
+        fix = cluster_features.advice(s, list(found.cluster_off), ours=found.cluster_ours)
         out += [Difference(CLUSTER, "feature" if f.blocking else "advisory", "off", "on", f.key,
                            fix if f.blocking else cluster_features.turn_on_workload_identity(s))
                 for f in found.cluster_off]
+    # A pool differs: clean.cluster deletes the cluster, or only our pool in a cluster made another way.
+    pool_fix = (cluster_features.rebuild(s, ours=True) if found.cluster_ours or found.pool_ours else
+                f"{cluster_features.delete_pool_yourself(s)} (nemo-rl-gke did not create this pool either), then "
+                f"`invoke up`")
     if found.machine_type and found.machine_type != s.gpu.machine_type:
-        out.append(Difference(GPU_POOL, "gpu", _gpu_text(found.machine_type), _gpu_text(s.gpu.machine_type)))
+        out.append(Difference(GPU_POOL, "gpu", _gpu_text(found.machine_type), _gpu_text(s.gpu.machine_type),
+                              fix=pool_fix))
     if found.nodes is not None and found.nodes != s.GPU_NODES:
         out.append(Difference(GPU_POOL, "nodes", str(found.nodes), str(s.GPU_NODES)))
     if found.machine_type:
@@ -123,7 +134,7 @@ def differences(s: Settings, found: Found) -> list[Difference]:
         have = _capacity_text(found.spot, found.reservation)
         want = _capacity_text(s.SPOT and not s.RESERVATION, want_reservation)
         if have != want and found.reservation != "?":
-            out.append(Difference(GPU_POOL, "capacity", have, want))
+            out.append(Difference(GPU_POOL, "capacity", have, want, fix=pool_fix))
     if found.ray_workers is not None and found.ray_workers != s.GPU_NODES:
         out.append(Difference(RELEASE, "workers", str(found.ray_workers), str(s.GPU_NODES)))
     return out
@@ -169,8 +180,10 @@ def advice(found: list[Difference], *, what: str = "up") -> str:
         flags = {"mode": "CLUSTER_MODE / --mode", "gpu": "GPU_TYPE / --gpu", "capacity": "SPOT, RESERVATION / "
                  "--spot, --reservation"}
         keys = ", ".join(dict.fromkeys(flags[d.field] for d in others))
-        hints.append(f"set {keys} to match what runs, or rebuild the cluster: `invoke clean.cluster --yes` (keeps "
-                     f"Lustre and the bucket), then `invoke up`")
+        rebuilds = "; or ".join(dict.fromkeys(d.fix for d in others if d.fix)) or ("`invoke clean.cluster --yes` "
+                                                                                "(keeps Lustre and the bucket), "
+                                                                                "then `invoke up`")
+        hints.append(f"set {keys} to match what runs, or rebuild the cluster: {rebuilds}")
     return "To resolve: " + "; ".join(hints) + "."
 
 
@@ -214,13 +227,16 @@ def existing(r: Runner, s: Settings, present: dict[str, bool | None], steps: Any
     workers = listed_workers(r, s, steps) if present.get(RELEASE) else None
     pool = bodies.get(GPU_POOL)
     if pool is None:
-        return Found(mode=cluster.mode, cluster_off=cluster.cluster_off, ray_workers=workers)
+        return Found(mode=cluster.mode, cluster_off=cluster.cluster_off, ray_workers=workers,
+                     cluster_ours=cluster.cluster_ours)
     provisioning = str(pool.get("status") or "RUNNING") == "PROVISIONING"
     read = read_pool(pool, group_sizes(r, s, pool) if sizes and not provisioning else None)  # the size now
     if provisioning:
-        read = Found(machine_type=read.machine_type, spot=read.spot, reservation=read.reservation)  # no size yet
+        read = Found(machine_type=read.machine_type, spot=read.spot, reservation=read.reservation,
+                     pool_ours=read.pool_ours)  # no size yet
     return Found(mode=cluster.mode, machine_type=read.machine_type, nodes=read.nodes, spot=read.spot,
-                 reservation=read.reservation, ray_workers=workers, cluster_off=cluster.cluster_off)
+                 reservation=read.reservation, ray_workers=workers, cluster_off=cluster.cluster_off,
+                 cluster_ours=cluster.cluster_ours, pool_ours=read.pool_ours)
 
 
 def as_found(s: Settings, found: Found) -> Settings:

@@ -39,7 +39,10 @@ def kept_message(kept: list[Any]) -> str:
     data = [step for step in kept if step.holds_data and step.needs()]
     if not data:
         return ""
-    others = [step.title for step in kept if step not in data]
+    from ..graph import needed_by
+
+    needed = needed_by(kept, [step.name for step in data])  # not what stays for another reason (a cluster kept)
+    others = [step.title for step in kept if step not in data and step.name in needed]
     hints = []
     if any(step.needs() == "delete_data" for step in data):
         hints.append("`invoke storage.export` then `--delete-data` deletes the Lustre instance")
@@ -230,6 +233,7 @@ def _teardown_plan(r: Runner, s: Settings, steps: list[Step], given: Consent, wh
     others: list[str] = found["others"]
     present: dict[str, bool | None] = found["present"]
     shared = [step.name for step in steps if step.shared] if others else []
+    shared += cluster_steps.keep_if_not_ours(r, s, steps, present)  # a cluster made another way stays
     keep = graph.kept_steps(steps, given, shared)
     going = [step.title for step in steps if step.delete is not None and step.name not in keep
              and present.get(step.name) is not False and not step.always]

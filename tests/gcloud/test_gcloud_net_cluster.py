@@ -61,5 +61,8 @@ def test_cluster_feature_updates_parse_in_real_gcloud(gcloud_parse):
     commands = cluster_features.fixes(s, off)
     assert len(commands) == 3  # the add-ons, the legacy port, multi-networking: one change per update
     commands.append(shlex.split(cluster_features.note(s, [cluster_features.WORKLOAD_IDENTITY]).split("`")[1]))
+    # what a teardown that keeps a cluster (or GPU pool) made another way says deletes it
+    commands += [shlex.split(text.strip("`")) for text in (cluster_features.delete_it_yourself(s),
+                                                           cluster_features.delete_pool_yourself(s))]
     results = gcloud_parse(commands)
     assert {" ".join(argv): code for argv, (code, _) in results.items()} == {" ".join(c): 1 for c in commands}

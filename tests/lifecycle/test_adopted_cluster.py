@@ -106,6 +106,9 @@ def test_a_cluster_without_dataplane_v2_can_only_be_rebuilt(cloud):
     assert done.code == 2, done.output[-3000:]
     assert "GKE Dataplane V2 is off" in done.stderr and "multi-networking is off" in done.stderr
     assert _updates(done.stderr) == [] and "only a new cluster has GKE Dataplane V2" in done.stderr
+    # it is not ours, so our teardown would keep it: the hint is gcloud's delete, not `invoke clean.cluster`
+    assert f"`gcloud container clusters delete {ENV['CLUSTER_NAME']} --location=" in done.stderr
+    assert "invoke clean.cluster" not in done.stderr
     # as GKE answers: multi-networking needs Dataplane V2
     tried = _gcloud(cloud, ["gcloud", "container", "clusters", "update", ENV["CLUSTER_NAME"],
                             f"--location={ENV['CONTROL_PLANE_LOCATION']}", f"--project={ENV['PROJECT_ID']}",
@@ -195,3 +198,73 @@ def test_lustre_driver_turned_off_later_is_refused_and_the_fakes_pods_cannot_mou
     states = [status["state"] for pod in json.loads(pods.stdout)["items"]
               for status in pod["status"].get("containerStatuses", [])]
     assert states and all(s == {"waiting": {"reason": "ContainerCreating"}} for s in states), states
+
+
+def _adopted(cloud: FakeCloud) -> None:
+    """The tutorial's cluster, turned right by the commands `up` prints, then built on by `up`."""
+    _tutorial_cluster(cloud)
+    refused = cloud.invoke("up", "--yes")
+    assert refused.code == 2, refused.output[-2000:]
+    for argv in _updates(refused.stderr):
+        assert _gcloud(cloud, argv).returncode == 0
+    done = cloud.invoke("up", "--yes")
+    assert done.code == 0, done.output[-3000:]
+
+
+def test_down_keeps_a_cluster_made_another_way_and_deletes_only_what_we_added(cloud):
+    _adopted(cloud)
+    down = cloud.invoke("down", "--yes", process=True)  # the real `invoke` command
+    assert down.code == 0, down.output[-3000:]
+    assert "keeping cluster" in down.stderr and "no managed-by=nemo-rl-gke label" in down.stderr
+    assert f"`gcloud container clusters delete {ENV['CLUSTER_NAME']} " in down.stderr
+    left = cloud.resources()
+    assert [c["name"] for c in left["cluster"].values()] == [ENV["CLUSTER_NAME"]]
+    assert "nodepool" not in left  # our GPU pool (about $114/h) went, with its own delete
+    assert sorted(n["name"] for n in left["network"].values()) == [ENV["NETWORK"]]  # the VPC the cluster is on
+    assert "helm:" not in " ".join(left)  # Ray (ours) went
+    assert "nothing of ours is left except what is kept on purpose" in down.stderr
+    assert "Also kept what they need: VPC peering" in down.stderr  # what the kept Lustre needs, not the cluster
+    again = cloud.invoke("down", "--yes")  # a re-run keeps it again and deletes nothing
+    assert again.code == 0 and "keeping cluster" in again.stderr, again.output[-2000:]
+    assert [c["name"] for c in cloud.resources()["cluster"].values()] == [ENV["CLUSTER_NAME"]]
+
+
+def test_clean_cluster_keeps_a_cluster_made_another_way_and_deletes_our_gpu_pool(cloud):
+    _adopted(cloud)
+    for task in ("clean.cluster", "cluster.delete"):
+        done = cloud.invoke(task, "--yes")
+        assert done.code == 0, (task, done.output[-3000:])
+        assert "keeping cluster" in done.stderr and "(Ray, the Lustre volume): `invoke down`" in done.stderr, task
+        assert [c["name"] for c in cloud.resources()["cluster"].values()] == [ENV["CLUSTER_NAME"]], task
+        assert "nodepool" not in cloud.resources(), task
+
+
+def test_a_gpu_pool_made_another_way_in_it_is_kept_too(cloud):
+    _adopted(cloud)
+    where = [f"--cluster={ENV['CLUSTER_NAME']}", f"--location={ENV['CONTROL_PLANE_LOCATION']}",
+             f"--project={ENV['PROJECT_ID']}"]
+    (ours,) = cloud.resources()["nodepool"].values()
+    gone = _gcloud(cloud, ["gcloud", "container", "node-pools", "delete", "gpu-pool", *where, "--quiet"])
+    assert gone.returncode == 0, gone.stderr
+    networks = [f"--additional-node-network=network={n['network']},subnetwork={n['subnetwork']}"
+                for n in ours["additionalNodeNetworks"]]
+    made = _gcloud(cloud, ["gcloud", "container", "node-pools", "create", "gpu-pool", *where, "--num-nodes=1",
+                           f"--machine-type={ours['config']['machineType']}", *networks])  # no --labels
+    assert made.returncode == 0, made.stderr
+    down = cloud.invoke("down", "--yes")
+    assert down.code == 0, down.output[-3000:]
+    assert "gpu-pool has no managed-by label either: kept" in down.stderr
+    left = cloud.resources()
+    assert list(left["nodepool"]) and len(left["subnet"]) >= 9  # the pool, and the subnets its NICs are on
+
+
+def test_a_cluster_made_another_way_in_another_mode_is_rebuilt_with_gcloud(cloud):
+    cloud.write_env(CLUSTER_MODE="autopilot")
+    _tutorial_cluster(cloud, autopilot=True)
+    cloud.write_env(CLUSTER_MODE="standard")
+    for task in ("up", "cluster.create", "plan"):
+        done = cloud.invoke(task, *(["--yes"] if task == "up" else []))
+        assert done.code == (0 if task == "plan" else 2), (task, done.output[-3000:])
+        assert "it is autopilot, the settings say standard" in done.output, task
+        assert f"`gcloud container clusters delete {ENV['CLUSTER_NAME']} --location=" in done.output, task
+        assert "invoke clean.cluster" not in done.output, task  # which keeps a cluster it did not create

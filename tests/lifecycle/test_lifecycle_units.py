@@ -235,8 +235,12 @@ def test_kept_steps_keep_shared_names_with_what_they_need():
 
 def test_kept_message_names_each_flag_that_deletes_what_was_kept():
     steps = {st.name: st for st in all_steps(settings())}
-    text = lifecycle_kept([steps["storage.bucket"], steps["storage.lustre"], steps["net.network"]])
+    chain = ["storage.bucket", "storage.lustre", "storage.peering", "storage.range", "net.network"]
+    text = lifecycle_kept([steps[name] for name in chain])
     assert "--delete-data" in text and "--delete-bucket" in text and "main VPC" in text
+    # what is kept for another reason (a cluster nemo-rl-gke did not create) is not "what they need"
+    text = lifecycle_kept([steps[name] for name in [*chain, "cluster.cluster", "cluster.nccl-installer"]])
+    assert "main VPC" in text and "cluster" not in text.split("Also kept what they need:")[1]
 
 
 def lifecycle_kept(kept):

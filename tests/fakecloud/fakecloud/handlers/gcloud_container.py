@@ -284,8 +284,11 @@ def node_pool_create(ctx: Ctx) -> None:
         networks.append({"network": parts.get("network"), "subnetwork": parts.get("subnetwork")})
     obj = {"name": name, "cluster": ctx.flag("--cluster"), "status": "RUNNING",
            "initialNodeCount": int(ctx.flag("--num-nodes", 3)),  # GKE's default is 3 nodes
+           # --labels: the pool's own resource labels (gcloud 528 sets NodeConfig.resourceLabels).
            "config": {"machineType": ctx.flag("--machine-type"), "accelerators": ctx.flag("--accelerator"),
-                      "spot": bool(ctx.flag("--spot"))},
+                      "spot": bool(ctx.flag("--spot")),
+                      "resourceLabels": dict(kv.split("=", 1) for kv in str(ctx.flag("--labels", "")).split(",")
+                                             if "=" in kv)},
            "reservation": ctx.flag("--reservation"), "locations": str(ctx.flag("--node-locations", "")).split(","),
            "additionalNodeNetworks": networks}
     if ctx.flag("--reservation"):  # the API's shape (the top-level "reservation" is the fake's shorthand)
