@@ -43,9 +43,10 @@ def _utc_stamp() -> str:
     "id_": "Run id; an existing id resumes that run from its latest checkpoint (default: NAME-<UTC time>).",
     "follow": "Stream the driver log after submitting; Ctrl-C stops the streaming, not the job.",
     "max_restarts": "Restarts after a lost node (Spot) before the run ends failed (default: the job file's, 3).",
+    "force_unlock": context.UNLOCK_HELP,
 })
 def submit(c: Context, name: str, set_: list[str] | None = None, id_: str | None = None, follow: bool = False,
-           max_restarts: int = -1) -> None:
+           max_restarts: int = -1, force_unlock: bool = False) -> None:
     """Validate a job and start it detached in the Ray head pod, under a supervisor; prints the run id."""
     from .. import jobrules, jobscript, jobspec
     from ..resources.prefetch_steps import wait_for_model
@@ -82,8 +83,11 @@ def submit(c: Context, name: str, set_: list[str] | None = None, id_: str | None
                                       spec.dataset, max_restarts=restarts,
                                       gated_model=spec.model_name if spec.gated else "")
     script = jobscript.submit_script(submission)
-    result = r.run(head_pod.kubectl_exec(s, head), stdin=script, stdin_label=f"job script for run {run_id}",
-                   show_stdin=r.dry)
+    # The deployment's lock for the start only: a teardown (which holds it from its plan to its leftover scan)
+    # cannot record /data/runs and then have a run start before Ray goes; nor can a submit land mid-`up`.
+    with context.deployment_locked(c, s, f"job.submit {name}", force=force_unlock):
+        result = r.run(head_pod.kubectl_exec(s, head), stdin=script, stdin_label=f"job script for run {run_id}",
+                       show_stdin=r.dry)
     if not r.dry:
         for line in result.stdout.splitlines():
             r.say(line)

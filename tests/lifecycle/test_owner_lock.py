@@ -135,3 +135,22 @@ def test_owner_lock_is_released_after_the_run(cloud):
     assert cloud.invoke("up", "--yes").code == 0
     assert cloud.invoke("up", "--yes").code == 0  # the second up took and released the lease
     assert _client(cloud).bucket(BUCKET).get_blob("nemo-rl-gke/lock-nemo-rl.json") is None
+
+
+def test_owner_lock_held_by_a_teardown_refuses_job_submit(cloud, tmp_path):
+    # A teardown holds the lock from its record of /data/runs to its deletes: a run started in between would
+    # be missing from that record (a later Lustre delete trusts it). job.submit takes the lock to start a run.
+    assert cloud.invoke("up", "--yes").code == 0
+    now = time.time()
+    lease = {**lock.lease_body("down --yes", now, host="ci-runner-7", pid=4242), "expires": now + 3600}
+    _client(cloud).bucket(BUCKET).blob("nemo-rl-gke/lock-nemo-rl.json").upload_from_string(json.dumps(lease))
+    done = cloud.invoke("job.submit", "qwen2.5-1.5b-gsm8k", process=True,  # the real `invoke` command
+                        XDG_CACHE_HOME=str(tmp_path / "another-home"))
+    assert done.code == 1, done.output[-3000:]
+    assert "`invoke down --yes` on ci-runner-7" in done.stderr and "--force-unlock" in done.stderr
+    assert json.loads(cloud.invoke("job.list", "--json").stdout)["runs"] == []  # no run was started
+    _client(cloud).bucket(BUCKET).blob("nemo-rl-gke/lock-nemo-rl.json").delete()
+    started = cloud.invoke("job.submit", "qwen2.5-1.5b-gsm8k", "--id=after", process=True)
+    assert started.code == 0, started.output[-3000:]
+    assert _client(cloud).bucket(BUCKET).get_blob("nemo-rl-gke/lock-nemo-rl.json") is None  # released
+    assert [run["id"] for run in json.loads(cloud.invoke("job.list", "--json").stdout)["runs"]] == ["after"]
