@@ -15,6 +15,7 @@ from . import context
 from .context import UNLOCK_HELP, YES_HELP, present_map
 
 if TYPE_CHECKING:  # imported where used: `invoke --list` imports this module
+    from ..resources.inventory import Inventory
     from ..resources.leftovers import Scan
     from ..runner import Runner
     from ..steps import Consent, Listener, Step
@@ -147,16 +148,34 @@ def _add_claim_guard(r: Runner, s: Settings, steps: list[Step], present: dict[st
     from dataclasses import replace
 
     from ..resources import storage_steps
+    from ..resources.inventory import inventory_of
 
     going = {step.name for step in steps}
     if r.dry or storage_steps.PVC not in going or not present.get(storage_steps.PVC):
         return
+    inv = inventory_of(steps)
     for index, step in enumerate(steps):
         if step.name == storage_steps.PVC:
-            steps[index] = replace(step, guard=lambda runner, _consent: _claim_free_or_refuse(runner, s, going))
+            steps[index] = replace(step, guard=lambda runner, _consent: _claim_free_or_refuse(runner, s, going, inv))
 
 
-def _claim_free_or_refuse(r: Runner, s: Settings, going: set[str]) -> None:
+CLAIM_USERS = "teardown.claim-users"  # the plan's read of the pods mounting the claim (with --yes), for its guard
+
+
+def _read_claim_users(r: Runner, s: Settings, inv: Inventory) -> None:
+    """The claim guard's read, taken beside the plan's listings when nothing is asked between them and the
+    deletes (`--yes`): one `kubectl get pods` off the path to the first delete. Any doubt leaves nothing, and
+    the guard reads as it always does."""
+    from ..resources import storage_steps
+    from ..tools import ToolError
+
+    try:
+        inv.handoff.keep(CLAIM_USERS, storage_steps.claim_users(r, s))
+    except (ToolError, ValueError):
+        return
+
+
+def _claim_free_or_refuse(r: Runner, s: Settings, going: set[str], inv: Inventory | None = None) -> None:
     """A teardown that deletes the Lustre claim but not the pods mounting it (clean.storage or storage.delete with
     Ray still deployed, or a pod of the user's): Kubernetes keeps a claim in use (pvc-protection), so kubectl's
     delete would wait, and give up after DELETE_TIMEOUT. Refused before anything is deleted, naming the pods and
@@ -168,7 +187,8 @@ def _claim_free_or_refuse(r: Runner, s: Settings, going: set[str]) -> None:
     def labels(pod: dict[str, Any]) -> dict[str, str]:
         return (pod.get("metadata") or {}).get("labels") or {}
 
-    users = storage_steps.claim_users(r, s)
+    found, read = (False, None) if inv is None else inv.handoff.take(CLAIM_USERS)
+    users: list[dict[str, Any]] = list(read or []) if found else storage_steps.claim_users(r, s)
     if ray_steps.RELEASE in going:  # this teardown uninstalls Ray first
         users = [p for p in users if labels(p).get("ray.io/cluster") != names.RAY_RELEASE]
     if prefetch_steps.PREFETCH in going:  # and deletes the prefetch Jobs first
@@ -229,6 +249,8 @@ def _teardown_plan(r: Runner, s: Settings, steps: list[Step], given: Consent, wh
     readers = (storage_steps.LUSTRE, ray_steps.RELEASE) if given.delete_data else (ray_steps.RELEASE,)
     if read_ahead and inv is not None and any(step.name in readers for step in steps):
         reads.append(lambda: data_guard.read_ahead(r, s, inv))
+    if read_ahead and inv is not None and not r.dry and any(step.name == storage_steps.PVC for step in steps):
+        reads.append(lambda: _read_claim_users(r, s, inv))
     r.parallel(reads)
     others: list[str] = found["others"]
     present: dict[str, bool | None] = found["present"]

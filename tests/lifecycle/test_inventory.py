@@ -269,3 +269,18 @@ def test_leftover_scan_that_cannot_read_a_list_says_so_instead_of_nothing_is_lef
     assert "nothing of ours is left" not in done.stderr
     assert "down: nothing of ours was found except what is kept on purpose (above), but 1 check(s) could not be " \
            "read" in done.stderr
+
+
+def test_down_with_yes_reads_everything_its_guards_need_before_the_first_delete_in_two_rounds(cloud):
+    # With --yes nothing is asked between the plan and the deletes: the lists, the head pod and its /data/runs
+    # (data guard), and the pods mounting the Lustre claim (claim guard) are read beside one another. The claim
+    # guard's `kubectl get pods` used to wait for the others, a third round before the first delete.
+    _ok(cloud.invoke("up", "--yes"), "up")
+    before = len(cloud.calls())
+    _ok(cloud.invoke("down", "--yes", process=True, FAKECLOUD_TIME_SCALE="0.01"), "down")
+    calls = cloud.calls()[before:]
+    first = min(c["launched"] for c in calls if c["mutating"])
+    reads = [c for c in calls if c["end"] <= first]
+    assert any(w.endswith("get pods --namespace=default --output=json") for w in map(_words, reads)), \
+        [_words(c) for c in reads]  # the claim guard's read, before the first delete
+    assert call_rounds(reads) <= 2, [(_words(c)[:80], c["launched"], c["end"]) for c in reads]
