@@ -133,10 +133,14 @@ def keep_if_not_ours(r: Runner, s: Settings, steps: list[Step], present: dict[st
     pool = next((p for p in body.get("nodePools") or [] if p.get("name") == names.GPU_POOL), None)
     said = [f"keeping cluster {s.CLUSTER_NAME}: nemo-rl-gke did not create it (no managed-by={names.MANAGED_BY} "
             f"label), so no teardown deletes it"]
+    if GPU_POOL in where:
+        # In any state: a pool an interrupted `up` left PROVISIONING bills and holds the subnets too (the
+        # bring-up's check counts only a usable pool).
+        present[GPU_POOL] = pool is not None
     if GPU_POOL in where and (pool is None or cluster_features.made_by_us(pool)):
         title = f"GPU node pool {names.GPU_POOL}"
         steps[where[GPU_POOL]] = replace(steps[where[GPU_POOL]], delete=_delete_when_free(
-            title, gcloud.node_pool_delete(s)), guard=steps[where[CLUSTER]].guard)
+            title, gcloud.node_pool_delete(s)), guard=steps[where[CLUSTER]].guard, present=lambda _r: pool is not None)
         if pool is not None:
             said.append(f"our GPU node pool {names.GPU_POOL} in it is deleted")
     elif GPU_POOL in where:

@@ -120,10 +120,14 @@ def differences(s: Settings, found: Found) -> list[Difference]:
         out += [Difference(CLUSTER, "feature" if f.blocking else "advisory", "off", "on", f.key,
                            fix if f.blocking else cluster_features.turn_on_workload_identity(s))
                 for f in found.cluster_off]
-    # A pool differs: clean.cluster deletes the cluster, or only our pool in a cluster made another way.
-    pool_fix = (cluster_features.rebuild(s, ours=True) if found.cluster_ours or found.pool_ours else
-                f"{cluster_features.delete_pool_yourself(s)} (nemo-rl-gke did not create this pool either), then "
-                f"`invoke up`")
+    # A pool differs: clean.cluster deletes the cluster with Ray in it. In a cluster made another way (which it
+    # keeps) Ray is deleted on its own, its workers selecting the old pool's nodes; then our pool, or the user's.
+    pool_fix = cluster_features.rebuild(s, ours=True)
+    if not found.cluster_ours:
+        pool_fix = ("`invoke clean.ray --yes`, then " + (
+            "`invoke clean.cluster --yes` (in a cluster nemo-rl-gke did not create it deletes only our GPU pool)"
+            if found.pool_ours else f"{cluster_features.delete_pool_yourself(s)} (nemo-rl-gke did not create this "
+                                    f"pool either)") + ", then `invoke up`")
     if found.machine_type and found.machine_type != s.gpu.machine_type:
         out.append(Difference(GPU_POOL, "gpu", _gpu_text(found.machine_type), _gpu_text(s.gpu.machine_type),
                               fix=pool_fix))
@@ -180,10 +184,11 @@ def advice(found: list[Difference], *, what: str = "up") -> str:
         flags = {"mode": "CLUSTER_MODE / --mode", "gpu": "GPU_TYPE / --gpu", "capacity": "SPOT, RESERVATION / "
                  "--spot, --reservation"}
         keys = ", ".join(dict.fromkeys(flags[d.field] for d in others))
-        rebuilds = "; or ".join(dict.fromkeys(d.fix for d in others if d.fix)) or ("`invoke clean.cluster --yes` "
-                                                                                "(keeps Lustre and the bucket), "
-                                                                                "then `invoke up`")
-        hints.append(f"set {keys} to match what runs, or rebuild the cluster: {rebuilds}")
+        # Another mode rebuilds the cluster, and the pool with it: its fix alone.
+        fixes = [d.fix for d in others if d.fix and (d.field == "mode" or not any(o.field == "mode" for o in others))]
+        rebuilds = "; or ".join(dict.fromkeys(fixes)) or ("`invoke clean.cluster --yes` (keeps Lustre and the "
+                                                          "bucket), then `invoke up`")
+        hints.append(f"set {keys} to match what runs, or rebuild: {rebuilds}")
     return "To resolve: " + "; ".join(hints) + "."
 
 

@@ -111,8 +111,13 @@ def tear_down(c: Context, s: Settings, steps: list[Step], *, delete_data: bool, 
     data += (", INCLUDING the bucket" if delete_bucket else ", keeping the bucket (add --delete-bucket to delete it)")
     question = f"Delete {scope} of nemo-rl-gke in {s.PROJECT_ID} (cluster {s.CLUSTER_NAME}), {data}?"
     if r.dry:
+        from ..resources import cluster_steps
+
         r.say(f"# {what}: {scope} in {s.PROJECT_ID}, {data}")
         graph.destroy(r, steps, consent=given)
+        if any(step.name == cluster_steps.CLUSTER for step in steps):
+            r.say(f"# a real run keeps cluster {s.CLUSTER_NAME} if nemo-rl-gke did not create it (no managed-by "
+                  f"label), deleting only what we added to it")
         kinds = [item.kind + "s" for item in leftovers.listings(s) if not layers or item.layer in layers]
         lists = f"; read-only lists of {', '.join(kinds)}" if kinds else ""
         r.say(f"# then: leftover scan (each step asked by name{lists})")

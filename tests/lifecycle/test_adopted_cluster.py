@@ -9,6 +9,8 @@ import json
 import re
 import subprocess
 
+import pytest
+
 from support.fake import FakeCloud, read_env_example
 
 ENV = read_env_example()
@@ -268,3 +270,53 @@ def test_a_cluster_made_another_way_in_another_mode_is_rebuilt_with_gcloud(cloud
         assert "it is autopilot, the settings say standard" in done.output, task
         assert f"`gcloud container clusters delete {ENV['CLUSTER_NAME']} --location=" in done.output, task
         assert "invoke clean.cluster" not in done.output, task  # which keeps a cluster it did not create
+
+
+def _provisioning_pool(cloud: FakeCloud) -> None:
+    """Our GPU pool as an interrupted `up` leaves it: its create goes on in GKE (PROVISIONING)."""
+    import time
+
+    where = [f"--cluster={ENV['CLUSTER_NAME']}", f"--location={ENV['CONTROL_PLANE_LOCATION']}",
+             f"--project={ENV['PROJECT_ID']}"]
+    gone = _gcloud(cloud, ["gcloud", "container", "node-pools", "delete", "gpu-pool", *where, "--quiet"])
+    assert gone.returncode == 0, gone.stderr
+    (create,) = [c["argv"] for c in cloud.calls() if c["argv"][:3] == ["container", "node-pools", "create"]]
+    creating = subprocess.Popen(["gcloud", *create], env=cloud.process_env(FAKECLOUD_TIME_SCALE="1"),
+                                cwd=cloud.workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not cloud.resources().get("nodepool") and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        creating.kill()  # Ctrl-C: GKE goes on creating it
+        creating.wait()
+    assert next(iter(cloud.resources()["nodepool"].values()))["status"] == "PROVISIONING"
+
+
+@pytest.mark.parametrize("task", ["clean.cluster", "down"])
+def test_our_gpu_pool_still_provisioning_in_a_cluster_made_another_way_is_deleted(cloud, task):
+    _adopted(cloud)
+    _provisioning_pool(cloud)
+    done = cloud.invoke(task, "--yes")
+    assert done.code == 0, done.output[-3000:]
+    assert "GPU node pool gpu-pool (2 × a4-highgpu-8g): deleted" in done.stderr, done.stderr[-3000:]
+    assert "nodepool" not in cloud.resources() and list(cloud.resources()["cluster"])
+
+
+def test_rebuild_hints_for_a_cluster_made_another_way_name_what_deletes_it(cloud):
+    _adopted(cloud)
+    both = cloud.invoke("plan", CLUSTER_MODE="autopilot", GPU_TYPE="h200")
+    assert both.code == 0, both.output[-3000:]
+    hint = both.stdout.split("To resolve:")[1]
+    # another mode rebuilds the cluster (gcloud's delete: ours would keep it), and the pool with it
+    assert "`gcloud container clusters delete" in hint and "invoke clean.cluster" not in hint, hint
+    gpu = cloud.invoke("plan", GPU_TYPE="h200")
+    hint = gpu.stdout.split("To resolve:")[1]
+    # the pool alone: clean.cluster deletes only our pool here, and Ray's workers select the old GPU: Ray first
+    assert "`invoke clean.ray --yes`, then `invoke clean.cluster --yes`" in hint, hint
+    for task in ("clean.ray", "clean.cluster"):  # as the hint says, then up with the new GPU
+        assert cloud.invoke(task, "--yes").code == 0, task
+    again = cloud.invoke("up", "--yes", GPU_TYPE="h200")
+    assert again.code == 0, again.output[-3000:]
+    (pool,) = cloud.resources()["nodepool"].values()
+    assert "h200" in pool["config"]["accelerators"]
