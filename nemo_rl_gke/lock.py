@@ -160,6 +160,45 @@ def deployment_lock(s: Settings, what: str, *, force: bool = False) -> Iterator[
         yield
 
 
+TEARDOWN = ("down", "clean", "delete")  # the commands that delete (`down`, `clean.*`, `*.delete`)
+
+
+def teardown_holding(s: Settings) -> str | None:
+    """Who holds the deployment's lock for a teardown, on this machine or another (its live lease), without
+    taking it; None when no teardown does (or the lease cannot be read: a submit is not refused on a doubt)."""
+    import fcntl
+    import json
+    import time
+
+    def deleting(command: str) -> bool:
+        verb = command.removeprefix("invoke ").split(" ")[0]
+        return any(verb == word or verb.startswith(f"{word}.") or verb.endswith(f".{word}") for word in TEARDOWN)
+
+    path = lock_path(s)
+    if path.exists():
+        with open(path) as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                fcntl.flock(handle, fcntl.LOCK_UN)
+            except BlockingIOError:
+                try:
+                    local = json.loads(handle.read() or "{}")
+                except json.JSONDecodeError:
+                    local = {}
+                if deleting(str(local.get("what", ""))):
+                    return f"`invoke {local['what']}` (pid {local.get('pid', '?')}, since {local.get('since', '?')})"
+    try:
+        from . import gcs, gcs_client
+
+        bucket = gcs.get_bucket(gcs_client.client(s), s)
+        blob = bucket.get_blob(lease_name(s)) if bucket is not None else None
+        lease: LeaseBody = json.loads(blob.download_as_bytes() or b"{}") if blob is not None else {}
+    except Exception:  # noqa: BLE001 - unreadable: not a reason to refuse
+        return None
+    live = float(lease.get("expires") or 0) > time.time()
+    return holder_text(lease) if live and deleting(str(lease.get("command", ""))) else None
+
+
 @contextmanager
 def state_lock(s: Settings, what: str) -> Iterator[Path]:
     """Hold the per project+cluster lock; refuse (exit 1) if another run holds it."""

@@ -43,10 +43,9 @@ def _utc_stamp() -> str:
     "id_": "Run id; an existing id resumes that run from its latest checkpoint (default: NAME-<UTC time>).",
     "follow": "Stream the driver log after submitting; Ctrl-C stops the streaming, not the job.",
     "max_restarts": "Restarts after a lost node (Spot) before the run ends failed (default: the job file's, 3).",
-    "force_unlock": context.UNLOCK_HELP,
 })
 def submit(c: Context, name: str, set_: list[str] | None = None, id_: str | None = None, follow: bool = False,
-           max_restarts: int = -1, force_unlock: bool = False) -> None:
+           max_restarts: int = -1) -> None:
     """Validate a job and start it detached in the Ray head pod, under a supervisor; prints the run id."""
     from .. import jobrules, jobscript, jobspec
     from ..resources.prefetch_steps import wait_for_model
@@ -83,11 +82,10 @@ def submit(c: Context, name: str, set_: list[str] | None = None, id_: str | None
                                       spec.dataset, max_restarts=restarts,
                                       gated_model=spec.model_name if spec.gated else "")
     script = jobscript.submit_script(submission)
-    # The deployment's lock for the start only: a teardown (which holds it from its plan to its leftover scan)
-    # cannot record /data/runs and then have a run start before Ray goes; nor can a submit land mid-`up`.
-    with context.deployment_locked(c, s, f"job.submit {name}", force=force_unlock):
-        result = r.run(head_pod.kubectl_exec(s, head), stdin=script, stdin_label=f"job script for run {run_id}",
-                       show_stdin=r.dry)
+    if not r.dry:
+        _refuse_during_teardown(s)
+    result = r.run(head_pod.kubectl_exec(s, head), stdin=script, stdin_label=f"job script for run {run_id}",
+                   show_stdin=r.dry)
     if not r.dry:
         for line in result.stdout.splitlines():
             r.say(line)
@@ -95,6 +93,21 @@ def submit(c: Context, name: str, set_: list[str] | None = None, id_: str | None
         r.say(f"following the driver log of {run_id}; Ctrl-C stops following, the job keeps running",
               err=True)
         r.stream(head_pod.kubectl_exec(s, head), stdin=jobscript.logs_script(run_id, follow=True))
+
+
+def _refuse_during_teardown(s: Any) -> None:
+    """A teardown holds the deployment's lock from its plan to its leftover scan: a run started then goes with
+    Ray, and is missing from the listing of /data/runs the teardown recorded as Ray went. Submits do not take
+    the lock themselves (sweeps submit in parallel, exports run beside them); they only refuse a teardown's."""
+    from invoke.exceptions import Exit
+
+    from ..lock import teardown_holding
+
+    holder = teardown_holding(s)
+    if holder is not None:
+        raise Exit(f"error: a teardown is under way: {holder} holds the lock of {s.PROJECT_ID}/{s.CLUSTER_NAME} and "
+                   f"deletes Ray. No run was started; submit once it has ended (and `invoke up` brought Ray back).",
+                   code=1)
 
 
 RUN_SHAPE = ("{id, job, state: running|succeeded|failed|stopped|lost, exit_code, phase, step, max_steps, "

@@ -137,20 +137,42 @@ def test_owner_lock_is_released_after_the_run(cloud):
     assert _client(cloud).bucket(BUCKET).get_blob("nemo-rl-gke/lock-nemo-rl.json") is None
 
 
-def test_owner_lock_held_by_a_teardown_refuses_job_submit(cloud, tmp_path):
-    # A teardown holds the lock from its record of /data/runs to its deletes: a run started in between would
-    # be missing from that record (a later Lustre delete trusts it). job.submit takes the lock to start a run.
+def test_owner_lock_held_by_a_teardown_refuses_job_submit_and_only_a_teardown(cloud, tmp_path):
+    # A teardown holds the lock from its record of /data/runs to its deletes: a run started in between goes with
+    # Ray and is missing from that record. job.submit refuses while a teardown (on any machine) holds it; it
+    # does not take the lock itself, so parallel submits and a submit beside an export still go.
     assert cloud.invoke("up", "--yes").code == 0
+    lease_blob = _client(cloud).bucket(BUCKET).blob("nemo-rl-gke/lock-nemo-rl.json")
     now = time.time()
-    lease = {**lock.lease_body("down --yes", now, host="ci-runner-7", pid=4242), "expires": now + 3600}
-    _client(cloud).bucket(BUCKET).blob("nemo-rl-gke/lock-nemo-rl.json").upload_from_string(json.dumps(lease))
+    lease_blob.upload_from_string(json.dumps({**lock.lease_body("down --yes", now, host="ci-runner-7", pid=4242),
+                                              "expires": now + 3600}))
     done = cloud.invoke("job.submit", "qwen2.5-1.5b-gsm8k", process=True,  # the real `invoke` command
                         XDG_CACHE_HOME=str(tmp_path / "another-home"))
     assert done.code == 1, done.output[-3000:]
-    assert "`invoke down --yes` on ci-runner-7" in done.stderr and "--force-unlock" in done.stderr
+    assert "a teardown is under way: `invoke down --yes` on ci-runner-7" in done.stderr
     assert json.loads(cloud.invoke("job.list", "--json").stdout)["runs"] == []  # no run was started
-    _client(cloud).bucket(BUCKET).blob("nemo-rl-gke/lock-nemo-rl.json").delete()
-    started = cloud.invoke("job.submit", "qwen2.5-1.5b-gsm8k", "--id=after", process=True)
+    lease_blob.upload_from_string(json.dumps({**lock.lease_body("storage.export", now, host="ci-runner-7",
+                                                                pid=4242), "expires": now + 3600}))
+    started = cloud.invoke("job.submit", "qwen2.5-1.5b-gsm8k", "--id=beside-an-export", process=True)
     assert started.code == 0, started.output[-3000:]
-    assert _client(cloud).bucket(BUCKET).get_blob("nemo-rl-gke/lock-nemo-rl.json") is None  # released
-    assert [run["id"] for run in json.loads(cloud.invoke("job.list", "--json").stdout)["runs"]] == ["after"]
+    assert json.loads(lease_blob.download_as_bytes())["command"] == "invoke storage.export"  # untouched
+    runs = json.loads(cloud.invoke("job.list", "--json").stdout)["runs"]
+    assert [run["id"] for run in runs] == ["beside-an-export"]
+
+
+def test_owner_lock_teardown_holding_reads_this_machines_lock_without_taking_it(tmp_path, monkeypatch):
+    from nemo_rl_gke import gcs
+    from nemo_rl_gke.settings import Settings, coerce, validate
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(gcs, "get_bucket", lambda *_: None)  # no bucket yet: this machine's lock alone
+    values = {k: v for k, v in read_env_example().items() if k in Settings.__dataclass_fields__}
+    s = validate(Settings(**coerce(values)))
+    assert lock.teardown_holding(s) is None
+    for what, held in (("clean.ray", True), ("cluster.delete", True), ("down", True), ("up", False),
+                       ("storage.export", False)):
+        with lock.state_lock(s, what):
+            holder = lock.teardown_holding(s)
+            assert (holder is not None) == held, (what, holder)
+            assert holder is None or f"`invoke {what}`" in holder
+        assert lock.teardown_holding(s) is None  # released: its last words stay in the file, not its hold
