@@ -12,7 +12,6 @@ from .inventory import Inventory, named
 from .step_shapes import check as _check
 from .step_shapes import creator as _create
 from .step_shapes import delete_if_ours as _delete_if_ours
-from .step_shapes import made_by_us
 
 MAIN = "net.network"
 GVNIC_NET = "net.gvnic-network"
@@ -39,8 +38,7 @@ def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
         return inv.check(step, "subnet", named(name, region=s.region), _check(gcloud.subnet_describe(s, name)))
 
     def ours(step: str, kind: str, describe: list[str], delete: list[str], what: str, name: str) -> Action:
-        return _delete_if_ours(describe, delete, what, listed=lambda r: inv.item(r, kind, name),
-                               ours=made_by_us(s, [s.NETWORK, names.GPU_POOL]))
+        return _delete_if_ours(describe, delete, what, listed=lambda r: inv.item(r, kind, name))
 
     out = [
         Step(MAIN, f"main VPC {s.NETWORK}", network(MAIN, s.NETWORK),

@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from typing import Any
 
 from .. import names
 from ..runner import ALREADY_EXISTS, NOT_FOUND, Runner
-
-# GCE refusing to delete a network or subnet something still uses: "The network resource
-# 'projects/P/global/networks/N' is already being used by 'projects/P/global/firewalls/F'".
-IN_USE = re.compile(r"is already being used by '([^']+)'")
 
 
 def check(argv: list[str]) -> Callable[[Runner], bool]:
@@ -41,14 +36,10 @@ def deleter(argv: list[str]) -> Callable[[Runner], str | None]:
 
 
 def delete_if_ours(describe: list[str], delete: list[str], what: str,
-                   listed: Callable[[Runner], dict[str, Any] | None] | None = None,
-                   ours: Callable[[str], bool] | None = None) -> Callable[[Runner], str | None]:
+                   listed: Callable[[Runner], dict[str, Any] | None] | None = None) -> Callable[[Runner], str | None]:
     """Delete only what carries our description: a pre-existing VPC named in NETWORK is the user's.
 
-    listed: the resource as this run's inventory listed it (a description does not change), else described.
-    ours(name): whether a resource GCE says still uses it is ours (a delete that has not reached it yet: the
-    teardown fails, and a re-run goes on). One that is not (a cluster made another way, a VM of the user's)
-    keeps it: said, and "kept", not a failure every re-run repeats."""
+    listed: the resource as this run's inventory listed it (a description does not change), else described."""
 
     def remove(r: Runner) -> str | None:
         body = listed(r) if listed is not None else None
@@ -61,24 +52,6 @@ def delete_if_ours(describe: list[str], delete: list[str], what: str,
                 r.say(f"kept {what}: not created by nemo-rl-gke (its description lacks '{names.DESCRIPTION}')",
                       err=True)
                 return "kept"
-        if ours is None:
-            return deleter(delete)(r)
-        result = r.run(delete, accept=re.compile(f"{NOT_FOUND.pattern}|{IN_USE.pattern}", re.IGNORECASE))
-        user = IN_USE.search(result.stderr) if not result.ok else None
-        if user is None:
-            return "absent" if not result.ok else None
-        if ours(user.group(1).rsplit("/", 1)[-1]):
-            raise r.failure(result)
-        r.say(f"kept {what}: it is still used by '{user.group(1)}', which nemo-rl-gke did not create; once that "
-              f"is gone, `invoke down` deletes it", err=True)
-        return "kept"
+        return deleter(delete)(r)
 
     return remove
-
-
-def made_by_us(s: Any, extra: Collection[str] = ()) -> Callable[[str], bool]:
-    """Whether a resource name is one of ours (the names we give, and what GKE makes for our cluster)."""
-    from .leftovers import our_names
-
-    known = {name for group in our_names(s).values() for name in group} | set(extra)
-    return lambda name: name in known or name.startswith(f"gke-{s.CLUSTER_NAME}-")

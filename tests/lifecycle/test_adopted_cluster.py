@@ -320,20 +320,3 @@ def test_rebuild_hints_for_a_cluster_made_another_way_name_what_deletes_it(cloud
     assert again.code == 0, again.output[-3000:]
     (pool,) = cloud.resources()["nodepool"].values()
     assert "h200" in pool["config"]["accelerators"]
-
-
-def test_a_vpc_still_used_by_a_cluster_made_another_way_is_kept_not_a_failure_every_rerun(cloud):
-    # The adopted cluster stays on the main VPC after its own `down`; another deployment's `down` (which does not
-    # count an unlabelled cluster as a deployment) then deleted everything but the VPC, and failed on it each run.
-    _adopted(cloud)
-    other = cloud.invoke("up", "--yes", CLUSTER_NAME="nemo-a")
-    assert other.code == 0, other.output[-3000:]
-    assert cloud.invoke("down", "--yes").code == 0  # the adopted deployment's: keeps its cluster
-    for _ in range(2):
-        done = cloud.invoke("down", "--yes", "--delete-data", process=True, CLUSTER_NAME="nemo-a")
-        assert done.code == 0, done.output[-3000:]
-        assert f"kept VPC {ENV['NETWORK']}: it is still used by '{ENV['CLUSTER_NAME']}', which nemo-rl-gke did " \
-               f"not create" in done.stderr, done.stderr[-3000:]
-    left = cloud.resources()
-    assert [c["name"] for c in left["cluster"].values()] == [ENV["CLUSTER_NAME"]]
-    assert sorted(n["name"] for n in left["network"].values()) == [ENV["NETWORK"]]

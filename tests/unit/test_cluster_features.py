@@ -53,11 +53,3 @@ def test_cluster_features_workload_identity_is_only_a_note():
     assert [f.key for f in off] == ["workload-identity"] and features.blocking(off) == []
     assert f"--workload-pool={S.PROJECT_ID}.svc.id.goog" in features.note(S, off)
     assert features.note(S, []) == ""
-
-
-def test_what_still_uses_a_vpc_is_ours_by_our_names_or_gkes_for_our_cluster() -> None:
-    from nemo_rl_gke.resources.step_shapes import made_by_us
-
-    ours = made_by_us(S, [S.NETWORK])
-    assert ours(f"gke-{S.CLUSTER_NAME}-1a2b3c4d-all") and ours(S.CLUSTER_NAME) and ours("nemo-gvnic-sub")
-    assert not ours("my-vm") and not ours("gke-other-1a2b3c4d-all") and not ours("other-cluster")
