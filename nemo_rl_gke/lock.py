@@ -168,6 +168,7 @@ def teardown_holding(s: Settings) -> str | None:
     taking it; None when no teardown does (or the lease cannot be read: a submit is not refused on a doubt)."""
     import fcntl
     import json
+    import socket
     import time
 
     def deleting(command: str) -> bool:
@@ -185,18 +186,35 @@ def teardown_holding(s: Settings) -> str | None:
                     local = json.loads(handle.read() or "{}")
                 except json.JSONDecodeError:
                     local = {}
+                local = local if isinstance(local, dict) else {}
                 if deleting(str(local.get("what", ""))):
                     return f"`invoke {local['what']}` (pid {local.get('pid', '?')}, since {local.get('since', '?')})"
     try:
         from . import gcs, gcs_client
 
         bucket = gcs.get_bucket(gcs_client.client(s), s)
-        blob = bucket.get_blob(lease_name(s)) if bucket is not None else None
-        lease: LeaseBody = json.loads(blob.download_as_bytes() or b"{}") if blob is not None else {}
-    except Exception:  # noqa: BLE001 - unreadable: not a reason to refuse
+        bounded = {"timeout": gcs_client.CALL_TIMEOUT, "retry": gcs_client.retry()}
+        blob = bucket.get_blob(lease_name(s), **bounded) if bucket is not None else None
+        lease: LeaseBody = json.loads(blob.download_as_bytes(**bounded) or b"{}") if blob is not None else {}
+        lease = lease if isinstance(lease, dict) else {}
+        live = float(lease.get("expires") or 0) > time.time()
+    except Exception:  # noqa: BLE001 - unreadable (or not a lease): not a reason to refuse
         return None
-    live = float(lease.get("expires") or 0) > time.time()
+    if lease.get("host") == socket.gethostname() and not _alive(lease.get("pid")):
+        return None  # this machine's teardown was killed (its lease outlives it): nothing deletes Ray now
     return holder_text(lease) if live and deleting(str(lease.get("command", ""))) else None
+
+
+def _alive(pid: object) -> bool:
+    import os
+
+    try:
+        os.kill(int(str(pid)), 0)
+    except ProcessLookupError:
+        return False
+    except (ValueError, OSError):
+        return True  # not a pid, or another user's process: assume it runs
+    return True
 
 
 @contextmanager

@@ -176,3 +176,17 @@ def test_owner_lock_teardown_holding_reads_this_machines_lock_without_taking_it(
             assert (holder is not None) == held, (what, holder)
             assert holder is None or f"`invoke {what}`" in holder
         assert lock.teardown_holding(s) is None  # released: its last words stay in the file, not its hold
+
+
+def test_owner_lock_a_killed_teardowns_lease_on_this_machine_does_not_refuse_job_submit(cloud):
+    # `down` killed (SIGKILL, a closed laptop lid's SIGHUP) leaves its lease for 3 hours; on the machine it ran on
+    # its pid is gone, so nothing deletes Ray any more: submits go on.
+    import socket
+
+    assert cloud.invoke("up", "--yes").code == 0
+    now = time.time()
+    dead = 2 ** 22 + 12345  # above any pid this machine hands out
+    lease = {**lock.lease_body("down --yes", now, host=socket.gethostname(), pid=dead), "expires": now + 3600}
+    _client(cloud).bucket(BUCKET).blob("nemo-rl-gke/lock-nemo-rl.json").upload_from_string(json.dumps(lease))
+    done = cloud.invoke("job.submit", "qwen2.5-1.5b-gsm8k", "--id=after-a-killed-down", process=True)
+    assert done.code == 0, done.output[-3000:]
