@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from support.fake import FakeCloud, read_env_example
+from support.fake import FakeCloud, leave_gpu_pool_provisioning, read_env_example
 
 ENV = read_env_example()
 TUTORIAL_STANDARD = ["--enable-dataplane-v2", "--enable-ip-alias", "--enable-multi-networking", "--addons=RayOperator",
@@ -272,31 +272,10 @@ def test_a_cluster_made_another_way_in_another_mode_is_rebuilt_with_gcloud(cloud
         assert "invoke clean.cluster" not in done.output, task  # which keeps a cluster it did not create
 
 
-def _provisioning_pool(cloud: FakeCloud) -> None:
-    """Our GPU pool as an interrupted `up` leaves it: its create goes on in GKE (PROVISIONING)."""
-    import time
-
-    where = [f"--cluster={ENV['CLUSTER_NAME']}", f"--location={ENV['CONTROL_PLANE_LOCATION']}",
-             f"--project={ENV['PROJECT_ID']}"]
-    gone = _gcloud(cloud, ["gcloud", "container", "node-pools", "delete", "gpu-pool", *where, "--quiet"])
-    assert gone.returncode == 0, gone.stderr
-    (create,) = [c["argv"] for c in cloud.calls() if c["argv"][:3] == ["container", "node-pools", "create"]]
-    creating = subprocess.Popen(["gcloud", *create], env=cloud.process_env(FAKECLOUD_TIME_SCALE="1"),
-                                cwd=cloud.workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while not cloud.resources().get("nodepool") and time.monotonic() < deadline:
-            time.sleep(0.1)
-    finally:
-        creating.kill()  # Ctrl-C: GKE goes on creating it
-        creating.wait()
-    assert next(iter(cloud.resources()["nodepool"].values()))["status"] == "PROVISIONING"
-
-
 @pytest.mark.parametrize("task", ["clean.cluster", "down"])
 def test_our_gpu_pool_still_provisioning_in_a_cluster_made_another_way_is_deleted(cloud, task):
     _adopted(cloud)
-    _provisioning_pool(cloud)
+    leave_gpu_pool_provisioning(cloud)  # our pool, as an interrupted `up` leaves it
     done = cloud.invoke(task, "--yes")
     assert done.code == 0, done.output[-3000:]
     assert "GPU node pool gpu-pool (2 × a4-highgpu-8g): deleted" in done.stderr, done.stderr[-3000:]

@@ -187,30 +187,10 @@ def test_ray_deploy_refuses_another_gpu_or_mode_before_any_change(cloud):
 def test_up_and_cluster_create_compare_a_pool_still_provisioning(cloud):
     # An interrupted `up` leaves a B200 pool PROVISIONING (GKE goes on creating it). `up --gpu=h200` used to skip
     # the comparison (the pool was not "there" yet), wait for it, then deploy H200 workers no node could take.
-    import subprocess
-    import time
-
-    from support.fake import read_env_example
+    from support.fake import leave_gpu_pool_provisioning
 
     _up(cloud)
-    env = read_env_example()
-    where = [f"--cluster={env['CLUSTER_NAME']}", f"--location={env['CONTROL_PLANE_LOCATION']}",
-             f"--project={env['PROJECT_ID']}"]
-    gone = subprocess.run(["gcloud", "container", "node-pools", "delete", "gpu-pool", *where, "--quiet"],
-                          env=cloud.process_env(), cwd=cloud.workdir, capture_output=True, text=True, timeout=60)
-    assert gone.returncode == 0, gone.stderr
-    (pool,) = [c for c in cloud.calls() if c["tool"] == "gcloud" and c["argv"][:3] == ["container", "node-pools",
-                                                                                       "create"]]
-    creating = subprocess.Popen(["gcloud", *pool["argv"]], env=cloud.process_env(FAKECLOUD_TIME_SCALE="1"),
-                                cwd=cloud.workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while not cloud.resources().get("nodepool") and time.monotonic() < deadline:
-            time.sleep(0.1)
-    finally:
-        creating.kill()  # the client goes (Ctrl-C); GKE goes on: the pool stays PROVISIONING for 10 minutes
-        creating.wait()
-    assert next(iter(cloud.resources()["nodepool"].values()))["status"] == "PROVISIONING"
+    leave_gpu_pool_provisioning(cloud)  # the client goes (Ctrl-C); GKE goes on: PROVISIONING for 10 minutes
     for task in (["up", "--yes", "--gpu=h200"], ["cluster.create", "--gpu=h200"]):
         before = len(cloud.calls())
         done = cloud.invoke(*task, timeout=60)

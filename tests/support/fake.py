@@ -179,6 +179,31 @@ class FakeCloud:
                 for kind, items in data.items() if not kind.startswith("_") and items}
 
 
+def leave_gpu_pool_provisioning(cloud: FakeCloud) -> None:
+    """The GPU pool as an interrupted `up` leaves it: deleted, then created again by a gcloud that is killed
+    (Ctrl-C) once GKE has the pool; GKE goes on creating it, so it stays PROVISIONING (10 minutes at scale 1)."""
+    import time
+
+    env = read_env_example()
+    where = [f"--cluster={env['CLUSTER_NAME']}", f"--location={env['CONTROL_PLANE_LOCATION']}",
+             f"--project={env['PROJECT_ID']}"]
+    gone = subprocess.run(["gcloud", "container", "node-pools", "delete", "gpu-pool", *where, "--quiet"],
+                          env=cloud.process_env(), cwd=cloud.workdir, capture_output=True, text=True, timeout=60)
+    assert gone.returncode == 0, gone.stderr
+    (create,) = [c["argv"] for c in cloud.calls() if c["tool"] == "gcloud"
+                 and c["argv"][:3] == ["container", "node-pools", "create"]]
+    creating = subprocess.Popen(["gcloud", *create], env=cloud.process_env(FAKECLOUD_TIME_SCALE="1"),
+                                cwd=cloud.workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not cloud.resources().get("nodepool") and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        creating.kill()
+        creating.wait()
+    assert next(iter(cloud.resources()["nodepool"].values()))["status"] == "PROVISIONING"
+
+
 def follow(stream: Any, until: str = "") -> tuple[list[str], threading.Event, threading.Thread]:
     """A started process's output read as it comes, by a reader thread: (its lines so far, set once a line holds
     `until` (never when ""), the thread, to join once the process has ended)."""
