@@ -184,10 +184,10 @@ def advice(found: list[Difference], *, what: str = "up") -> str:
         flags = {"mode": "CLUSTER_MODE / --mode", "gpu": "GPU_TYPE / --gpu", "capacity": "SPOT, RESERVATION / "
                  "--spot, --reservation"}
         keys = ", ".join(dict.fromkeys(flags[d.field] for d in others))
-        # Another mode rebuilds the cluster, and the pool with it: its fix alone.
-        fixes = [d.fix for d in others if d.fix and (d.field == "mode" or not any(o.field == "mode" for o in others))]
-        rebuilds = "; or ".join(dict.fromkeys(fixes)) or ("`invoke clean.cluster --yes` (keeps Lustre and the "
-                                                          "bucket), then `invoke up`")
+        # Every such difference carries its rebuild (`differences`); another mode rebuilds the cluster, and the
+        # pool with it: its fix alone.
+        fixes = [d.fix for d in others if d.field == "mode" or not any(o.field == "mode" for o in others)]
+        rebuilds = "; or ".join(dict.fromkeys(fixes))
         hints.append(f"set {keys} to match what runs, or rebuild: {rebuilds}")
     return "To resolve: " + "; ".join(hints) + "."
 
