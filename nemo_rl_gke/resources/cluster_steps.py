@@ -75,10 +75,16 @@ def _apply_network_mapping(s: Settings) -> Action:
 
 
 def other_deployments(r: Runner, s: Settings, steps: list[Step] | None = None) -> list[str]:
-    """The other deployments in the project: clusters carrying our managed-by label, other than CLUSTER_NAME.
+    """The other deployments in the project, other than CLUSTER_NAME: clusters carrying our managed-by label,
+    and clusters made another way (an adopted one: the tutorial's) with a node pool on our gVNIC or RDMA VPC,
+    each named with what it uses ("NAME (made another way: node pool gpu-pool is on our VPCs)").
 
-    They may share our VPCs, peering, Lustre instance and bucket: a teardown keeps those while any is left.
-    steps: the teardown's steps, whose inventory lists the clusters (ours and those labelled) once."""
+    They may share our VPCs, peering, Lustre instance and bucket: a teardown keeps those while any is left
+    (deleting them would take the Lustre from under the other's Ray, then fail on the VPCs every time).
+    steps: the teardown's steps, whose inventory lists the clusters (ours, those labelled, those on our VPCs)
+    once."""
+    from .inventory import pool_networks, short
+
     inv = inventory_of(steps or [])
     items = inv.listed(r, "cluster") if inv is not None else None
     if items is None:
@@ -91,12 +97,20 @@ def other_deployments(r: Runner, s: Settings, steps: list[Step] | None = None) -
             items = json.loads(result.stdout or "[]")
         except json.JSONDecodeError:
             return []
+    shared = set(pool_networks(s))
     found = []
     for item in items if isinstance(items, list) else []:
-        labels = item.get("resourceLabels") or {}
         name = str(item.get("name") or "")
-        if labels.get("managed-by") == names.MANAGED_BY and name and name != s.CLUSTER_NAME:
+        if not name or name == s.CLUSTER_NAME:
+            continue
+        if cluster_features.made_by_us(item):
             found.append(name)
+            continue
+        pools = [str(pool.get("name")) for pool in item.get("nodePools") or [] if any(
+            short(nic.get("network")) in shared
+            for nic in (pool.get("networkConfig") or {}).get("additionalNodeNetworkConfigs") or [])]
+        if pools:
+            found.append(f"{name} (made another way: node pool {', '.join(sorted(pools))} is on our VPCs)")
     return sorted(set(found))
 
 

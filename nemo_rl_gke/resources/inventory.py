@@ -59,6 +59,16 @@ def our_networks(s: Settings) -> list[str]:
     return [s.NETWORK, names.gvnic_network(s), names.rdma_network(s)]
 
 
+def pool_networks(s: Settings) -> list[str]:
+    """The VPCs our GPU pools' extra NICs are on: a cluster whose node pool uses them shares our networks,
+    whoever made it."""
+    return [names.gvnic_network(s), names.rdma_network(s)]
+
+
+# A Cluster's node pools' extra NICs, by VPC (GKE's NodePool.networkConfig.additionalNodeNetworkConfigs).
+POOL_NETWORKS_KEY = "nodePools.networkConfig.additionalNodeNetworkConfigs.network"
+
+
 def our_subnets(s: Settings) -> list[str]:
     return [names.gvnic_subnet(s)] + [names.rdma_subnet(s, n) for n in range(names.RDMA_SUBNETS)]
 
@@ -73,8 +83,12 @@ def listings(s: Settings) -> list[Listing]:
         Listing("subnet", "net", gcloud.subnets_list(s, name_filter(our_subnets(s), marker=DESCRIBED))),
         Listing("firewall rule", "net",
                 gcloud.firewalls_list(s, name_filter([names.gvnic_firewall(s)], marker=DESCRIBED))),
+        # Ours by name; other deployments' by label; and a cluster made another way whose node pool is on our
+        # VPCs: it shares them as much as a labelled one does. (`=`, not `~`: through two lists, gcloud's
+        # filter engine matches a regex against nothing; `=` compares the names, ignoring case.)
         Listing("cluster", "cluster", gcloud.clusters_list(s, name_filter(
-            [s.CLUSTER_NAME], marker=f'resourceLabels.managed-by~"^{names.MANAGED_BY}$"'))),
+            [s.CLUSTER_NAME], marker=f'resourceLabels.managed-by~"^{names.MANAGED_BY}$" OR '
+                                     f'{POOL_NETWORKS_KEY}=({" ".join(pool_networks(s))})'))),
         Listing("Lustre instance", "storage", lustre.lustre_list(s, lustre_name)),
         Listing("address range", "storage",
                 lustre.range_list(s, name_filter([names.lustre_range(s)], marker=DESCRIBED))),

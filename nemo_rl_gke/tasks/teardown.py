@@ -35,15 +35,23 @@ TEARDOWN_HELP = {"delete_data": DATA_HELP, "delete_unexported": UNEXPORTED_HELP,
                  "yes": YES_HELP, "force_unlock": UNLOCK_HELP}
 
 
-def kept_message(kept: list[Any]) -> str:
-    """What stays on purpose (only what exists: `kept` comes from the report, which checked)."""
-    data = [step for step in kept if step.holds_data and step.needs()]
-    if not data:
+def kept_message(kept: list[Any], given: Consent | None = None) -> str:
+    """What stays on purpose (only what exists: `kept` comes from the report, which checked). given: the
+    teardown's consent; data it covers was kept for another reason (another deployment shares it), and the
+    flag is not named as what would delete it."""
+    held = [step for step in kept if step.holds_data and step.needs()]
+    if not held:
         return ""
     from ..graph import needed_by
 
-    needed = needed_by(kept, [step.name for step in data])  # not what stays for another reason (a cluster kept)
-    others = [step.title for step in kept if step not in data and step.name in needed]
+    shared = [step for step in held if given is not None and given.gives(step.needs())]
+    data = [step for step in held if step not in shared]
+    needed = needed_by(kept, [step.name for step in held])  # not what stays for another reason (a cluster kept)
+    others = [step.title for step in kept if step not in held and step.name in needed]
+    if not data:
+        flags = " and ".join(sorted({"--" + step.needs().replace("_", "-") for step in shared}))
+        return (f"kept {' and '.join(step.title for step in shared)} despite {flags}: another deployment shares "
+                f"them (above)." + (" Also kept what they need: " + ", ".join(others) + "." if others else ""))
     hints = []
     if any(step.needs() == "delete_data" for step in data):
         hints.append("`invoke storage.export` then `--delete-data` deletes the Lustre instance")
@@ -53,6 +61,8 @@ def kept_message(kept: list[Any]) -> str:
         hints.append("the bucket is your own (GS_BUCKET_EXISTING=true): never deleted")
     text = (f"kept {' and '.join(step.title for step in data)}: they hold checkpoints"
             + "".join(f"; {hint}" for hint in hints) + ".")
+    if shared:
+        text += f" Kept too, as another deployment shares it: {' and '.join(step.title for step in shared)}."
     if others:
         text += " Also kept what they need: " + ", ".join(others) + "."
     return text
@@ -139,7 +149,7 @@ def tear_down(c: Context, s: Settings, steps: list[Step], *, delete_data: bool, 
             except GraphError as exc:
                 failure, report = exc, exc.report
         kept = report.by_outcome("kept")
-        message = kept_message(kept)
+        message = kept_message(kept, given)
         if message:
             r.say(message, err=True)
         result = leftovers.scan(r, s, rescan, kept=kept, layers=layers)
@@ -270,9 +280,12 @@ def _teardown_plan(r: Runner, s: Settings, steps: list[Step], given: Consent, wh
     if staying:
         r.say(f"{what} will keep ({len(staying)}): " + ", ".join(staying), err=True)
     if others and any(present.get(name) for name in shared):
+        adopted = ("; in a cluster made another way, that deletes only our node pool: one made another way "
+                   "stays on our VPCs until you delete it (`gcloud container node-pools delete`)"
+                   if any("made another way" in other for other in others) else "")
         r.say(f"keeping what deployments share (VPCs, peering, Lustre, bucket): other deployment(s) "
               f"{', '.join(others)} in {s.PROJECT_ID} may still use them; `CLUSTER_NAME=NAME invoke down` "
-              f"there first.", err=True)
+              f"there first{adopted}.", err=True)
     return present, shared, bool(going)
 
 

@@ -39,7 +39,7 @@ def test_create_builds_the_whole_cluster_in_the_fake_cloud(fake):
     state = fake.resources()
     assert len(state["subnet"]) == 9 and len(state["firewall"]) == 1 and len(state["network"]) == 3
     (pool,) = state["nodepool"].values()
-    assert pool["initialNodeCount"] == 3 and len(pool["additionalNodeNetworks"]) == 9
+    assert pool["initialNodeCount"] == 3 and len(pool["networkConfig"]["additionalNodeNetworkConfigs"]) == 9
     k8s = state["k8s:gke_my-nemo-project_us-central1_nemo-rl"]
     assert sum(key.startswith("GKENetworkParamSet/") for key in k8s) == 9
     assert "DaemonSet/kube-system/nccl-rdma-installer" in k8s

@@ -14,6 +14,7 @@ import tempfile
 import pytest
 
 from fakecloud.handlers import gcloud_filter
+from nemo_rl_gke import names
 from nemo_rl_gke.resources import inventory
 from support.fake import read_env_example
 
@@ -39,9 +40,19 @@ def _samples(s) -> list[dict]:
     items += [{"name": f"projects/p/locations/z/instances/{s.LUSTRE_NAME}-old", "lookalike": True}]
     items += [{"name": "someone-else", **MARKED}, {"name": "labelled", **LABELLED},
               {"name": "other-marker", "description": "managed-by=another-tool"},
+              _on_vpcs("tutorial", names.gvnic_network(s)),
+              _on_vpcs("tutorial-by-url", f"projects/p/global/networks/{names.rdma_network(s)}"),
+              {**_on_vpcs("elsewhere", f"{names.rdma_network(s)}-2", f"x{names.gvnic_network(s)}"),
+               "lookalike": True},
               {"name": "other-label", "labels": {"managed-by": "nemo-rl-gke-fork"},
                "resourceLabels": {"managed-by": "terraform"}}]
     return items
+
+
+def _on_vpcs(name: str, *networks: str) -> dict:
+    """A cluster made another way whose node pool has NICs on these VPCs (GKE's shape of it)."""
+    return {"name": name, "nodePools": [{"name": "gpu-pool", "networkConfig": {"additionalNodeNetworkConfigs": [
+        {"network": network, "subnetwork": f"{network}-sub"} for network in networks]}}]}
 
 
 def _sdk(gcloud: str, env: dict[str, str]) -> tuple[str, str]:
@@ -103,7 +114,10 @@ def test_gcloud_filters_select_what_the_fake_selects(real_gcloud):
     for case, chosen in zip(cases, real, strict=True):
         fake = [i for i, item in enumerate(items) if gcloud_filter.matches(case["filter"], item)]
         assert fake == chosen, (case["filter"], [items[i]["name"] for i in fake], [items[i]["name"] for i in chosen])
-        names = {items[i]["name"] for i in chosen}
-        assert "someone-else" in names or "labelled" in names, case["filter"]  # the marker half matches
+        picked = {items[i]["name"] for i in chosen}
+        assert "someone-else" in picked or "labelled" in picked, case["filter"]  # the marker half matches
         lookalikes = {item["name"] for item in items if item.get("lookalike")}
-        assert not names & ({"other-marker", "other-label"} | lookalikes), case["filter"]
+        assert not picked & ({"other-marker", "other-label"} | lookalikes), case["filter"]
+        # The clusters' listing alone also selects a cluster made another way with a node pool on our VPCs (by
+        # name, as GKE gives it; a URL there would not be selected, by gcloud as by the fake).
+        assert ("tutorial" in picked) == ("nodePools" in case["filter"]), case["filter"]

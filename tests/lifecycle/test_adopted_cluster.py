@@ -241,18 +241,23 @@ def test_clean_cluster_keeps_a_cluster_made_another_way_and_deletes_our_gpu_pool
         assert "nodepool" not in cloud.resources(), task
 
 
-def test_a_gpu_pool_made_another_way_in_it_is_kept_too(cloud):
-    _adopted(cloud)
+def _replace_gpu_pool_without_labels(cloud: FakeCloud) -> None:
+    """Our GPU pool in the adopted cluster, deleted and made again by hand the same way but without --labels."""
     where = [f"--cluster={ENV['CLUSTER_NAME']}", f"--location={ENV['CONTROL_PLANE_LOCATION']}",
              f"--project={ENV['PROJECT_ID']}"]
     (ours,) = cloud.resources()["nodepool"].values()
     gone = _gcloud(cloud, ["gcloud", "container", "node-pools", "delete", "gpu-pool", *where, "--quiet"])
     assert gone.returncode == 0, gone.stderr
     networks = [f"--additional-node-network=network={n['network']},subnetwork={n['subnetwork']}"
-                for n in ours["additionalNodeNetworks"]]
+                for n in ours["networkConfig"]["additionalNodeNetworkConfigs"]]
     made = _gcloud(cloud, ["gcloud", "container", "node-pools", "create", "gpu-pool", *where, "--num-nodes=1",
                            f"--machine-type={ours['config']['machineType']}", *networks])  # no --labels
     assert made.returncode == 0, made.stderr
+
+
+def test_a_gpu_pool_made_another_way_in_it_is_kept_too(cloud):
+    _adopted(cloud)
+    _replace_gpu_pool_without_labels(cloud)
     down = cloud.invoke("down", "--yes")
     assert down.code == 0, down.output[-3000:]
     assert "gpu-pool has no managed-by label either: kept" in down.stderr
@@ -299,3 +304,27 @@ def test_rebuild_hints_for_a_cluster_made_another_way_name_what_deletes_it(cloud
     assert again.code == 0, again.output[-3000:]
     (pool,) = cloud.resources()["nodepool"].values()
     assert "h200" in pool["config"]["accelerators"]
+
+
+@pytest.mark.parametrize("pool", ["ours", "made another way"])
+def test_another_deployments_down_keeps_what_an_adopted_cluster_uses(cloud, pool):
+    """An adopted cluster carries no managed-by label, but its GPU pool's NICs are on our VPCs (and its Ray on
+    our Lustre): another deployment's `down --delete-data` keeps what deployments share, as for a labelled one,
+    instead of deleting the Lustre under it and then failing on the VPCs every time."""
+    _adopted(cloud)
+    if pool == "made another way":
+        _replace_gpu_pool_without_labels(cloud)
+    assert cloud.invoke("up", "--yes", CLUSTER_NAME="other").code == 0
+    before = cloud.resources()
+    down = cloud.invoke("down", "--yes", "--delete-data", process=True, CLUSTER_NAME="other")
+    assert down.code == 0, down.output[-3000:]
+    assert (f"other deployment(s) {ENV['CLUSTER_NAME']} (made another way: node pool gpu-pool is on our VPCs)"
+            in down.stderr), down.stderr
+    assert "Kept too, as another deployment shares it: Lustre instance" in down.stderr, down.stderr
+    assert "`--delete-data` deletes the Lustre" not in down.stderr  # it was given
+    left = cloud.resources()
+    assert [c["name"] for c in left["cluster"].values()] == [ENV["CLUSTER_NAME"]]
+    for kind in ("lustre", "network", "subnet", "address"):
+        assert sorted(left.get(kind, {})) == sorted(before.get(kind, {})), kind
+    again = cloud.invoke("down", "--yes", "--delete-data", CLUSTER_NAME="other")
+    assert again.code == 0, again.output[-3000:]

@@ -226,6 +226,30 @@ def test_other_deployments_are_our_labelled_clusters_but_this_one():
     assert cluster_steps.other_deployments(Asked(), settings()) == ["other"]
 
 
+def test_other_deployments_count_a_cluster_made_another_way_whose_pool_is_on_our_vpcs():
+    from nemo_rl_gke.resources import cluster_steps
+    from nemo_rl_gke.runner import Result
+
+    def pool(name, *networks):
+        return {"name": name, "networkConfig": {"additionalNodeNetworkConfigs": [
+            {"network": net, "subnetwork": f"{net}-sub"} for net in networks]}}
+
+    class Asked:
+        dry = False
+
+        def query(self, argv, ok_codes=(0, 1)):
+            body = [{"name": "tutorial", "nodePools": [pool("default-pool"), pool("gpu-pool", "nemo-gvnic-net")]},
+                    {"name": "by-url", "nodePools": [
+                        pool("a3", "projects/p/global/networks/nemo-rdma-net")]},
+                    {"name": "elsewhere", "nodePools": [pool("gpu", "nemo-gvnic-net-2", "my-rdma-net")]},
+                    {"name": "nemo-rl", "nodePools": [pool("gpu-pool", "nemo-gvnic-net")]}]
+            return Result(list(argv), 0, json.dumps(body))
+
+    assert cluster_steps.other_deployments(Asked(), settings()) == [
+        "by-url (made another way: node pool a3 is on our VPCs)",
+        "tutorial (made another way: node pool gpu-pool is on our VPCs)"]
+
+
 def test_kept_steps_keep_shared_names_with_what_they_need():
     steps = all_steps(settings())
     kept = graph.kept_steps(steps, Consent(delete_data=True, delete_bucket=True), ["storage.lustre"])
@@ -241,6 +265,22 @@ def test_kept_message_names_each_flag_that_deletes_what_was_kept():
     # what is kept for another reason (a cluster nemo-rl-gke did not create) is not "what they need"
     text = lifecycle_kept([steps[name] for name in [*chain, "cluster.cluster", "cluster.nccl-installer"]])
     assert "main VPC" in text and "cluster" not in text.split("Also kept what they need:")[1]
+
+
+def test_kept_message_does_not_ask_for_a_flag_that_was_given():
+    """Data kept although its flag was given stays because another deployment shares it: the message says so
+    instead of naming the flag the user just gave."""
+    from nemo_rl_gke.tasks.teardown import kept_message
+
+    steps = {st.name: st for st in all_steps(settings())}
+    chain = [steps[name] for name in ["storage.bucket", "storage.lustre", "storage.peering", "storage.range",
+                                      "net.network"]]
+    text = kept_message(chain, Consent(delete_data=True, delete_bucket=True))
+    assert "despite --delete-bucket and --delete-data: another deployment shares them" in text, text
+    assert "`invoke storage.export`" not in text and "main VPC" in text
+    text = kept_message(chain, Consent(delete_data=True))
+    assert "`--delete-bucket` deletes the bucket" in text and "--delete-data` deletes" not in text, text
+    assert "Kept too, as another deployment shares it: Lustre instance" in text
 
 
 def lifecycle_kept(kept):

@@ -29,7 +29,8 @@ def test_owner_another_deployments_down_leaves_ours_alone(cloud):
     members = _members(cloud)
     done = cloud.invoke("down", "--yes", "--delete-data", "--delete-bucket", CLUSTER_NAME="other")
     assert done.code == 0, done.output[-3000:]
-    assert "nemo-rl" in done.stderr and "other deployment" in done.stderr
+    assert "other deployment(s) nemo-rl in" in done.stderr, done.stderr
+    assert "despite --delete-bucket and --delete-data: another deployment shares them" in done.stderr
     after = cloud.resources()
     assert {kind: sorted(items) for kind, items in after.items()} == {
         kind: sorted(items) for kind, items in before.items()}

@@ -70,6 +70,12 @@ def network_delete(ctx: Ctx) -> None:
     delete_resource(ctx, "network", f"{ctx.project}/{name}", _net_path(ctx, name))
 
 
+def additional_networks(pool: dict) -> list[dict]:
+    """A node pool's extra NICs as GKE shows them: networkConfig.additionalNodeNetworkConfigs[{network,
+    subnetwork}]."""
+    return list((pool.get("networkConfig") or {}).get("additionalNodeNetworkConfigs") or [])
+
+
 def _subnet_path(ctx: Ctx, region: str, name: str) -> str:
     return f"projects/{ctx.project}/regions/{region}/subnetworks/{name}"
 
@@ -122,7 +128,7 @@ def subnet_list(ctx: Ctx) -> None:
 def subnet_delete(ctx: Ctx) -> None:
     name, region = _name(ctx), _region(ctx)
     for pool in ctx.state.list("nodepool"):
-        if any(net.get("subnetwork") == name for net in pool.get("additionalNodeNetworks", [])):
+        if any(net.get("subnetwork") == name for net in additional_networks(pool)):
             raise Fail(1, gcloud_error(ctx, f"The subnetwork resource '{_subnet_path(ctx, region, name)}' is already "
                                             f"being used by node pool '{pool['name']}'"))
     delete_resource(ctx, "subnet", f"{ctx.project}/{region}/{name}", _subnet_path(ctx, region, name))

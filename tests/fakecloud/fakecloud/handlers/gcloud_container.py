@@ -290,7 +290,8 @@ def node_pool_create(ctx: Ctx) -> None:
                       "resourceLabels": dict(kv.split("=", 1) for kv in str(ctx.flag("--labels", "")).split(",")
                                              if "=" in kv)},
            "reservation": ctx.flag("--reservation"), "locations": str(ctx.flag("--node-locations", "")).split(","),
-           "additionalNodeNetworks": networks}
+           # NodePool.networkConfig (NodeNetworkConfig): its extra NICs, by VPC and subnet name.
+           "networkConfig": {"additionalNodeNetworkConfigs": networks}}
     if ctx.flag("--reservation"):  # the API's shape (the top-level "reservation" is the fake's shorthand)
         obj["config"]["reservationAffinity"] = {"consumeReservationType": "SPECIFIC_RESERVATION",
                                                 "key": "compute.googleapis.com/reservation-name",

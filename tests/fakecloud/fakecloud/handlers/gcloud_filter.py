@@ -4,7 +4,13 @@ each listed item as gcloud does (client side), with gcloud's error for what it c
 Supported: terms `key~"regex"`, `key!~"regex"`, `key=value`, `key=(v1 v2 …)`, `key!=value`, `key:value`
 (contains, case-insensitive), `key:*` (defined); `NOT term`, `-term`; `AND` (or juxtaposition) and `OR`, which
 gcloud refuses to mix without parentheses; parentheses. Keys are dotted paths (`resourceLabels.managed-by`).
-A list key matches if any element matches. tests/gcloud checks this against gcloud's own filter engine.
+
+Values as gcloud's engine (core/resource/resource_expr.py) sees them: a key through a list maps the rest of
+the key over its items (a missing key is null), and the term holds if any item satisfies it. `~` and `!~`
+test strings only: an item that is itself a list (a key through two lists: `nodePools.networkConfig.
+additionalNodeNetworkConfigs.network`) never matches a regex, while `=` and `!=` look one list deeper and
+compare case-insensitively, whole value against whole word (gcloud 528's current, "deprecated" rule).
+tests/gcloud checks this against gcloud's own filter engine.
 """
 
 from __future__ import annotations
@@ -48,6 +54,62 @@ def _tokens(expression: str) -> list[str]:
     return out
 
 
+def _get(obj: Any, parts: list[str]) -> Any:
+    """resource_property.Get: through a list, the rest of the key maps over its items; missing: None."""
+    for index, part in enumerate(parts):
+        if isinstance(obj, list):
+            return [_get(item, parts[index:]) for item in obj]
+        if not isinstance(obj, dict) or part not in obj:
+            return None
+        obj = obj[part]
+    return obj
+
+
+def _values(obj: Any, key: str) -> list[Any]:
+    """What a term compares with: the key's value, or the items of a list (one level, as gcloud)."""
+    value = _get(obj, key.split("."))
+    return value if value and isinstance(value, list) else [value]
+
+
+def _regex(pattern: re.Pattern[str], value: Any) -> bool | None:
+    """`~` on one value: a string is searched, null as ""; a list or dict cannot match (None), a number or
+    boolean is searched as Python's repr of it."""
+    if isinstance(value, (list, dict)):
+        return None
+    text = "" if value is None else value if isinstance(value, str) else repr(value)
+    return pattern.search(text) is not None
+
+
+def _word_equal(value: Any, word: str) -> bool:
+    """`=` on one value (gcloud's _WordMatch with its deprecated, current rule): a list or dict compares each
+    item (a dict its keys and values); a string equals the word ignoring case; null equals ""."""
+    if isinstance(value, dict):
+        return any(_word_equal(item, word) for item in [*value.keys(), *value.values()] if not isinstance(
+            item, (list, dict)))
+    items = value if isinstance(value, list) else [value]
+    for item in items:
+        if isinstance(item, bool) or isinstance(item, (int, float)):
+            try:
+                if item == float(word):
+                    return True
+            except ValueError:
+                pass
+            if (item == 0 and word.lower() == "false") or (item == 1 and word.lower() == "true"):
+                return True
+            text = re.sub(r"\.0*$", "", repr(item))
+        elif item == word:
+            return True
+        elif item is None:
+            if word == "":
+                return True
+            text = "null"
+        else:
+            text = item if isinstance(item, str) else repr(item)
+        if re.search(f"^{re.escape(word.lower())}$", text.lower(), re.MULTILINE):
+            return True
+    return False
+
+
 def _dig(obj: Any, key: str) -> list[Any]:
     values = [obj]
     for part in key.split("."):
@@ -80,20 +142,22 @@ def _term(token: str, obj: Any) -> bool:
     values = _dig(obj, key)
     if op in ("~", "!~"):
         pattern = re.compile(_unquote(raw))
-        found = any(pattern.search(_text(v)) for v in values)
-        result = found if op == "~" else not found
+        hits = [_regex(pattern, v) for v in _values(obj, key)]
+        result = any(hit is True for hit in hits) if op == "~" else any(hit is False for hit in hits)
+    elif op in ("=", "!="):
+        if raw.startswith("(") and raw.endswith(")"):
+            words = [_unquote(w) for w in re.split(r"[\s,]+", raw[1:-1].strip()) if w]
+        else:
+            words = [_unquote(raw)]
+        equal = [any(_word_equal(v, word) for word in words) for v in _values(obj, key)]
+        result = any(equal) if op == "=" else not all(equal)
     elif op == ":" and raw == "*":
         result = any(v is not None for v in values)
     elif op == ":":
         needle = _unquote(raw).lower()
         result = any(needle in _text(v).lower() for v in values)
     else:
-        if raw.startswith("(") and raw.endswith(")"):
-            wanted = {_unquote(w) for w in re.split(r"[\s,]+", raw[1:-1].strip()) if w}
-        else:
-            wanted = {_unquote(raw)}
-        found = any(_text(v) in wanted for v in values)
-        result = found if op == "=" else not found
+        raise FilterError(f"Term operator expected [{token} *HERE*].")
     return not result if match.group("neg") else result
 
 
