@@ -105,3 +105,22 @@ def test_context_cli_install_is_idempotent(capsys):
     wrapped = program.parse_tasks
     context.install_usage_exit_codes(program)
     assert program.parse_tasks is wrapped
+
+
+def test_context_cli_the_real_invoke_ends_without_the_last_collection_and_keeps_its_output():
+    """tasks.py registers gc.freeze as the last exit handler: a handler registered before tasks.py loads runs
+    after it and sees the objects frozen; the task's output still arrives whole."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    probe = ("import atexit, gc, sys\n"
+             "atexit.register(lambda: sys.stderr.write(f'frozen={gc.get_freeze_count() > 0}\\n'))\n"
+             "from invoke.main import program\n"
+             "program.run(['invoke', '--search-root', sys.argv[1], '--dry', 'net.create'])\n")
+    done = subprocess.run([sys.executable, "-c", probe, str(repo)], capture_output=True, text=True, timeout=60,
+                          cwd=repo, env={"PATH": "/usr/bin:/bin", "ENV_FILE": str(repo / ".env.example")})
+    assert done.returncode == 0, done.stderr
+    assert "frozen=True" in done.stderr, done.stderr
+    assert done.stdout.rstrip().endswith("--range=192.168.8.0/24 --description=managed-by=nemo-rl-gke"), done.stdout
