@@ -63,9 +63,19 @@ def listed_head(r: Runner, s: Settings) -> tuple[bool, str | None]:
                      ok_codes=range(256))
     if result is None or not result.ok:
         return False, None
-    items = json.loads(result.stdout or "{}").get("items", [])
-    running = [p["metadata"]["name"] for p in items if serving(p)]
-    return True, running[0] if running else None
+    return True, head_among(json.loads(result.stdout or "{}").get("items", []))
+
+
+def head_among(pods: list[dict[str, Any]]) -> str | None:
+    """The Running head pod of our Ray cluster among pods (a namespace's `get pods`), or None."""
+    from .. import names
+
+    def labels(pod: dict[str, Any]) -> dict[str, str]:
+        return (pod.get("metadata") or {}).get("labels") or {}
+
+    running = [p["metadata"]["name"] for p in pods if serving(p) and labels(p).get("ray.io/cluster") ==
+               names.RAY_RELEASE and labels(p).get("ray.io/node-type") == "head"]
+    return running[0] if running else None
 
 
 def kubectl_exec(s: Settings, pod: str) -> list[str]:

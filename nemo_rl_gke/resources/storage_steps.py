@@ -107,8 +107,13 @@ def claim_users(r: Runner, s: Settings) -> list[dict[str, Any]]:
     result = r.query(kubectl.get(s, "pods", namespace=s.NAMESPACE), ok_codes=(0,))
     if result is None:
         return []
+    return mounting_claim(json.loads(result.stdout or "{}").get("items") or [])
+
+
+def mounting_claim(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Of a namespace's pods, those `claim_users` counts."""
     out = []
-    for pod in json.loads(result.stdout or "{}").get("items") or []:
+    for pod in pods:
         volumes = (pod.get("spec") or {}).get("volumes") or []
         mounts = any((v.get("persistentVolumeClaim") or {}).get("claimName") == names.LUSTRE_PVC for v in volumes)
         if mounts and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed") and not leaving(pod):

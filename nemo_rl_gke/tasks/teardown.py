@@ -190,6 +190,26 @@ def _read_claim_users(r: Runner, s: Settings, inv: Inventory) -> None:
         return
 
 
+def _read_pods_for_guards(r: Runner, s: Settings, inv: Inventory) -> None:
+    """The claim guard's read and the data guard's search for the head pod, from one `kubectl get pods` of the
+    namespace (the head is one of its pods); then the data guard's listing of /data/runs in it. A kubectl that
+    did not answer leaves both to read as they always do."""
+    import json
+
+    from ..commands import kubectl
+    from ..resources import data_guard, storage_steps
+
+    result = r.query(kubectl.get(s, "pods", namespace=s.NAMESPACE), ok_codes=range(256))
+    if result is None or not result.ok:
+        return
+    try:
+        pods = json.loads(result.stdout or "{}").get("items") or []
+    except ValueError:
+        return
+    inv.handoff.keep(CLAIM_USERS, storage_steps.mounting_claim(pods))
+    data_guard.read_ahead(r, s, inv, pods=pods)
+
+
 def _claim_free_or_refuse(r: Runner, s: Settings, going: set[str], inv: Inventory | None = None) -> None:
     """A teardown that deletes the Lustre claim but not the pods mounting it (clean.storage or storage.delete with
     Ray still deployed, or a pod of the user's): Kubernetes keeps a claim in use (pvc-protection), so kubectl's
@@ -262,9 +282,13 @@ def _teardown_plan(r: Runner, s: Settings, steps: list[Step], given: Consent, wh
              lambda: found.update(present=present_map(r, steps, any_state=True))]
     # The guards' read of /data/runs: the Lustre step's (with --delete-data), the Ray release's (it records it).
     readers = (storage_steps.LUSTRE, ray_steps.RELEASE) if given.delete_data else (ray_steps.RELEASE,)
-    if read_ahead and inv is not None and any(step.name in readers for step in steps):
+    guard = read_ahead and inv is not None and any(step.name in readers for step in steps)
+    claim = read_ahead and inv is not None and not r.dry and any(step.name == storage_steps.PVC for step in steps)
+    if guard and claim and inv is not None:  # both from one `get pods` of the namespace: a process less
+        reads.append(lambda: _read_pods_for_guards(r, s, inv))
+    elif guard and inv is not None:
         reads.append(lambda: data_guard.read_ahead(r, s, inv))
-    if read_ahead and inv is not None and not r.dry and any(step.name == storage_steps.PVC for step in steps):
+    elif claim and inv is not None:
         reads.append(lambda: _read_claim_users(r, s, inv))
     r.parallel(reads)
     others: list[str] = found["others"]

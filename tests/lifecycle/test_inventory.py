@@ -283,4 +283,7 @@ def test_down_with_yes_reads_everything_its_guards_need_before_the_first_delete_
     reads = [c for c in calls if c["end"] <= first]
     assert any(w.endswith("get pods --namespace=default --output=json") for w in map(_words, reads)), \
         [_words(c) for c in reads]  # the claim guard's read, before the first delete
+    # ... which also finds the head pod for the data guard: the namespace's pods are asked once.
+    assert sum(" get pods " in _words(c) for c in reads) == 1, [_words(c) for c in reads]
+    assert any(" exec " in _words(c) for c in reads)  # the data guard's listing of /data/runs, read ahead
     assert call_rounds(reads) <= 2, [(_words(c)[:80], c["launched"], c["end"]) for c in reads]
