@@ -18,7 +18,6 @@ from typing import Any
 from .. import names
 from ..runner import NOT_FOUND, Runner
 from ..settings import Settings
-from ..steps import Listener
 from ..tools import ToolError, background
 from . import inventory
 from .inventory import Listing, parse_items
@@ -123,29 +122,70 @@ def _expected(found: Found, kept_titles: Sequence[str]) -> bool:
     return any(found.name in _tokens(title) for title in kept_titles)
 
 
-def listing_early(r: Runner, fresh: inventory.Inventory, steps: Sequence[Any]) -> Listener:
+class EarlyLists:
     """A teardown's listener that fetches a kind of the scan's inventory (fresh) as soon as every step of the
     teardown that asks it has ended (deleted, absent, kept or failed): the scan that follows the last delete
-    then waits only for the kinds whose deletes ended last. Each listing still runs once; read-only."""
-    going = {step.name for step in steps}
-    waiting = {kind: names_ & going for kind, names_ in fresh.askers().items() if names_ & going}
-    lock = threading.Lock()
+    then waits only for the kinds whose deletes ended last. Each listing still runs once; read-only.
 
-    def listener(step: Any, state: str, seconds: float) -> None:
-        if state == "running":
-            return
-        with lock:
+    The teardown's last step (the one still running once every other has ended: `down`'s main VPC) does not
+    make the scan wait for its end: its kinds are listed while it runs, and if it then ends "deleted" (its tool
+    said so: gcloud and kubectl deletes wait for the deletion) the scan counts it, and what goes with it (a
+    cluster's node pool), as gone (`trusted`). Everything else that listing shows is a leftover as before."""
+
+    def __init__(self, r: Runner, fresh: inventory.Inventory, steps: Sequence[Any]):
+        self._r, self._fresh = r, fresh
+        self._going = {step.name for step in steps}
+        self._children = {step.name: {other.name for other in steps if getattr(other, "parent", None) == step.name}
+                          for step in steps}
+        self._waiting = {kind: names_ & self._going for kind, names_ in fresh.askers().items()
+                         if names_ & self._going}
+        self._started: set[str] = set()
+        self._ended: dict[str, str] = {}
+        self._last: str | None = None  # the step listed while it ran
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+
+    def __call__(self, step: Any, state: str, seconds: float) -> None:
+        with self._lock:
+            if state == "running":
+                self._started.add(step.name)
+            else:
+                self._ended[step.name] = state
+            running = self._going - set(self._ended)
+            last = next(iter(running)) if len(running) == 1 and running <= self._started else None
             ready = set()
-            for kind, names_ in waiting.items():
-                names_.discard(step.name)
-                if not names_:
+            for kind, names_ in self._waiting.items():
+                left = names_ - set(self._ended)
+                if not left or (last is not None and left == {last}):
                     ready.add(kind)
+                    if left:
+                        self._last = last
             for kind in ready:
-                del waiting[kind]
+                del self._waiting[kind]
         if ready:
-            threading.Thread(target=_prefetch, args=(r, fresh, ready), daemon=True).start()
+            thread = threading.Thread(target=_prefetch, args=(self._r, self._fresh, ready), daemon=True)
+            with self._lock:
+                self._threads.append(thread)
+            thread.start()
 
-    return listener
+    def wait(self) -> None:
+        """Until every listing started has ended (the scan may not have needed all of them: none is left
+        running when the teardown ends). Each is one bounded command."""
+        with self._lock:
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join()
+
+    def trusted(self) -> set[str]:
+        """The step listed while it ran, if its delete then ended "deleted", with the steps that go with it."""
+        with self._lock:
+            if self._last is None or self._ended.get(self._last) != "deleted":
+                return set()
+            return {self._last} | self._children.get(self._last, set())
+
+
+def listing_early(r: Runner, fresh: inventory.Inventory, steps: Sequence[Any]) -> EarlyLists:
+    return EarlyLists(r, fresh, steps)
 
 
 def _prefetch(r: Runner, fresh: inventory.Inventory, kinds: set[str]) -> None:
@@ -163,14 +203,15 @@ class Scan:
     warnings: list[str]
 
 
-def scan(r: Runner, s: Settings, steps: Sequence[Any], *, kept: Sequence[Any] = (), layers: Sequence[str] = ()
-         ) -> Scan:
-    """Everything of ours still there, except what was kept on purpose. Read-only."""
+def scan(r: Runner, s: Settings, steps: Sequence[Any], *, kept: Sequence[Any] = (), layers: Sequence[str] = (),
+         gone: set[str] | frozenset[str] = frozenset()) -> Scan:
+    """Everything of ours still there, except what was kept on purpose. Read-only. gone: steps whose delete
+    ended while their kind was being listed (`EarlyLists.trusted`): neither asked nor found by that listing."""
     layers = tuple(layers) or tuple(dict.fromkeys(step.layer for step in steps))
     kept_names = {step.name for step in kept}
-    kept_titles = [step.title for step in kept]
+    kept_titles = [step.title for step in kept] + [step.title for step in steps if step.name in gone]
     by_name = [step for step in steps if step.layer in layers and step.delete is not None and not step.always
-               and step.name not in kept_names]
+               and step.name not in kept_names and step.name not in gone]
     selected = [item for item in listings(s) if item.layer in layers]
     warnings: list[str] = []
 

@@ -16,7 +16,7 @@ from .context import UNLOCK_HELP, YES_HELP, present_map
 
 if TYPE_CHECKING:  # imported where used: `invoke --list` imports this module
     from ..resources.inventory import Inventory
-    from ..resources.leftovers import Scan
+    from ..resources.leftovers import EarlyLists, Scan
     from ..runner import Runner
     from ..steps import Consent, Listener, Step
 
@@ -141,18 +141,20 @@ def tear_down(c: Context, s: Settings, steps: list[Step], *, delete_data: bool, 
         _add_claim_guard(r, s, steps, present)
         if going:
             context.confirm(c, question, yes=yes)
-        rescan, listen = _rescan(r, s, steps, layers)
+        rescan, early = _rescan(r, s, steps, layers)
         with Board(steps, title=f"{what} {s.CLUSTER_NAME}", runner=r) as board:
             try:
                 report = graph.destroy(r, steps, consent=given, known=present, keep=shared,
-                                       listener=_both(board.listener, listen))
+                                       listener=_both(board.listener, early or (lambda *_: None)))
             except GraphError as exc:
                 failure, report = exc, exc.report
         kept = report.by_outcome("kept")
         message = kept_message(kept, given)
         if message:
             r.say(message, err=True)
-        result = leftovers.scan(r, s, rescan, kept=kept, layers=layers)
+        result = leftovers.scan(r, s, rescan, kept=kept, layers=layers, gone=early.trusted() if early else set())
+        if early is not None:
+            early.wait()
     _teardown_outcome(r, s, what, result, failure, kept, delete_data=delete_data, delete_bucket=delete_bucket)
 
 
@@ -239,17 +241,18 @@ def _claim_free_or_refuse(r: Runner, s: Settings, going: set[str], inv: Inventor
                f"{kubectl.DELETE_TIMEOUT}). Nothing was deleted: {fix}.", code=1)
 
 
-def _rescan(r: Runner, s: Settings, steps: list[Step], layers: tuple[str, ...]) -> tuple[list[Step], Listener]:
+def _rescan(r: Runner, s: Settings, steps: list[Step], layers: tuple[str, ...]
+            ) -> tuple[list[Step], EarlyLists | None]:
     """The leftover scan's steps, with a fresh inventory (knowing the project number the teardown read; asking
     only what the layers' steps ask), and the teardown listener that lists each kind for it once that kind's
-    deletes have ended."""
+    deletes have ended (None without an inventory)."""
     from ..resources import all_steps, leftovers
     from ..resources.inventory import inventory_of
 
     rescan = all_steps(s)
     fresh, before = inventory_of(rescan), inventory_of(steps)
     if fresh is None:
-        return rescan, lambda *_: None
+        return rescan, None
     if before is not None:
         fresh.knows_number_of(before)  # a project's number never changes: not asked again
     if layers:  # `clean.ray` lists nothing of the networks or Lustre (the labelled lists of its layers still run)

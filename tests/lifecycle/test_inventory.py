@@ -4,6 +4,7 @@ the run itself created or deleted asked again by describe; the leftover scan rea
 from __future__ import annotations
 
 import io
+import subprocess
 import sys
 from pathlib import Path
 
@@ -131,13 +132,19 @@ def test_inventory_down_scan_lists_instead_of_describing(cloud):
     # teardown's own inventory read it there: no `gcloud projects describe` at all.
     assert not [w for w in calls[first_delete:] if " describe " in w], calls
     assert not [w for w in calls if "projects describe" in w]
-    # Each kind is listed once more, for the scan, and only after the last delete of that kind ended
-    # (the peering's list before its delete is its fresh read of the ranges).
+    # Each kind is listed once more, for the scan, and only after the last delete of that kind ended (the
+    # peering's list before its delete is its fresh read of the ranges) or, for the teardown's last delete (the
+    # main VPC), once it is the only one left: after every other delete ended.
+    timed = cloud.calls()[before:]
     for kind in ("compute networks", "compute networks subnets", "compute firewall-rules", "container clusters",
                  "lustre instances", "compute addresses", "services vpc-peerings"):
         lists = [i for i, w in enumerate(calls) if w.startswith(f"gcloud {kind} list")]
         deletes = [i for i, w in enumerate(calls) if w.startswith(f"gcloud {kind} delete")]
-        assert deletes and lists[-1] > deletes[-1], (kind, calls)
+        if kind == "compute networks":
+            others = [c["end"] for c in timed if c["mutating"] and " delete default " not in _words(c) + " "]
+            assert deletes and timed[lists[-1]]["launched"] >= max(others), (kind, calls)
+        else:
+            assert deletes and lists[-1] > deletes[-1], (kind, calls)
         assert len([i for i in lists if i > first_delete]) == (2 if "peerings" in kind else 1), (kind, calls)
 
 
@@ -287,3 +294,68 @@ def test_down_with_yes_reads_everything_its_guards_need_before_the_first_delete_
     assert sum(" get pods " in _words(c) for c in reads) == 1, [_words(c) for c in reads]
     assert any(" exec " in _words(c) for c in reads)  # the data guard's listing of /data/runs, read ahead
     assert call_rounds(reads) <= 2, [(_words(c)[:80], c["launched"], c["end"]) for c in reads]
+
+
+def test_leftover_lists_the_last_steps_kinds_while_it_runs_and_trusts_only_its_delete():
+    import threading
+
+    from nemo_rl_gke.resources.leftovers import listing_early
+    from nemo_rl_gke.runner import Runner
+    from nemo_rl_gke.steps import Step
+
+    class Fresh:
+        def __init__(self):
+            self.fetched: list[str] = []
+            self.fetching = threading.Semaphore(0)
+
+        def askers(self):
+            return {"cluster": {"c.cluster", "c.pool"}, "network": {"n.net", "n.other"}}
+
+        def prefetch(self, r, kinds):
+            self.fetched += sorted(kinds)
+            self.fetching.release()
+
+    def run(last_outcome: str, last: str = "n.net"):
+        fresh = Fresh()
+        steps = {name: Step(name, name, lambda r: True, None) for name in ("c.cluster", "n.net", "n.other")}
+        steps["c.pool"] = Step("c.pool", "c.pool", lambda r: True, None, parent="c.cluster")
+        listen = listing_early(Runner(out=io.StringIO(), err=io.StringIO()), fresh, list(steps.values()))
+        listen(steps[last], "running", 0.0)  # the last one starts while the others still run
+        for name in [n for n in ("c.pool", "n.other", "c.cluster", "n.net") if n != last]:
+            listen(steps[name], "running", 0.0)
+            listen(steps[name], "deleted", 1.0)
+        assert fresh.fetching.acquire(timeout=5)
+        while len(fresh.fetched) < 2 and fresh.fetching.acquire(timeout=5):  # one prefetch or two
+            pass
+        assert sorted(fresh.fetched) == ["cluster", "network"]  # the network already, its last step running
+        assert listen.trusted() == set()  # nothing is trusted before its delete ended
+        listen(steps[last], last_outcome, 1.0)
+        assert not fresh.fetching.acquire(timeout=0.2)  # each kind is listed once
+        return listen.trusted()
+
+    assert run("deleted") == {"n.net"}
+    assert run("failed") == set()  # a failed delete is no proof: its resource is looked for as before
+    assert run("deleted", last="c.cluster") == {"c.cluster", "c.pool"}  # what goes with the cluster goes too
+
+
+def test_down_lists_the_main_vpc_while_it_goes_and_still_finds_a_leftover_of_ours(cloud):
+    # The teardown's last delete (a VPC) no longer makes the scan wait for its end to list networks (the unit
+    # test above: the listing starts once it is the only step left). A network of ours the teardown does not
+    # delete is still found in that listing, and networks are not listed twice.
+    from support.fake import read_env_example
+
+    env = read_env_example()
+    _ok(cloud.invoke("up", "--yes"), "up")
+    made = subprocess.run(["gcloud", "compute", "networks", "create", "nemo-old-net", f"--project={env['PROJECT_ID']}",
+                           "--subnet-mode=custom", "--description=managed-by=nemo-rl-gke"],
+                          env=cloud.process_env(), capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    before = len(cloud.calls())
+    done = cloud.invoke("down", "--yes", "--delete-data", process=True, FAKECLOUD_TIME_SCALE="0.005")
+    assert done.code == 1, done.output[-3000:]
+    assert "still there after down" in done.stderr and "network nemo-old-net (description" in done.stderr
+    assert "default" not in done.stderr.split("still there after down")[1], done.stderr  # the VPC that went
+    calls = cloud.calls()[before:]
+    first_delete = min(c["launched"] for c in calls if c["mutating"])
+    lists = [c for c in calls if _words(c).startswith("gcloud compute networks list") and c["launched"] > first_delete]
+    assert len(lists) == 1, [_words(c)[:60] for c in calls]  # the scan's, taken once (beside the last delete)
