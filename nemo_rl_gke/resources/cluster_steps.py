@@ -110,7 +110,19 @@ def other_deployments(r: Runner, s: Settings, steps: list[Step] | None = None) -
             short(nic.get("network")) in shared
             for nic in (pool.get("networkConfig") or {}).get("additionalNodeNetworkConfigs") or [])]
         if pools:
-            found.append(f"{name} (made another way: node pool {', '.join(sorted(pools))} is on our VPCs)")
+            found.append(f"{name} (made another way: node pool{'s' if len(pools) > 1 else ''} "
+                         f"{', '.join(sorted(pools))} {'are' if len(pools) > 1 else 'is'} on our VPCs)")
+    # Every deployment's `up` makes a firewall rule of its own on our gVNIC VPC, whatever its cluster (an adopted
+    # Autopilot one has no node pool of ours to show): while it is there, that deployment shares the VPCs.
+    from .leftovers import deployment_of
+
+    named = {entry.split(" ", 1)[0] for entry in found}
+    rules = inv.listed(r, "firewall rule") if inv is not None else None
+    for rule in rules or []:
+        owner = deployment_of(rule)
+        if owner and owner != s.CLUSTER_NAME and owner not in named:
+            named.add(owner)
+            found.append(f"{owner} (its firewall rule {rule.get('name')} is on our gVNIC VPC)")
     return sorted(set(found))
 
 

@@ -66,7 +66,9 @@ def pool_networks(s: Settings) -> list[str]:
 
 
 # A Cluster's node pools' extra NICs, by VPC (GKE's NodePool.networkConfig.additionalNodeNetworkConfigs).
-POOL_NETWORKS_KEY = "nodePools.networkConfig.additionalNodeNetworkConfigs.network"
+# Explicit slices (`[]`): through an implicit one gcloud looks inside every pool only if the first pool has the
+# key, and a default pool without networkConfig would hide a GPU pool on our VPCs.
+POOL_NETWORKS_KEY = "nodePools[].networkConfig.additionalNodeNetworkConfigs[].network"
 
 
 def our_subnets(s: Settings) -> list[str]:

@@ -5,6 +5,7 @@ then scan for leftovers and say what is still there (exit 1) or that nothing of 
 from __future__ import annotations
 
 import sys
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from invoke.context import Context
@@ -35,23 +36,22 @@ TEARDOWN_HELP = {"delete_data": DATA_HELP, "delete_unexported": UNEXPORTED_HELP,
                  "yes": YES_HELP, "force_unlock": UNLOCK_HELP}
 
 
-def kept_message(kept: list[Any], given: Consent | None = None) -> str:
-    """What stays on purpose (only what exists: `kept` comes from the report, which checked). given: the
-    teardown's consent; data it covers was kept for another reason (another deployment shares it), and the
-    flag is not named as what would delete it."""
+def kept_message(kept: list[Any], shared: Collection[str] = ()) -> str:
+    """What stays on purpose (only what exists: `kept` comes from the report, which checked). shared: the steps
+    kept because another deployment uses them (`_teardown_plan`): no flag deletes those, so none is named."""
     held = [step for step in kept if step.holds_data and step.needs()]
     if not held:
         return ""
     from ..graph import needed_by
 
-    shared = [step for step in held if given is not None and given.gives(step.needs())]
-    data = [step for step in held if step not in shared]
+    common = [step for step in held if step.name in shared]
+    data = [step for step in held if step not in common]
     needed = needed_by(kept, [step.name for step in held])  # not what stays for another reason (a cluster kept)
     others = [step.title for step in kept if step not in held and step.name in needed]
     if not data:
-        flags = " and ".join(sorted({"--" + step.needs().replace("_", "-") for step in shared}))
-        return (f"kept {' and '.join(step.title for step in shared)} despite {flags}: another deployment shares "
-                f"them (above)." + (" Also kept what they need: " + ", ".join(others) + "." if others else ""))
+        them = "them" if len(common) > 1 else "it"
+        return (f"kept {' and '.join(step.title for step in common)}: another deployment shares {them} (above), "
+                f"whatever the flags." + (" Also kept what they need: " + ", ".join(others) + "." if others else ""))
     hints = []
     if any(step.needs() == "delete_data" for step in data):
         hints.append("`invoke storage.export` then `--delete-data` deletes the Lustre instance")
@@ -61,8 +61,8 @@ def kept_message(kept: list[Any], given: Consent | None = None) -> str:
         hints.append("the bucket is your own (GS_BUCKET_EXISTING=true): never deleted")
     text = (f"kept {' and '.join(step.title for step in data)}: they hold checkpoints"
             + "".join(f"; {hint}" for hint in hints) + ".")
-    if shared:
-        text += f" Kept too, as another deployment shares it: {' and '.join(step.title for step in shared)}."
+    if common:
+        text += f" Kept too, as another deployment shares it: {' and '.join(step.title for step in common)}."
     if others:
         text += " Also kept what they need: " + ", ".join(others) + "."
     return text
@@ -149,13 +149,15 @@ def tear_down(c: Context, s: Settings, steps: list[Step], *, delete_data: bool, 
             except GraphError as exc:
                 failure, report = exc, exc.report
         kept = report.by_outcome("kept")
-        message = kept_message(kept, given)
+        message = kept_message(kept, shared)
         if message:
             r.say(message, err=True)
         result = leftovers.scan(r, s, rescan, kept=kept, layers=layers, gone=early.trusted() if early else set())
         if early is not None:
             early.wait()
-    _teardown_outcome(r, s, what, result, failure, kept, delete_data=delete_data, delete_bucket=delete_bucket)
+    _teardown_outcome(r, s, what, result, failure, [step for step in kept if step.name not in shared],
+                      delete_data=delete_data, delete_bucket=delete_bucket, shared_kept=any(
+                          step.name in shared for step in kept))
 
 
 def _add_claim_guard(r: Runner, s: Settings, steps: list[Step], present: dict[str, bool | None]) -> None:
@@ -317,9 +319,10 @@ def _teardown_plan(r: Runner, s: Settings, steps: list[Step], given: Consent, wh
 
 
 def _teardown_outcome(r: Runner, s: Settings, what: str, result: Scan, failure: Exception | None,
-                      kept: list[Step], *, delete_data: bool, delete_bucket: bool) -> None:
+                      kept: list[Step], *, delete_data: bool, delete_bucket: bool, shared_kept: bool = False) -> None:
     """The end of a teardown: the leftover scan's warnings, then the graph's failure, what is still there
-    (exit 1), or that nothing of ours is left (and what the kept bucket holds)."""
+    (exit 1), or that nothing of ours is left (and what the kept bucket holds). kept: what was kept for a flag
+    not given (not what another deployment shares); shared_kept: something was kept for another deployment."""
     for warning in result.warnings:
         r.say(f"? {warning}", err=True)
     if failure is not None:
@@ -334,7 +337,7 @@ def _teardown_outcome(r: Runner, s: Settings, what: str, result: Scan, failure: 
         line = _bucket_line(s)
         if line:
             r.say(line, err=True)
-    tail = " except what is kept on purpose (above)" if kept else ""
+    tail = " except what is kept on purpose (above)" if kept or shared_kept else ""
     if result.warnings:  # a list that could not be read is no proof that nothing is left
         r.say(f"{what}: nothing of ours was found{tail}, but {len(result.warnings)} check(s) could not be read "
               f"(marked ? above): `invoke status` looks again.", err=True)

@@ -44,6 +44,11 @@ def _samples(s) -> list[dict]:
               _on_vpcs("tutorial-by-url", f"projects/p/global/networks/{names.rdma_network(s)}"),
               {**_on_vpcs("elsewhere", f"{names.rdma_network(s)}-2", f"x{names.gvnic_network(s)}"),
                "lookalike": True},
+              # shapes a listing may have: no pools, null, pools without or with an empty networkConfig
+              {"name": "no-pools", "nodePools": []}, {"name": "null-pools", "nodePools": None},
+              {"name": "bare-pools", "nodePools": [{"name": "a"}, {"name": "b", "networkConfig": {}}]},
+              {"name": "upper", "nodePools": [{"name": "a", "networkConfig": {"additionalNodeNetworkConfigs": [
+                  {"network": names.gvnic_network(s).upper()}]}}]},
               {"name": "other-label", "labels": {"managed-by": "nemo-rl-gke-fork"},
                "resourceLabels": {"managed-by": "terraform"}}]
     return items
@@ -51,8 +56,10 @@ def _samples(s) -> list[dict]:
 
 def _on_vpcs(name: str, *networks: str) -> dict:
     """A cluster made another way whose node pool has NICs on these VPCs (GKE's shape of it)."""
-    return {"name": name, "nodePools": [{"name": "gpu-pool", "networkConfig": {"additionalNodeNetworkConfigs": [
-        {"network": network, "subnetwork": f"{network}-sub"} for network in networks]}}]}
+    return {"name": name, "nodePools": [  # a default pool first, without networkConfig, as GKE may show it
+        {"name": "default-pool"},
+        {"name": "gpu-pool", "networkConfig": {"additionalNodeNetworkConfigs": [
+            {"network": network, "subnetwork": f"{network}-sub"} for network in networks]}}]}
 
 
 def _sdk(gcloud: str, env: dict[str, str]) -> tuple[str, str]:

@@ -202,9 +202,11 @@ def test_lustre_driver_turned_off_later_is_refused_and_the_fakes_pods_cannot_mou
     assert states and all(s == {"waiting": {"reason": "ContainerCreating"}} for s in states), states
 
 
-def _adopted(cloud: FakeCloud) -> None:
+def _adopted(cloud: FakeCloud, *, autopilot: bool = False) -> None:
     """The tutorial's cluster, turned right by the commands `up` prints, then built on by `up`."""
-    _tutorial_cluster(cloud)
+    if autopilot:
+        cloud.write_env(CLUSTER_MODE="autopilot")
+    _tutorial_cluster(cloud, autopilot=autopilot)
     refused = cloud.invoke("up", "--yes")
     assert refused.code == 2, refused.output[-2000:]
     for argv in _updates(refused.stderr):
@@ -306,25 +308,28 @@ def test_rebuild_hints_for_a_cluster_made_another_way_name_what_deletes_it(cloud
     assert "h200" in pool["config"]["accelerators"]
 
 
-@pytest.mark.parametrize("pool", ["ours", "made another way"])
+@pytest.mark.parametrize("pool", ["ours", "made another way", "autopilot"])
 def test_another_deployments_down_keeps_what_an_adopted_cluster_uses(cloud, pool):
     """An adopted cluster carries no managed-by label, but its GPU pool's NICs are on our VPCs (and its Ray on
     our Lustre): another deployment's `down --delete-data` keeps what deployments share, as for a labelled one,
-    instead of deleting the Lustre under it and then failing on the VPCs every time."""
-    _adopted(cloud)
+    instead of deleting the Lustre under it and then failing on the VPCs every time. An Autopilot one has no
+    node pool of its own: the firewall rule its `up` made on our gVNIC VPC names its deployment."""
+    _adopted(cloud, autopilot=pool == "autopilot")
     if pool == "made another way":
         _replace_gpu_pool_without_labels(cloud)
-    assert cloud.invoke("up", "--yes", CLUSTER_NAME="other").code == 0
+    assert cloud.invoke("up", "--yes", CLUSTER_NAME="other", CLUSTER_MODE="standard").code == 0
     before = cloud.resources()
-    down = cloud.invoke("down", "--yes", "--delete-data", process=True, CLUSTER_NAME="other")
+    down = cloud.invoke("down", "--yes", "--delete-data", process=True, CLUSTER_NAME="other",
+                        CLUSTER_MODE="standard")
     assert down.code == 0, down.output[-3000:]
-    assert (f"other deployment(s) {ENV['CLUSTER_NAME']} (made another way: node pool gpu-pool is on our VPCs)"
-            in down.stderr), down.stderr
-    assert "Kept too, as another deployment shares it: Lustre instance" in down.stderr, down.stderr
-    assert "`--delete-data` deletes the Lustre" not in down.stderr  # it was given
+    why = ("its firewall rule nemo-gvnic-nemo-rl-internal is on our gVNIC VPC" if pool == "autopilot" else
+           "made another way: node pool gpu-pool is on our VPCs")
+    assert f"other deployment(s) {ENV['CLUSTER_NAME']} ({why})" in down.stderr, down.stderr
+    assert "another deployment shares them (above), whatever the flags" in down.stderr, down.stderr
+    assert "--delete-data` deletes" not in down.stderr and "--delete-bucket` deletes" not in down.stderr
     left = cloud.resources()
     assert [c["name"] for c in left["cluster"].values()] == [ENV["CLUSTER_NAME"]]
     for kind in ("lustre", "network", "subnet", "address"):
         assert sorted(left.get(kind, {})) == sorted(before.get(kind, {})), kind
-    again = cloud.invoke("down", "--yes", "--delete-data", CLUSTER_NAME="other")
+    again = cloud.invoke("down", "--yes", "--delete-data", CLUSTER_NAME="other", CLUSTER_MODE="standard")
     assert again.code == 0, again.output[-3000:]

@@ -267,18 +267,18 @@ def test_kept_message_names_each_flag_that_deletes_what_was_kept():
     assert "main VPC" in text and "cluster" not in text.split("Also kept what they need:")[1]
 
 
-def test_kept_message_does_not_ask_for_a_flag_that_was_given():
-    """Data kept although its flag was given stays because another deployment shares it: the message says so
-    instead of naming the flag the user just gave."""
+def test_kept_message_names_no_flag_for_what_another_deployment_shares():
+    """Data kept because another deployment shares it stays whatever the flags: the message says so instead of
+    naming a flag that would not delete it."""
     from nemo_rl_gke.tasks.teardown import kept_message
 
     steps = {st.name: st for st in all_steps(settings())}
     chain = [steps[name] for name in ["storage.bucket", "storage.lustre", "storage.peering", "storage.range",
                                       "net.network"]]
-    text = kept_message(chain, Consent(delete_data=True, delete_bucket=True))
-    assert "despite --delete-bucket and --delete-data: another deployment shares them" in text, text
-    assert "`invoke storage.export`" not in text and "main VPC" in text
-    text = kept_message(chain, Consent(delete_data=True))
+    text = kept_message(chain, [step.name for step in chain if step.shared])
+    assert "another deployment shares them (above), whatever the flags" in text, text
+    assert "--delete" not in text and "main VPC" in text
+    text = kept_message(chain, ["storage.lustre"])  # only Lustre shared (as a unit: the flags' hints stay apart)
     assert "`--delete-bucket` deletes the bucket" in text and "--delete-data` deletes" not in text, text
     assert "Kept too, as another deployment shares it: Lustre instance" in text
 

@@ -21,7 +21,7 @@ from typing import Any
 from ..core import Ctx, Fail, gcloud_error
 
 _TOKEN = re.compile(r'\s*(?:(?P<paren>[()])|(?P<quoted>"[^"]*"|\'[^\']*\')|(?P<word>[^\s()"\']+))')
-_TERM = re.compile(r"(?P<neg>-)?(?P<key>[A-Za-z_][\w.\-]*?)(?P<op>!~|!=|~|=|:)(?P<value>.*)", re.DOTALL)
+_TERM = re.compile(r"(?P<neg>-)?(?P<key>[A-Za-z_][\w.\-\[\]]*?)(?P<op>!~|!=|~|=|:)(?P<value>.*)", re.DOTALL)
 
 
 class FilterError(Exception):
@@ -54,20 +54,47 @@ def _tokens(expression: str) -> list[str]:
     return out
 
 
-def _get(obj: Any, parts: list[str]) -> Any:
-    """resource_property.Get: through a list, the rest of the key maps over its items; missing: None."""
+def _parts(key: str) -> list[str | None]:
+    """`nodePools[].name` -> ["nodePools", None, "name"]: None is an explicit slice, `[]`."""
+    out: list[str | None] = []
+    for part in key.split("."):
+        name = part.replace("[]", "")
+        if name:
+            out.append(name)
+        out.extend([None] * part.count("[]"))
+    return out
+
+
+def _get(obj: Any, parts: list[str | None]) -> Any:
+    """resource_property.Get, for dicts and lists: an explicit slice (`[]`) maps the rest of the key over a
+    list's items; a name through a list maps over its items only if the first item has that name, and
+    otherwise gives that name's truthy values without the rest of the key; missing: None."""
     for index, part in enumerate(parts):
-        if isinstance(obj, list):
-            return [_get(item, parts[index:]) for item in obj]
-        if not isinstance(obj, dict) or part not in obj:
+        if obj is None:
             return None
-        obj = obj[part]
+        rest = parts[index + 1:]
+        if isinstance(obj, dict):
+            if part is None:
+                return [_get(obj, [k, *rest]) for k in obj] if rest else obj
+            if part not in obj:
+                return None
+            obj = obj[part]
+            continue
+        if isinstance(obj, list):
+            if part is None:
+                return [_get(item, rest) for item in obj] if rest else obj
+            if obj and isinstance(obj[0], dict):
+                if part in obj[0]:
+                    return [_get(item, [part, *rest]) for item in obj]
+                return [v for v in (item.get(part) for item in obj if isinstance(item, dict)) if v] or None
+            return None
+        return None
     return obj
 
 
 def _values(obj: Any, key: str) -> list[Any]:
     """What a term compares with: the key's value, or the items of a list (one level, as gcloud)."""
-    value = _get(obj, key.split("."))
+    value = _get(obj, _parts(key))
     return value if value and isinstance(value, list) else [value]
 
 
@@ -112,7 +139,7 @@ def _word_equal(value: Any, word: str) -> bool:
 
 def _dig(obj: Any, key: str) -> list[Any]:
     values = [obj]
-    for part in key.split("."):
+    for part in key.replace("[]", "").split("."):
         found = []
         for value in values:
             items = value if isinstance(value, list) else [value]
@@ -145,6 +172,8 @@ def _term(token: str, obj: Any) -> bool:
         hits = [_regex(pattern, v) for v in _values(obj, key)]
         result = any(hit is True for hit in hits) if op == "~" else any(hit is False for hit in hits)
     elif op in ("=", "!="):
+        if op == "!=" and raw.startswith("("):
+            raise FilterError(f"Term operand expected [{token} *HERE*].")  # as gcloud: no list after !=
         if raw.startswith("(") and raw.endswith(")"):
             words = [_unquote(w) for w in re.split(r"[\s,]+", raw[1:-1].strip()) if w]
         else:
