@@ -1,6 +1,7 @@
 """The deployment's lock across machines: a lease object in the bucket, created only if absent and replaced only
-at the generation read. The race itself needs Cloud Storage's preconditions (gcp-storage-emulator ignores
-ifGenerationMatch), so it is tested on a blob that enforces them; the flows go through the real `invoke`."""
+at the generation read. The race needs Cloud Storage's preconditions: tested on a blob that enforces them, and
+through google-cloud-storage on the emulator (tests/support/gcs_emulator makes it answer ifGenerationMatch with
+412, as GCS does); the flows go through the real `invoke`."""
 
 from __future__ import annotations
 
@@ -98,6 +99,39 @@ def test_owner_lock_create_race_loser_reads_the_winner():
 
     taken, note = lock.take_lease(lambda: Racing(store), body("loser", now), now, force=False)
     assert (taken, "winner" in note) == (None, True)
+
+
+def test_owner_lock_race_and_stale_release_through_cloud_storage():
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+    from google.cloud.storage import Blob as GcsBlob
+
+    from support.gcs_emulator import running_emulator
+
+    with running_emulator() as emulator:
+        _race_and_stale_release(storage.Client(project=PROJECT, credentials=AnonymousCredentials(),
+                                               client_options={"api_endpoint": emulator.host}), GcsBlob)
+
+
+def _race_and_stale_release(client, GcsBlob) -> None:  # noqa: N803 - the class
+    bucket, now = client.create_bucket("lease-race"), time.time()
+    name = "nemo-rl-gke/lock-nemo-rl.json"
+
+    class Racing(GcsBlob):
+        def upload_from_string(self, data, *args, **kwargs):
+            if not bucket.blob(name).exists():  # the other machine wins between our existence check and create
+                bucket.blob(name).upload_from_string(json.dumps(body("winner", now)), if_generation_match=0)
+            super().upload_from_string(data, *args, **kwargs)
+
+    taken, note = lock.take_lease(lambda: Racing(name, bucket), body("loser", now), now, force=False)
+    assert (taken, "winner" in note) == (None, True)
+    winner = bucket.get_blob(name).generation
+    forced, _ = lock.take_lease(lambda: bucket.blob(name), body("laptop-2", now), now, force=True)
+    assert forced and forced != winner
+    lock.release_lease(bucket.blob(name), winner)  # the winner's late release: not its lease any more
+    assert json.loads(bucket.blob(name).download_as_bytes())["host"] == "laptop-2"
+    lock.release_lease(bucket.blob(name), forced)
+    assert bucket.get_blob(name) is None
 
 
 def _client(cloud: FakeCloud):

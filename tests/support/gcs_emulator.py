@@ -6,7 +6,9 @@ for the test, so `nemo_rl_gke.gcs_client.client()` talks to it with anonymous cr
 fake-cloud flows) get it through their environment.
 
 The emulator keeps what IAM policies it is given and lists with prefix/delimiter, but it drops bucket
-location, uniform access and hierarchical namespace at creation: tests assert those on the request.
+location, uniform access and hierarchical namespace at creation: tests assert those on the request. It also
+ignores `ifGenerationMatch`, which GCS answers with 412 when it does not hold (0: the object must not exist):
+`running_emulator` makes its object reads, writes and deletes honour it, as the lock's lease relies on it.
 """
 
 from __future__ import annotations
@@ -40,6 +42,57 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+PRECONDITION_FAILED = {"error": {"code": 412, "message": "At least one of the pre-conditions you specified did "
+                                                     "not hold.", "errors": [{"reason": "conditionNotMet"}]}}
+
+
+def _honour_generation_preconditions() -> None:
+    """Wrap the emulator's object handlers (once per process): an `ifGenerationMatch` that does not hold answers
+    412, as GCS does, before the handler runs; 0 holds only while the object does not exist."""
+    from http import HTTPStatus
+
+    from gcp_storage_emulator import server
+    from gcp_storage_emulator.exceptions import NotFound
+    from gcp_storage_emulator.handlers import objects
+
+    if getattr(objects, "_nrg_generation_preconditions", False):
+        return
+
+    def object_name(request) -> str:
+        if request.params.get("object_id"):
+            return request.params["object_id"]
+        if request.query.get("name"):
+            return request.query["name"][0]
+        data = request.data or {}
+        return (data.get("meta") or data).get("name") or ""
+
+    def guarded(handler):
+        def wrapped(request, response, storage, *args, **kwargs):
+            wanted = (request.query.get("ifGenerationMatch") or [None])[0]
+            if wanted is not None:
+                try:
+                    current = str(storage.get_file_obj(request.params["bucket_name"], object_name(request))
+                                  .get("generation") or "0")
+                except NotFound:
+                    current = "0"
+                if current != str(wanted):
+                    response.status = HTTPStatus.PRECONDITION_FAILED
+                    response.json(PRECONDITION_FAILED)
+                    return None
+            return handler(request, response, storage, *args, **kwargs)
+
+        return wrapped
+
+    swapped = {handler: guarded(handler) for handler in (objects.insert, objects.get, objects.delete,
+                                                         objects.download, objects.upload_partial)}
+    for _regex, handlers in server.HANDLERS:
+        for method, handler in list(handlers.items()):
+            if handler in swapped:
+                handlers[method] = swapped[handler]
+    objects.insert = swapped[objects.insert]  # the server's fallback for uploads posted without /upload
+    objects._nrg_generation_preconditions = True
+
+
 @contextlib.contextmanager
 def running_emulator(project_number: str = DEFAULT_PROJECT_NUMBER, data_dir: str | None = None
                      ) -> Iterator[Emulator]:
@@ -47,6 +100,7 @@ def running_emulator(project_number: str = DEFAULT_PROJECT_NUMBER, data_dir: str
     from gcp_storage_emulator.server import create_server
 
     logging.getLogger("gcp_storage_emulator").setLevel(logging.WARNING)
+    _honour_generation_preconditions()
     port = _free_port()
     server = create_server("127.0.0.1", port, in_memory=data_dir is None, data_dir=data_dir,
                            project_number=project_number)
