@@ -98,6 +98,7 @@ def other_deployments(r: Runner, s: Settings, steps: list[Step] | None = None) -
         except json.JSONDecodeError:
             return []
     shared = set(pool_networks(s))
+    gvnic = names.gvnic_network(s)
     found = []
     for item in items if isinstance(items, list) else []:
         name = str(item.get("name") or "")
@@ -118,12 +119,28 @@ def other_deployments(r: Runner, s: Settings, steps: list[Step] | None = None) -
 
     named = {entry.split(" ", 1)[0] for entry in found}
     rules = inv.listed(r, "firewall rule") if inv is not None else None
+    if rules is None and (steps is None or any(step.shared for step in steps)):  # not listed, or it failed
+        rules = _firewall_rules(r, s)
     for rule in rules or []:
         owner = deployment_of(rule)
-        if owner and owner != s.CLUSTER_NAME and owner not in named:
+        if owner and owner != s.CLUSTER_NAME and owner not in named and short(rule.get("network")) == gvnic:
             named.add(owner)
             found.append(f"{owner} (its firewall rule {rule.get('name')} is on our gVNIC VPC)")
     return sorted(set(found))
+
+
+def _firewall_rules(r: Runner, s: Settings) -> list[dict[str, Any]]:
+    """The firewall rules the inventory lists (ours by name, other deployments' by description), asked now;
+    a list that cannot be read is a failure, never "no other deployment"."""
+    from .inventory import listings, parse_items
+
+    (listing,) = [item for item in listings(s) if item.kind == "firewall rule"]
+    result = r.query(listing.argv, ok_codes=range(256))
+    if result is None:
+        return []
+    if not result.complete:
+        raise r.failure(result)
+    return parse_items(result.stdout)
 
 
 def listed_bodies(r: Runner, s: Settings, steps: Any) -> dict[str, dict[str, Any]]:

@@ -264,6 +264,13 @@ class Inventory:
             kube_context.drop_if_stale(r, self.s, self.cluster(items))
         return items
 
+    def forget(self, kinds: set[str]) -> None:
+        """Drop these kinds' listings: the next question lists them again (a listing taken while a change was
+        under way that then did not end as planned)."""
+        with self._lock:
+            for kind in kinds:
+                self._items.pop(kind, None)
+
     def prefetch(self, r: Runner, kinds: set[str]) -> None:
         """Fetch these kinds now, the others later (the leftover scan lists a kind once its deletes ended)."""
         if not r.dry:

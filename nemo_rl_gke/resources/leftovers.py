@@ -127,10 +127,12 @@ class EarlyLists:
     teardown that asks it has ended (deleted, absent, kept or failed): the scan that follows the last delete
     then waits only for the kinds whose deletes ended last. Each listing still runs once; read-only.
 
-    The teardown's last step (the one still running once every other has ended: `down`'s main VPC) does not
-    make the scan wait for its end: its kinds are listed while it runs, and if it then ends "deleted" (its tool
-    said so: gcloud and kubectl deletes wait for the deletion) the scan counts it, and what goes with it (a
-    cluster's node pool), as gone (`trusted`). Everything else that listing shows is a leftover as before."""
+    The teardown's last step (the one still running once every other has ended: at typical latencies `down`'s
+    main VPC) does not
+    make the scan wait for its end: its kinds are listed while it runs, and if it then ends "deleted" or "absent"
+    (its tool said so: gcloud and kubectl deletes wait for the deletion, and "absent" is a NOT_FOUND) the scan
+    counts it, and what goes with it (a cluster's node pool), as gone (`trusted`). Everything else that listing
+    shows is a leftover as before. Ended any other way (failed, interrupted), its kinds are listed again."""
 
     def __init__(self, r: Runner, fresh: inventory.Inventory, steps: Sequence[Any]):
         self._r, self._fresh = r, fresh
@@ -142,6 +144,7 @@ class EarlyLists:
         self._started: set[str] = set()
         self._ended: dict[str, str] = {}
         self._last: str | None = None  # the step listed while it ran
+        self._early: set[str] = set()  # the kinds listed while it ran
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
 
@@ -160,6 +163,7 @@ class EarlyLists:
                     ready.add(kind)
                     if left:
                         self._last = last
+                        self._early.add(kind)
             for kind in ready:
                 del self._waiting[kind]
         if ready:
@@ -177,11 +181,20 @@ class EarlyLists:
             thread.join()
 
     def trusted(self) -> set[str]:
-        """The step listed while it ran, if its delete then ended "deleted", with the steps that go with it."""
+        """The step listed while it ran, if its delete then ended "deleted" or "absent", with the steps that go
+        with it. Ended otherwise: none, and the kinds listed while it ran are listed again for the scan."""
+        self.wait()  # the early listings are in before they are dropped
         with self._lock:
-            if self._last is None or self._ended.get(self._last) != "deleted":
+            outcome = self._ended.get(self._last) if self._last is not None else None
+            if self._last is None or outcome is None:  # none, or still running: nothing to trust yet
+                return set()
+            if outcome not in GONE:
+                self._fresh.forget(self._early)
                 return set()
             return {self._last} | self._children.get(self._last, set())
+
+
+GONE = ("deleted", "absent")  # a step's outcomes that say its resource is not there
 
 
 def listing_early(r: Runner, fresh: inventory.Inventory, steps: Sequence[Any]) -> EarlyLists:

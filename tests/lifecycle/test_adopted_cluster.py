@@ -308,6 +308,16 @@ def test_rebuild_hints_for_a_cluster_made_another_way_name_what_deletes_it(cloud
     assert "h200" in pool["config"]["accelerators"]
 
 
+def test_a_firewall_list_that_fails_is_asked_again_not_taken_for_no_other_deployment(cloud):
+    _adopted(cloud, autopilot=True)
+    assert cloud.invoke("up", "--yes", CLUSTER_NAME="other", CLUSTER_MODE="standard").code == 0
+    lustre = sorted(cloud.resources()["lustre"])
+    down = cloud.invoke("down", "--yes", "--delete-data", CLUSTER_NAME="other", CLUSTER_MODE="standard",
+                        FAKECLOUD_FAIL="firewall-rules list:1:permanent")
+    assert f"other deployment(s) {ENV['CLUSTER_NAME']} (its firewall rule" in down.stderr, down.output[-3000:]
+    assert sorted(cloud.resources()["lustre"]) == lustre
+
+
 @pytest.mark.parametrize("pool", ["ours", "made another way", "autopilot"])
 def test_another_deployments_down_keeps_what_an_adopted_cluster_uses(cloud, pool):
     """An adopted cluster carries no managed-by label, but its GPU pool's NICs are on our VPCs (and its Ray on

@@ -315,6 +315,9 @@ def test_leftover_lists_the_last_steps_kinds_while_it_runs_and_trusts_only_its_d
             self.fetched += sorted(kinds)
             self.fetching.release()
 
+        def forget(self, kinds):
+            forgotten.append(set(kinds))
+
     def run(last_outcome: str, last: str = "n.net"):
         fresh = Fresh()
         steps = {name: Step(name, name, lambda r: True, None) for name in ("c.cluster", "n.net", "n.other")}
@@ -333,8 +336,10 @@ def test_leftover_lists_the_last_steps_kinds_while_it_runs_and_trusts_only_its_d
         assert not fresh.fetching.acquire(timeout=0.2)  # each kind is listed once
         return listen.trusted()
 
-    assert run("deleted") == {"n.net"}
-    assert run("failed") == set()  # a failed delete is no proof: its resource is looked for as before
+    forgotten: list[set[str]] = []
+    assert run("deleted") == {"n.net"} and run("absent") == {"n.net"} and forgotten == []
+    # A failed delete is no proof: its resource is looked for as before, in a listing taken again.
+    assert run("failed") == set() and forgotten == [{"network"}]
     assert run("deleted", last="c.cluster") == {"c.cluster", "c.pool"}  # what goes with the cluster goes too
 
 

@@ -250,6 +250,30 @@ def test_other_deployments_count_a_cluster_made_another_way_whose_pool_is_on_our
         "tutorial (made another way: node pool gpu-pool is on our VPCs)"]
 
 
+def test_other_deployments_count_a_firewall_rule_only_on_our_gvnic_vpc():
+    from nemo_rl_gke.resources import cluster_steps
+    from nemo_rl_gke.runner import Result
+
+    net = "https://www.googleapis.com/compute/v1/projects/p/global/networks/"
+
+    class Asked:
+        dry = False
+
+        def query(self, argv, ok_codes=(0, 1)):
+            if "firewall-rules" not in argv:
+                return Result(list(argv), 0, "[]")
+            rules = [{"name": "nemo-gvnic-auto-internal", "network": f"{net}nemo-gvnic-net",
+                      "description": "managed-by=nemo-rl-gke deployment=auto"},
+                     {"name": "elsewhere-internal", "network": f"{net}their-gvnic-net",
+                      "description": "managed-by=nemo-rl-gke deployment=elsewhere"},
+                     {"name": "nemo-gvnic-nemo-rl-internal", "network": f"{net}nemo-gvnic-net",
+                      "description": "managed-by=nemo-rl-gke deployment=nemo-rl"}]
+            return Result(list(argv), 0, json.dumps(rules))
+
+    assert cluster_steps.other_deployments(Asked(), settings()) == [
+        "auto (its firewall rule nemo-gvnic-auto-internal is on our gVNIC VPC)"]
+
+
 def test_kept_steps_keep_shared_names_with_what_they_need():
     steps = all_steps(settings())
     kept = graph.kept_steps(steps, Consent(delete_data=True, delete_bucket=True), ["storage.lustre"])
