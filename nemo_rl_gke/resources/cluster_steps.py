@@ -119,7 +119,9 @@ def other_deployments(r: Runner, s: Settings, steps: list[Step] | None = None) -
 
     named = {entry.split(" ", 1)[0] for entry in found}
     rules = inv.listed(r, "firewall rule") if inv is not None else None
-    if rules is None and (steps is None or any(step.shared for step in steps)):  # not listed, or it failed
+    # Not listed, or the listing failed: asked now, unless another deployment is known already (that is all a
+    # teardown needs: it keeps what deployments share).
+    if rules is None and not found and (steps is None or any(step.shared for step in steps)):
         rules = _firewall_rules(r, s)
     for rule in rules or []:
         owner = deployment_of(rule)

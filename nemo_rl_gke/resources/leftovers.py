@@ -183,15 +183,16 @@ class EarlyLists:
     def trusted(self) -> set[str]:
         """The step listed while it ran, if its delete then ended "deleted" or "absent", with the steps that go
         with it. Ended otherwise: none, and the kinds listed while it ran are listed again for the scan."""
-        self.wait()  # the early listings are in before they are dropped
         with self._lock:
-            outcome = self._ended.get(self._last) if self._last is not None else None
-            if self._last is None or outcome is None:  # none, or still running: nothing to trust yet
-                return set()
-            if outcome not in GONE:
-                self._fresh.forget(self._early)
-                return set()
-            return {self._last} | self._children.get(self._last, set())
+            last, early = self._last, set(self._early)
+            outcome = self._ended.get(last) if last is not None else None
+        if last is None or outcome is None:  # none, or still running: nothing to trust yet
+            return set()
+        if outcome not in GONE:
+            self.wait()  # the early listings are in before they are dropped
+            self._fresh.forget(early)
+            return set()
+        return {last} | self._children.get(last, set())
 
 
 GONE = ("deleted", "absent")  # a step's outcomes that say its resource is not there

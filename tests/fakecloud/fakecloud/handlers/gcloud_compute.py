@@ -152,13 +152,20 @@ def firewall_create(ctx: Ctx) -> None:
 @command("gcloud", "compute", "firewall-rules", "describe", latency=1)
 def firewall_describe(ctx: Ctx) -> None:
     name = _name(ctx)
-    describe_resource(ctx, "firewall", f"{ctx.project}/{name}", _fw_path(ctx, name))
+    rule = require(ctx, "firewall", f"{ctx.project}/{name}", _fw_path(ctx, name))
+    ctx.work()
+    ctx.emit(_firewall_view(rule))
+
+
+def _firewall_view(rule: dict) -> dict:
+    """A rule as gcloud prints it: its network as the VPC's URL (the state keeps the name)."""
+    return {**public(rule), "network": f"{API}/projects/{rule['project']}/global/networks/{rule['network']}"}
 
 
 @command("gcloud", "compute", "firewall-rules", "list", latency=1)
 def firewall_list(ctx: Ctx) -> None:
     ctx.work()
-    ctx.emit(filtered(ctx, [public(f) for f in ctx.state.list("firewall") if f["project"] == ctx.project]))
+    ctx.emit(filtered(ctx, [_firewall_view(f) for f in ctx.state.list("firewall") if f["project"] == ctx.project]))
 
 
 @command("gcloud", "compute", "firewall-rules", "delete", mutating=True, latency=10)
