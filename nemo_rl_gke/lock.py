@@ -73,22 +73,23 @@ def take_lease(blob_of: Callable[[], Blob], body: LeaseBody, now: float, *,
     """Create the lease object, or replace an expired one (or any, with force), at the generation read.
 
     blob_of(): a fresh google-cloud-storage Blob for the lease. Returns (our generation or None if someone else
-    holds it, a note: whose lease was overridden, or who holds it). Pure over the Blob API."""
+    holds it, a note: whose lease was overridden, or who holds it). Pure over the Blob API. The create comes
+    first (one request when nobody holds the lock); a NotFound from it means the bucket does not exist, and
+    propagates."""
     import json
 
     from google.api_core import exceptions
 
-    held = blob_of()
+    blob = blob_of()
+    try:  # the precondition makes the create atomic: of two machines, one gets 412
+        blob.upload_from_string(json.dumps(body), content_type="application/json", if_generation_match=0)
+        return int(blob.generation or 0), ""
+    except exceptions.PreconditionFailed:
+        held = blob_of()
     try:
         held.reload()
-    except exceptions.NotFound:
-        blob = blob_of()
-        try:  # the precondition makes the create atomic: of two machines, one gets 412
-            blob.upload_from_string(json.dumps(body), content_type="application/json", if_generation_match=0)
-            return int(blob.generation or 0), ""
-        except exceptions.PreconditionFailed:
-            held = blob_of()
-            held.reload()
+    except exceptions.NotFound:  # released between our create and our read: start again
+        return take_lease(blob_of, body, now, force=force)
     try:
         current: LeaseBody = json.loads(held.download_as_bytes(if_generation_match=held.generation) or b"{}")
     except exceptions.NotFound:  # released meanwhile: start again
@@ -124,20 +125,27 @@ def bucket_lease(s: Settings, what: str, *, force: bool = False) -> Iterator[int
     import socket
     import time
 
+    from google.api_core import exceptions
+
     from . import gcs, gcs_client
 
-    bucket = gcs.get_bucket(gcs_client.client(s), s)
-    if bucket is None:
-        yield None
-        return
+    bucket = gcs_client.client(s).bucket(s.bucket)  # no request: the lease's create is the first
 
     def blob_of() -> Blob:
         return bucket.blob(lease_name(s))
 
     now = time.time()
-    with gcs_client.calling("taking the lock"):
-        generation, note = take_lease(blob_of, lease_body(what, now, host=socket.gethostname(), pid=os.getpid()),
-                                      now, force=force)
+    try:
+        with gcs_client.calling("taking the lock"):
+            generation, note = take_lease(blob_of, lease_body(what, now, host=socket.gethostname(),
+                                                              pid=os.getpid()), now, force=force)
+    except exceptions.NotFound:  # no bucket yet (a first `up` creates it): nothing to hold
+        yield None
+        return
+    except exceptions.Forbidden as exc:
+        raise gcs.unreachable(s, f"access denied: {getattr(exc, 'message', exc)}") from None
+    except exceptions.GoogleAPICallError as exc:
+        raise gcs_client.api_error(f"taking the lock in gs://{s.bucket}", exc) from None
     if generation is None:
         raise Exit(f"error: another run holds the lock of {s.PROJECT_ID}/{s.CLUSTER_NAME} "
                    f"(gs://{s.bucket}/{lease_name(s)}): {note}. Two runs must not interleave; wait for it to "

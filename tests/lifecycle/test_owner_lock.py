@@ -88,6 +88,22 @@ def test_owner_lock_release_after_a_take_over_leaves_the_new_holders_lease():
     assert json.loads(store.data)["host"] == "laptop-2"
 
 
+def test_owner_lock_free_lock_is_taken_in_one_request():
+    store, now, asked = Store(), time.time(), []
+
+    class Counted(Blob):
+        def reload(self):
+            asked.append("reload")
+            super().reload()
+
+        def upload_from_string(self, text, content_type=None, if_generation_match=None):
+            asked.append("create")
+            super().upload_from_string(text, content_type, if_generation_match)
+
+    taken, _ = lock.take_lease(lambda: Counted(store), body("laptop-1", now), now, force=False)
+    assert taken and asked == ["create"]
+
+
 def test_owner_lock_create_race_loser_reads_the_winner():
     store, now = Store(), time.time()
 
