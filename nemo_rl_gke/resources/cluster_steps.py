@@ -99,25 +99,24 @@ def other_deployments(r: Runner, s: Settings, steps: list[Step] | None = None) -
             return []
     shared = set(pool_networks(s))
     gvnic = names.gvnic_network(s)
-    found = []
+    found: dict[str, str] = {}  # deployment -> how it was found ("" for a labelled cluster)
     for item in items if isinstance(items, list) else []:
         name = str(item.get("name") or "")
         if not name or name == s.CLUSTER_NAME:
             continue
         if cluster_features.made_by_us(item):
-            found.append(name)
+            found[name] = ""
             continue
         pools = [str(pool.get("name")) for pool in item.get("nodePools") or [] if any(
             short(nic.get("network")) in shared
             for nic in (pool.get("networkConfig") or {}).get("additionalNodeNetworkConfigs") or [])]
         if pools:
-            found.append(f"{name} (made another way: node pool{'s' if len(pools) > 1 else ''} "
-                         f"{', '.join(sorted(pools))} {'are' if len(pools) > 1 else 'is'} on our VPCs)")
+            found[name] = (f"made another way: node pool{'s' if len(pools) > 1 else ''} "
+                           f"{', '.join(sorted(pools))} {'are' if len(pools) > 1 else 'is'} on our VPCs")
     # Every deployment's `up` makes a firewall rule of its own on our gVNIC VPC, whatever its cluster (an adopted
     # Autopilot one has no node pool of ours to show): while it is there, that deployment shares the VPCs.
     from .leftovers import deployment_of
 
-    named = {entry.split(" ", 1)[0] for entry in found}
     rules = inv.listed(r, "firewall rule") if inv is not None else None
     # Not listed, or the listing failed: asked now, unless another deployment is known already (that is all a
     # teardown needs: it keeps what deployments share).
@@ -125,10 +124,9 @@ def other_deployments(r: Runner, s: Settings, steps: list[Step] | None = None) -
         rules = _firewall_rules(r, s)
     for rule in rules or []:
         owner = deployment_of(rule)
-        if owner and owner != s.CLUSTER_NAME and owner not in named and short(rule.get("network")) == gvnic:
-            named.add(owner)
-            found.append(f"{owner} (its firewall rule {rule.get('name')} is on our gVNIC VPC)")
-    return sorted(set(found))
+        if owner and owner != s.CLUSTER_NAME and owner not in found and short(rule.get("network")) == gvnic:
+            found[owner] = f"its firewall rule {rule.get('name')} is on our gVNIC VPC"
+    return sorted(f"{name} ({how})" if how else name for name, how in found.items())
 
 
 def _firewall_rules(r: Runner, s: Settings) -> list[dict[str, Any]]:

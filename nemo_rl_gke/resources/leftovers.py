@@ -128,11 +128,11 @@ class EarlyLists:
     then waits only for the kinds whose deletes ended last. Each listing still runs once; read-only.
 
     The teardown's last step (the one still running once every other has ended: at typical latencies `down`'s
-    main VPC) does not
-    make the scan wait for its end: its kinds are listed while it runs, and if it then ends "deleted" or "absent"
-    (its tool said so: gcloud and kubectl deletes wait for the deletion, and "absent" is a NOT_FOUND) the scan
-    counts it, and what goes with it (a cluster's node pool), as gone (`trusted`). Everything else that listing
-    shows is a leftover as before. Ended any other way (failed, interrupted), its kinds are listed again."""
+    main VPC) does not make the scan wait for its end: its kinds are listed while it runs, and if it then ends
+    "deleted" or "absent" (its tool said so: gcloud and kubectl deletes wait for the deletion, and "absent" is a
+    NOT_FOUND) the scan counts it, and what goes with it (a cluster's node pool), as gone (`trusted`). Everything
+    else that listing shows is a leftover as before. Ended any other way (failed, interrupted), its kinds are
+    listed again."""
 
     def __init__(self, r: Runner, fresh: inventory.Inventory, steps: Sequence[Any]):
         self._r, self._fresh = r, fresh
@@ -154,11 +154,12 @@ class EarlyLists:
                 self._started.add(step.name)
             else:
                 self._ended[step.name] = state
-            running = self._going - set(self._ended)
+            ended = set(self._ended)
+            running = self._going - ended
             last = next(iter(running)) if len(running) == 1 and running <= self._started else None
             ready = set()
             for kind, names_ in self._waiting.items():
-                left = names_ - set(self._ended)
+                left = names_ - ended
                 if not left or (last is not None and left == {last}):
                     ready.add(kind)
                     if left:
@@ -197,9 +198,6 @@ class EarlyLists:
 
 GONE = ("deleted", "absent")  # a step's outcomes that say its resource is not there
 
-
-def listing_early(r: Runner, fresh: inventory.Inventory, steps: Sequence[Any]) -> EarlyLists:
-    return EarlyLists(r, fresh, steps)
 
 
 def _prefetch(r: Runner, fresh: inventory.Inventory, kinds: set[str]) -> None:

@@ -155,9 +155,8 @@ def tear_down(c: Context, s: Settings, steps: list[Step], *, delete_data: bool, 
         result = leftovers.scan(r, s, rescan, kept=kept, layers=layers, gone=early.trusted() if early else set())
         if early is not None:
             early.wait()
-    _teardown_outcome(r, s, what, result, failure, [step for step in kept if step.name not in shared],
-                      delete_data=delete_data, delete_bucket=delete_bucket, shared_kept=any(
-                          step.name in shared for step in kept))
+    _teardown_outcome(r, s, what, result, failure, kept, shared, delete_data=delete_data,
+                      delete_bucket=delete_bucket)
 
 
 def _add_claim_guard(r: Runner, s: Settings, steps: list[Step], present: dict[str, bool | None]) -> None:
@@ -259,7 +258,7 @@ def _rescan(r: Runner, s: Settings, steps: list[Step], layers: tuple[str, ...]
         fresh.knows_number_of(before)  # a project's number never changes: not asked again
     if layers:  # `clean.ray` lists nothing of the networks or Lustre (the labelled lists of its layers still run)
         fresh.restrict([step for step in rescan if step.layer in layers])
-    return rescan, leftovers.listing_early(r, fresh, steps)
+    return rescan, leftovers.EarlyLists(r, fresh, steps)
 
 
 def _both(first: Listener, second: Listener) -> Listener:
@@ -319,10 +318,10 @@ def _teardown_plan(r: Runner, s: Settings, steps: list[Step], given: Consent, wh
 
 
 def _teardown_outcome(r: Runner, s: Settings, what: str, result: Scan, failure: Exception | None,
-                      kept: list[Step], *, delete_data: bool, delete_bucket: bool, shared_kept: bool = False) -> None:
+                      kept: list[Step], shared: Collection[str], *, delete_data: bool, delete_bucket: bool) -> None:
     """The end of a teardown: the leftover scan's warnings, then the graph's failure, what is still there
-    (exit 1), or that nothing of ours is left (and what the kept bucket holds). kept: what was kept for a flag
-    not given (not what another deployment shares); shared_kept: something was kept for another deployment."""
+    (exit 1), or that nothing of ours is left (and what the kept bucket holds, unless another deployment shares
+    it: no flag deletes it then). shared: the steps kept for another deployment (`_teardown_plan`)."""
     for warning in result.warnings:
         r.say(f"? {warning}", err=True)
     if failure is not None:
@@ -333,11 +332,12 @@ def _teardown_outcome(r: Runner, s: Settings, what: str, result: Scan, failure: 
         lines = "\n".join(f"  {leftover.line()}" for leftover in result.left)
         raise Exit(f"error: still there after {what} (and possibly billing):\n{lines}\n"
                    f"Run `invoke {what}` again, or delete them in the console.", code=1)
-    if delete_data and not delete_bucket and any(step.needs() == "delete_bucket" for step in kept):
+    if delete_data and not delete_bucket and any(step.needs() == "delete_bucket" and step.name not in shared
+                                                 for step in kept):
         line = _bucket_line(s)
         if line:
             r.say(line, err=True)
-    tail = " except what is kept on purpose (above)" if kept or shared_kept else ""
+    tail = " except what is kept on purpose (above)" if kept else ""
     if result.warnings:  # a list that could not be read is no proof that nothing is left
         r.say(f"{what}: nothing of ours was found{tail}, but {len(result.warnings)} check(s) could not be read "
               f"(marked ? above): `invoke status` looks again.", err=True)

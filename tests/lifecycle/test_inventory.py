@@ -151,7 +151,7 @@ def test_inventory_down_scan_lists_instead_of_describing(cloud):
 def test_leftover_lists_start_once_every_step_asking_that_kind_has_ended():
     import threading
 
-    from nemo_rl_gke.resources.leftovers import listing_early
+    from nemo_rl_gke.resources.leftovers import EarlyLists
     from nemo_rl_gke.runner import Runner
     from nemo_rl_gke.steps import Step
 
@@ -172,7 +172,7 @@ def test_leftover_lists_start_once_every_step_asking_that_kind_has_ended():
 
     fresh = Fresh()
     steps = {name: Step(name, name, lambda r: True, None) for name in ("c.cluster", "c.pool", "n.net", "r.ray")}
-    listen = listing_early(Runner(out=io.StringIO(), err=io.StringIO()), fresh, list(steps.values()))
+    listen = EarlyLists(Runner(out=io.StringIO(), err=io.StringIO()), fresh, list(steps.values()))
     listen(steps["c.cluster"], "running", 0.0)
     listen(steps["c.cluster"], "deleted", 1.0)  # the GPU pool still runs: no cluster list yet
     listen(steps["r.ray"], "deleted", 1.0)  # x.kept is not part of this teardown
@@ -299,7 +299,7 @@ def test_down_with_yes_reads_everything_its_guards_need_before_the_first_delete_
 def test_leftover_lists_the_last_steps_kinds_while_it_runs_and_trusts_only_its_delete():
     import threading
 
-    from nemo_rl_gke.resources.leftovers import listing_early
+    from nemo_rl_gke.resources.leftovers import EarlyLists
     from nemo_rl_gke.runner import Runner
     from nemo_rl_gke.steps import Step
 
@@ -322,7 +322,7 @@ def test_leftover_lists_the_last_steps_kinds_while_it_runs_and_trusts_only_its_d
         fresh = Fresh()
         steps = {name: Step(name, name, lambda r: True, None) for name in ("c.cluster", "n.net", "n.other")}
         steps["c.pool"] = Step("c.pool", "c.pool", lambda r: True, None, parent="c.cluster")
-        listen = listing_early(Runner(out=io.StringIO(), err=io.StringIO()), fresh, list(steps.values()))
+        listen = EarlyLists(Runner(out=io.StringIO(), err=io.StringIO()), fresh, list(steps.values()))
         listen(steps[last], "running", 0.0)  # the last one starts while the others still run
         for name in [n for n in ("c.pool", "n.other", "c.cluster", "n.net") if n != last]:
             listen(steps[name], "running", 0.0)
