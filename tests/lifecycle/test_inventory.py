@@ -4,6 +4,7 @@ the run itself created or deleted asked again by describe; the leftover scan rea
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -142,7 +143,9 @@ def test_inventory_down_scan_lists_instead_of_describing(cloud):
         deletes = [i for i, w in enumerate(calls) if w.startswith(f"gcloud {kind} delete")]
         if kind == "compute networks":
             others = [c["end"] for c in timed if c["mutating"] and " delete default " not in _words(c) + " "]
-            assert deletes and timed[lists[-1]]["launched"] >= max(others), (kind, calls)
+            # `launched` is the process's start time from /proc: in clock ticks (10 ms), rounded down
+            tick = 1 / os.sysconf("SC_CLK_TCK")
+            assert deletes and timed[lists[-1]]["launched"] + tick >= max(others), (kind, calls)
         else:
             assert deletes and lists[-1] > deletes[-1], (kind, calls)
         assert len([i for i in lists if i > first_delete]) == (2 if "peerings" in kind else 1), (kind, calls)
