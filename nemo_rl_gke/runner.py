@@ -20,7 +20,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any, TypeVar
 
-from .tools import READER_GONE, Processes, ToolError, Tools
+from .tools import READER_GONE, Processes, ToolError, Tools, background, in_background
 from .waits import WaitDisplay, Waiting, showing
 
 # Errors worth another try: per-minute quotas and rate limits, 429/5xx, and "another operation is running on
@@ -331,12 +331,19 @@ class Runner:
     def parallel(self, thunks: Sequence[Callable[[], T]], max_workers: int = 16) -> list[T]:
         """Run independent calls at once (sequentially in a dry run, so the plan prints in a stable order).
 
-        Every thunk runs to completion; the first exception is raised after all have finished.
+        Every thunk runs to completion; the first exception is raised after all have finished. The calls run
+        in the background (`tools.background`) if this thread's run there.
         """
         if self.dry or len(thunks) <= 1:
             return [t() for t in thunks]
+        low = in_background()
+
+        def at_our_priority(thunk: Callable[[], T]) -> T:
+            with background(low):
+                return thunk()
+
         with self.pool(min(max_workers, len(thunks))) as pool:
-            futures = [pool.submit(t) for t in thunks]
+            futures = [pool.submit(at_our_priority, t) for t in thunks]
             errors = [f.exception() for f in futures]
         for error in errors:
             if error is not None:

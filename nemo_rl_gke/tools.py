@@ -215,6 +215,11 @@ BACKGROUND_NICE = 10
 _priority = threading.local()
 
 
+def in_background() -> bool:
+    """Whether this thread's commands start in the background now (`background`)."""
+    return bool(getattr(_priority, "low", False))
+
+
 @contextmanager
 def background(on: bool = True) -> Iterator[None]:
     """Commands this thread starts meanwhile run at a lower CPU priority (BACKGROUND_NICE): work off the
@@ -250,7 +255,7 @@ def _start(argv: list[str], **io: Any) -> Any:
                        _env=dict(os.environ), _preexec_fn=as_exec_would, **io)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-    if getattr(_priority, "low", False):
+    if in_background():
         # Set from here, not in the child before exec (not safe with threads): microseconds after the fork,
         # long before the tool's own start-up ends. Lowering one's own child's priority needs no privilege.
         try:

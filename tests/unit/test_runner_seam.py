@@ -103,6 +103,21 @@ def test_background_commands_run_at_a_lower_cpu_priority_and_only_they():
     assert (low, inner, after) == (str(min(19, base + tools_module.BACKGROUND_NICE)), str(base), str(base))
 
 
+def test_parallel_calls_run_at_the_priority_of_the_thread_that_asks():
+    """The priority is the asking thread's; a round of calls in parallel (the inventory's lists) asked from the
+    background runs there too, and one asked from the foreground in front, as the same calls one by one would."""
+    own = [sys.executable, "-c", "import os, time; time.sleep(0.3); print(os.getpriority(os.PRIO_PROCESS, 0))"]
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    r = Runner()
+
+    def round_of_two() -> list[str]:
+        return [found.stdout.strip() for found in r.parallel([lambda: r.query(own), lambda: r.query(own)])]
+
+    with tools_module.background():
+        low = round_of_two()
+    assert (low, round_of_two()) == ([str(min(19, base + tools_module.BACKGROUND_NICE))] * 2, [str(base)] * 2)
+
+
 def test_processes_never_hand_sh_its_timeout(monkeypatch):
     """sh's `_timeout` (and `.wait(timeout)`) notice a process's end only at their next 0.1 s tick: each command
     on the critical path took up to 0.1 s longer than it ran (seen as 0.1 s gaps in calls.jsonl). Our timer
