@@ -59,20 +59,17 @@ def _listing(r: Runner, s: Settings, pod: str) -> RunsListing | None:
 READ_AHEAD = "/data/runs listing"
 
 
-def read_ahead(r: Runner, s: Settings, inv: Inventory, locked: Callable[[], bool],
-               pods: list[dict[str, Any]] | None = None) -> None:
+def read_ahead(r: Runner, s: Settings, inv: Inventory, pods: list[dict[str, Any]] | None = None) -> None:
     """The export check's read, taken beside a teardown's listing round when nothing is asked between it and
     the deletes (`--yes`): the guard then uses it instead of asking the head pod again (~2 calls off the
     critical path). It asks kubectl first (no cluster check, no credentials); any doubt (kubectl did not
-    answer, the exec failed) leaves nothing, and the guard reads as it always does. locked(): waits for the
-    teardown's lease and says whether it is held; the listing of /data/runs is read only then (from that
-    record to the deletes, `job.submit` refuses). pods: the namespace's pods as the teardown just listed them
-    (the head pod is among them), instead of asking for the head."""
+    answer, the exec failed) leaves nothing, and the guard reads as it always does. pods: the namespace's
+    pods as the teardown just listed them (the head pod is among them), instead of asking for the head."""
     if r.dry:
         return
     try:
         answered, pod = head_pod.listed_head(r, s) if pods is None else (True, head_pod.head_among(pods))
-        if answered and locked():
+        if answered:
             inv.handoff.keep(READ_AHEAD, None if pod is None else _listing(r, s, pod))
     except ToolError:
         return

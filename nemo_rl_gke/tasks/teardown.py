@@ -5,7 +5,7 @@ then scan for leftovers and say what is still there (exit 1) or that nothing of 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from invoke.context import Context
@@ -106,11 +106,9 @@ def tear_down(c: Context, s: Settings, steps: list[Step], *, delete_data: bool, 
               layers: tuple[str, ...] = (), delete_unexported: bool = False, delete_bucket: bool = False,
               force_unlock: bool = False) -> None:
     """`down` and `clean.*`: list what will go, confirm, destroy in parallel with the board, scan for leftovers."""
-    from contextlib import ExitStack
-
     from .. import graph
     from ..board import Board
-    from ..lock import bucket_lease, state_lock
+    from ..lock import deployment_lock
     from ..resources import leftovers
     from ..steps import GraphError
 
@@ -137,14 +135,9 @@ def tear_down(c: Context, s: Settings, steps: list[Step], *, delete_data: bool, 
     if not yes and not sys.stdin.isatty():
         context.confirm(c, question, yes=False)  # no terminal and no --yes: exit 2 before any external call
     failure = None
-    # This machine's lock first; the bucket's lease (every machine sees it) is taken beside the plan's read-only
-    # lists (google-cloud-storage's import and a request to GCS off the path to the first delete), before the
-    # plan says anything and before the data guard's record of /data/runs.
-    with state_lock(s, what), ExitStack() as leased:
+    with deployment_lock(s, what, force=force_unlock):
         # Nothing is asked between the plan and the deletes with --yes: the export check reads beside the lists.
-        present, shared, going = _teardown_plan(
-            r, s, steps, given, what, read_ahead=yes,
-            lease=lambda: leased.enter_context(bucket_lease(s, what, force=force_unlock)))
+        present, shared, going = _teardown_plan(r, s, steps, given, what, read_ahead=yes)
         _add_claim_guard(r, s, steps, present)
         if going:
             context.confirm(c, question, yes=yes)
@@ -200,10 +193,10 @@ def _read_claim_users(r: Runner, s: Settings, inv: Inventory) -> None:
         return
 
 
-def _read_pods_for_guards(r: Runner, s: Settings, inv: Inventory, locked: Callable[[], bool]) -> None:
+def _read_pods_for_guards(r: Runner, s: Settings, inv: Inventory) -> None:
     """The claim guard's read and the data guard's search for the head pod, from one `kubectl get pods` of the
-    namespace (the head is one of its pods); then the data guard's listing of /data/runs in it, once locked()
-    says the lease is held. A kubectl that did not answer leaves both to read as they always do."""
+    namespace (the head is one of its pods); then the data guard's listing of /data/runs in it. A kubectl that
+    did not answer leaves both to read as they always do."""
     import json
 
     from ..commands import kubectl
@@ -217,7 +210,7 @@ def _read_pods_for_guards(r: Runner, s: Settings, inv: Inventory, locked: Callab
     except ValueError:
         return
     inv.handoff.keep(CLAIM_USERS, storage_steps.mounting_claim(pods))
-    data_guard.read_ahead(r, s, inv, locked, pods=pods)
+    data_guard.read_ahead(r, s, inv, pods=pods)
 
 
 def _claim_free_or_refuse(r: Runner, s: Settings, going: set[str], inv: Inventory | None = None) -> None:
@@ -277,16 +270,10 @@ def _both(first: Listener, second: Listener) -> Listener:
 
 
 def _teardown_plan(r: Runner, s: Settings, steps: list[Step], given: Consent, what: str, *,
-                   read_ahead: bool = False, lease: Callable[[], object] = lambda: None
-                   ) -> tuple[dict[str, bool | None], list[str], bool]:
+                   read_ahead: bool = False) -> tuple[dict[str, bool | None], list[str], bool]:
     """Ask what exists and which other deployments share the project; say what will go and what stays.
     read_ahead: also take the data guard's read of /data/runs now (`data_guard.read_ahead`).
-    lease: takes the deployment's lease (raises when another run holds it), beside the lists; the read of
-    /data/runs waits for it (a teardown holds the lease from that record to its deletes: `job.submit` refuses
-    meanwhile), and nothing is said or deleted without it.
     Returns (step -> present, the shared steps to keep, whether anything will be deleted)."""
-    import threading
-
     from .. import graph
     from ..resources import cluster_steps, data_guard, ray_steps, storage_steps
     from ..resources.inventory import inventory_of
@@ -295,29 +282,16 @@ def _teardown_plan(r: Runner, s: Settings, steps: list[Step], given: Consent, wh
     # wait for the inventory's lists, which the others read.
     found: dict[str, Any] = {}
     inv = inventory_of(steps)
-    taken = threading.Event()
-
-    def take_lease() -> None:
-        try:
-            lease()
-            found["leased"] = True
-        finally:
-            taken.set()
-
-    def locked() -> bool:
-        taken.wait()
-        return bool(found.get("leased"))
-
-    reads = [take_lease, lambda: found.update(others=cluster_steps.other_deployments(r, s, steps)),
+    reads = [lambda: found.update(others=cluster_steps.other_deployments(r, s, steps)),
              lambda: found.update(present=present_map(r, steps, any_state=True))]
     # The guards' read of /data/runs: the Lustre step's (with --delete-data), the Ray release's (it records it).
     readers = (storage_steps.LUSTRE, ray_steps.RELEASE) if given.delete_data else (ray_steps.RELEASE,)
     guard = read_ahead and inv is not None and any(step.name in readers for step in steps)
     claim = read_ahead and inv is not None and not r.dry and any(step.name == storage_steps.PVC for step in steps)
     if guard and claim and inv is not None:  # both from one `get pods` of the namespace: a process less
-        reads.append(lambda: _read_pods_for_guards(r, s, inv, locked))
+        reads.append(lambda: _read_pods_for_guards(r, s, inv))
     elif guard and inv is not None:
-        reads.append(lambda: data_guard.read_ahead(r, s, inv, locked))
+        reads.append(lambda: data_guard.read_ahead(r, s, inv))
     elif claim and inv is not None:
         reads.append(lambda: _read_claim_users(r, s, inv))
     r.parallel(reads)
