@@ -128,3 +128,45 @@ def test_gcloud_filters_select_what_the_fake_selects(real_gcloud):
         # The clusters' listing alone also selects a cluster made another way with a node pool on our VPCs (by
         # name, as GKE gives it; a URL there would not be selected, by gcloud as by the fake).
         assert ("tutorial" in picked) == ("nodePools" in case["filter"]), case["filter"]
+
+
+# Values of every shape a listing may give a term, for the word-match operators (`:` and `=`).
+SHAPES = [{"status": value} for value in (
+    "ACTIVE", "active", "INACTIVE", "ACTIVE-x", "x-ACTIVE", "xACTIVEy", "", None, ["a", "ACTIVE"], [["ACTIVE"]],
+    [], {"k": "ACTIVE"}, {"ACTIVE": 1}, 1, 0, 1.0, True, False, "Actívé", "<b>ACTIVE</b>", "line\nACTIVE",
+    "1", "true", "null")] + [{}, {"status": {"deeper": {"k": "ACTIVE"}}}]
+
+
+def test_gcloud_word_match_operators_select_what_the_fake_selects(real_gcloud):
+    """`:` (HAS) and `=` as gcloud's engine applies them (its current, "deprecated" rules), on strings, case,
+    accents, HTML, lines, lists (one and two deep), dicts, numbers, booleans, null and missing keys: including
+    doctor's `gcloud auth list --filter=status:ACTIVE`."""
+    from nemo_rl_gke.commands import doctor
+
+    ours = [arg.split("=", 1)[1] for arg in doctor.active_account() if arg.startswith("--filter=")]
+    assert ours == ["status:ACTIVE"]
+    expressions = [*ours, "status:*", "status:act", "status:ACTIVE*", "status:*ACTIVE", "status:x*y",
+                   "status:true", "status:false", "status:1", "status:null", "status:\"\"", "-status:ACTIVE",
+                   "status=ACTIVE", "status=(a ACTIVE)", "status!=ACTIVE", "status=true", "status=null", "status=1",
+                   "status.k:ACTIVE", "status.deeper.k:act"]
+    binary, env = real_gcloud
+    root, python = _sdk(binary, env)
+    cases = [{"filter": expression, "items": SHAPES} for expression in expressions]
+    done = subprocess.run([python, "-c", EVALUATE, root], input=json.dumps(cases), env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    for case, chosen in zip(cases, json.loads(done.stdout), strict=True):
+        fake = [i for i, item in enumerate(SHAPES) if gcloud_filter.matches(case["filter"], item)]
+        assert fake == chosen, (case["filter"], [SHAPES[i] for i in fake], [SHAPES[i] for i in chosen])
+
+
+def test_gcloud_term_without_an_operand_is_refused_as_by_gcloud(real_gcloud):
+    binary, env = real_gcloud
+    for expression in ("status:", "status=", "status!=", "status~"):
+        done = subprocess.run([binary, "config", "configurations", "list", f"--filter={expression}",
+                               "--format=json"], env=env, capture_output=True, text=True, timeout=120)
+        with pytest.raises(gcloud_filter.FilterError) as refused:
+            gcloud_filter.matches(expression, {"status": "ACTIVE"})
+        assert (done.returncode, str(refused.value)) == (1, f"Term operand expected [{expression} *HERE*]."), \
+            done.stderr
+        assert str(refused.value) in done.stderr

@@ -10,6 +10,7 @@ Reservations live under kind "reservation", key "<project>/<zone>/<name>" (the d
 from __future__ import annotations
 
 from ..core import Ctx, Fail, command, gcloud_error, public
+from .gcloud_filter import filtered
 
 HEALTHY = {
     "account": "tester@example.com",
@@ -40,7 +41,7 @@ def auth_list(ctx: Ctx) -> None:
     if not account:
         ctx.err("No credentialed accounts.\n\nTo login, run:\n  $ gcloud auth login `ACCOUNT`")
         return
-    ctx.emit([{"account": account, "status": "ACTIVE"}])
+    ctx.emit(filtered(ctx, [{"account": account, "status": "ACTIVE"}]))  # --filter as gcloud applies it
 
 
 @command("gcloud", "config", "get", latency=0)

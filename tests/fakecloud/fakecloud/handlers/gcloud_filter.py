@@ -2,20 +2,23 @@
 each listed item as gcloud does (client side), with gcloud's error for what it cannot parse.
 
 Supported: terms `key~"regex"`, `key!~"regex"`, `key=value`, `key=(v1 v2 …)`, `key!=value`, `key:value`
-(contains, case-insensitive), `key:*` (defined); `NOT term`, `-term`; `AND` (or juxtaposition) and `OR`, which
-gcloud refuses to mix without parentheses; parentheses. Keys are dotted paths (`resourceLabels.managed-by`).
+(contains, case-insensitive; `key:word*`, `key:*word`, `key:a*b`), `key:*` (any non-empty value); `NOT term`,
+`-term`; `AND` (or juxtaposition) and `OR`, which gcloud refuses to mix without parentheses; parentheses.
+Keys are dotted paths (`resourceLabels.managed-by`).
 
 Values as gcloud's engine (core/resource/resource_expr.py) sees them: a key through a list maps the rest of
 the key over its items (a missing key is null), and the term holds if any item satisfies it. `~` and `!~`
 test strings only: an item that is itself a list (a key through two lists: `nodePools.networkConfig.
 additionalNodeNetworkConfigs.network`) never matches a regex, while `=` and `!=` look one list deeper and
-compare case-insensitively, whole value against whole word (gcloud 528's current, "deprecated" rule).
+compare case-insensitively, whole value against whole word (gcloud 528's current, "deprecated" rule); `:`
+goes the same way, the word anywhere in the value.
 tests/gcloud checks this against gcloud's own filter engine.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any
 
 from ..core import Ctx, Fail, gcloud_error
@@ -107,17 +110,88 @@ def _regex(pattern: re.Pattern[str], value: Any) -> bool | None:
     return pattern.search(text) is not None
 
 
-def _word_equal(value: Any, word: str) -> bool:
-    """`=` on one value (gcloud's _WordMatch with its deprecated, current rule): a list or dict compares each
-    item (a dict its keys and values); a string equals the word ignoring case; null equals ""."""
+def _searchable(value: Any, *, html: bool = False) -> str:
+    """gcloud's NormalizeForSearch: the text (repr of what is not a string) in lower case, accents stripped;
+    html: tags dropped."""
+    text = (value if isinstance(value, str) else repr(value)).lower()
+    if html:
+        text = re.sub("<[^>]*>", "", text)
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+
+
+def _word_pattern(op: str, word: str) -> re.Pattern[str]:
+    """The regex a word matches with (gcloud's deprecated rule, the one in force): `=` the whole text (a line of
+    it); `:` contains the word, `word*` starts with it, `*word` ends with it, `a*b` is a whole line from a to b;
+    `:*` any text at all."""
+    flags = re.IGNORECASE | re.MULTILINE
+    if op == ":" and word == "*":
+        return re.compile(".", flags)
+    normalized = _searchable(word)
+    if op != ":":
+        return re.compile(f"^{re.escape(normalized)}$", flags)
+    parts = normalized.split("*")
+    if len(parts) > 2:
+        raise FilterError(f"At most one * expected in : patterns [{word}].")
+    left, right = (re.escape(part) for part in (parts + [""])[:2])
+    if len(parts) == 1:
+        return re.compile(left, flags)
+    if word.startswith("*"):
+        return re.compile(right + "$", flags)
+    if word.endswith("*"):
+        return re.compile("^" + left, flags)
+    return re.compile(f"^{left}.*{right}$", flags)
+
+
+_NOT_A_NUMBER = object()
+
+
+def _number(value: Any) -> Any:
+    """gcloud's _NumericType: a number as it is, else int() or float() of it (raises if neither takes it)."""
+    if isinstance(value, (int, float)):
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        return float(value)
+
+
+def _applies(value: Any, op: str, word: str) -> bool:
+    """`=`, `!=` or `:` with one value and one operand word, as gcloud's term evaluation: an operand that is a
+    number (or true/false, its constants 1/0) first compares the value as a number when it converts to one; a
+    literal number that does not match that way is not compared as text."""
+    negate = op == "!="
+    constant = word.lower() in ("true", "false")
+    try:
+        _number(word)
+        numeric = True
+    except ValueError:
+        numeric = constant
+    if numeric:
+        try:
+            as_number = _number(value)
+        except (TypeError, ValueError):
+            as_number = _NOT_A_NUMBER
+        if as_number is not _NOT_A_NUMBER:
+            if _word_match(as_number, op, word) != negate:
+                return True
+            if not constant:
+                return False
+    return _word_match(value, op, word) != negate
+
+
+def _word_match(value: Any, op: str, word: str) -> bool:
+    """`=` and `:` on one value (gcloud's _WordMatch): a list or dict compares each item (a dict its keys and
+    values); a number also equals the word as a number, 0/1 equal false/true; null equals "" (and `null`), never
+    `:*`; otherwise the text (gcloud's normalized form) is searched with _word_pattern."""
+    pattern = _word_pattern(":" if op == ":" else "=", word)
     if isinstance(value, dict):
-        return any(_word_equal(item, word) for item in [*value.keys(), *value.values()] if not isinstance(
-            item, (list, dict)))
-    items = value if isinstance(value, list) else [value]
+        items = [*value.keys(), *value.values()]
+    else:
+        items = value if isinstance(value, list) else [value]
     for item in items:
-        if isinstance(item, bool) or isinstance(item, (int, float)):
+        if isinstance(item, (int, float)):  # a boolean too, as in Python
             try:
-                if item == float(word):
+                if item == (int(word) if re.fullmatch(r"[+-]?\d+", word.strip()) else float(word)):
                     return True
             except ValueError:
                 pass
@@ -129,36 +203,18 @@ def _word_equal(value: Any, word: str) -> bool:
         elif item is None:
             if word == "":
                 return True
+            if op == ":" and word == "*":
+                continue
             text = "null"
         else:
-            text = item if isinstance(item, str) else repr(item)
-        if re.search(f"^{re.escape(word.lower())}$", text.lower(), re.MULTILINE):
+            text = _searchable(item, html=True)
+        if pattern.search(text):
             return True
     return False
 
 
-def _dig(obj: Any, key: str) -> list[Any]:
-    values = [obj]
-    for part in key.replace("[]", "").split("."):
-        found = []
-        for value in values:
-            items = value if isinstance(value, list) else [value]
-            found += [item.get(part) for item in items if isinstance(item, dict) and part in item]
-        values = found
-    flat: list[Any] = []
-    for value in values:
-        flat += value if isinstance(value, list) else [value]
-    return flat
-
-
 def _unquote(value: str) -> str:
     return value[1:-1] if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'" else value
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return "" if value is None else str(value)
 
 
 def _term(token: str, obj: Any) -> bool:
@@ -166,7 +222,8 @@ def _term(token: str, obj: Any) -> bool:
     if match is None:
         raise FilterError(f"Term operand expected [{token} *HERE*].")
     key, op, raw = match.group("key"), match.group("op"), match.group("value")
-    values = _dig(obj, key)
+    if not raw:
+        raise FilterError(f"Term operand expected [{token} *HERE*].")
     if op in ("~", "!~"):
         pattern = re.compile(_unquote(raw))
         hits = [_regex(pattern, v) for v in _values(obj, key)]
@@ -178,13 +235,9 @@ def _term(token: str, obj: Any) -> bool:
             words = [_unquote(w) for w in re.split(r"[\s,]+", raw[1:-1].strip()) if w]
         else:
             words = [_unquote(raw)]
-        equal = [any(_word_equal(v, word) for word in words) for v in _values(obj, key)]
-        result = any(equal) if op == "=" else not all(equal)
-    elif op == ":" and raw == "*":
-        result = any(v is not None for v in values)
+        result = any(_applies(v, op, word) for v in _values(obj, key) for word in words)
     elif op == ":":
-        needle = _unquote(raw).lower()
-        result = any(needle in _text(v).lower() for v in values)
+        result = any(_applies(v, op, _unquote(raw)) for v in _values(obj, key))
     else:
         raise FilterError(f"Term operator expected [{token} *HERE*].")
     return not result if match.group("neg") else result
