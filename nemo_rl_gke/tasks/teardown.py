@@ -44,7 +44,8 @@ def kept_message(kept: list[Any], shared: Collection[str] = ()) -> str:
         return ""
     from ..graph import needed_by
 
-    common = [step for step in held if step.name in shared]
+    # The user's own bucket (GS_BUCKET_EXISTING) is never deleted: that, not sharing, is why it stays.
+    common = [step for step in held if step.name in shared and step.needs() != "user_owned"]
     data = [step for step in held if step not in common]
     needed = needed_by(kept, [step.name for step in held])  # not what stays for another reason (a cluster kept)
     others = [step.title for step in kept if step not in held and step.name in needed]
@@ -59,7 +60,8 @@ def kept_message(kept: list[Any], shared: Collection[str] = ()) -> str:
         hints.append("`--delete-bucket` deletes the bucket")
     if any(step.needs() == "user_owned" for step in data):
         hints.append("the bucket is your own (GS_BUCKET_EXISTING=true): never deleted")
-    text = (f"kept {' and '.join(step.title for step in data)}: they hold checkpoints"
+    hold = "they hold" if len(data) > 1 else "it holds"
+    text = (f"kept {' and '.join(step.title for step in data)}: {hold} checkpoints"
             + "".join(f"; {hint}" for hint in hints) + ".")
     if common:
         text += f" Kept too, as another deployment shares it: {' and '.join(step.title for step in common)}."

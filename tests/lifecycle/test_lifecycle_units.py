@@ -307,6 +307,17 @@ def test_kept_message_names_no_flag_for_what_another_deployment_shares():
     assert "Kept too, as another deployment shares it: Lustre instance" in text
 
 
+def test_kept_message_says_the_users_own_bucket_is_never_deleted_even_when_shared():
+    from nemo_rl_gke.tasks.teardown import kept_message
+
+    steps = {st.name: st for st in all_steps(settings(GS_BUCKET_EXISTING="true"))}
+    chain = [steps[name] for name in ["storage.bucket", "storage.lustre", "storage.peering", "storage.range",
+                                      "net.network"]]
+    text = kept_message(chain, [step.name for step in chain if step.shared])
+    assert "the bucket is your own (GS_BUCKET_EXISTING=true): never deleted" in text, text
+    assert "Kept too, as another deployment shares it: Lustre instance" in text and "--delete" not in text, text
+
+
 def lifecycle_kept(kept):
     from nemo_rl_gke.tasks.teardown import kept_message
 
