@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 
-from .runner import NOT_FOUND, Runner
+from .runner import Runner, says_not_found
 from .steps import Consent, GraphError, Listener, Outcome, Report, Step
 from .tools import ToolError, background, killed_by
 
@@ -276,7 +276,7 @@ def destroy(runner: Runner, steps: Sequence[Step], *, delete_data: bool = False,
             try:
                 return "kept" if exists(step) else "absent"
             except ToolError as exc:  # a peering of a network that is gone: gone too; otherwise say kept
-                return "absent" if NOT_FOUND.search(str(exc)) else "kept"
+                return "absent" if says_not_found(str(exc)) else "kept"
         if step.delete is None:
             return "with-parent"
         if runner.dry:

@@ -46,6 +46,18 @@ ALREADY_EXISTS = re.compile(r"already exists|alreadyExists|AlreadyExists", re.IG
 # A missing kubectl context says "not found" too: for a teardown of the whole cluster its objects go with it; the
 # layer teardowns that leave the cluster (clean.ray, clean.storage, ray.delete, storage.delete) fetch it first.
 NOT_FOUND = re.compile(r"not found|notFound|NotFound|was not found|does not exist|\b404\b", re.IGNORECASE)
+# kubectl or helm could not get credentials from the kubeconfig's exec plugin (client-go: "getting credentials:
+# exec: executable gke-gcloud-auth-plugin not found" and "It looks like you are trying to use a client-go
+# credential plugin that is not installed"; or the plugin failed). Never an answer about the object: its "not
+# found" is the plugin's, so nothing counts as absent or deleted on it.
+NO_CREDENTIALS = re.compile(r"getting credentials: |credential plugin that is not installed", re.IGNORECASE)
+
+
+def says_not_found(text: str) -> bool:
+    """The tool's words say that what it was asked about does not exist (not that it could not ask)."""
+    return bool(NOT_FOUND.search(text)) and not NO_CREDENTIALS.search(text)
+
+
 # This machine has no kubeconfig context for the cluster: kubectl "context was not found for specified context",
 # helm "Kubernetes cluster unreachable: context \"X\" does not exist". A failure says how to fetch it.
 NO_CONTEXT = re.compile(r"context was not found for specified context|cluster unreachable: context \"[^\"]*\" does "
@@ -90,7 +102,7 @@ class Result:
 
     @property
     def not_found(self) -> bool:
-        return self.exit_code != 0 and bool(NOT_FOUND.search(self.stderr))
+        return self.exit_code != 0 and says_not_found(self.stderr)
 
     @property
     def complete(self) -> bool:
@@ -218,7 +230,7 @@ class Runner:
         result = self._execute(argv, stdin=stdin, retry=retry, timeout=timeout)
         if result.exit_code in tuple(ok_codes):
             return result
-        if accept is not None and accept.search(result.stderr):
+        if accept is not None and accept.search(result.stderr) and not NO_CREDENTIALS.search(result.stderr):
             return result
         raise self.failure(result)
 
@@ -310,6 +322,10 @@ class Runner:
             message += f" (after {result.attempts} attempts)"
         if tail:
             message += "\n" + "\n".join("  " + line for line in tail.splitlines())
+        if NO_CREDENTIALS.search(result.stderr or ""):
+            message += ("\nit could not get credentials for the cluster: install gke-gcloud-auth-plugin (`gcloud "
+                        "components install gke-gcloud-auth-plugin`, or your OS's package of it) and log in "
+                        "(`gcloud auth login`); `invoke doctor` checks both")
         if NO_CONTEXT.search(result.stderr or ""):
             message += ("\nthis machine has no kubectl context for the cluster: `invoke cluster.credentials` fetches "
                         "it (`invoke up` if the cluster is gone)")

@@ -116,6 +116,21 @@ def test_ray_teardown_on_a_machine_without_the_context_fetches_it_and_uninstalls
     assert not cloud.resources().get(f"helm:{context}")
 
 
+@pytest.mark.parametrize("argv", [("clean.ray", "--yes"), ("ray.delete", "--yes"), ("ray.status",)])
+def test_ray_tasks_on_a_machine_without_the_auth_plugin_fail_saying_so_and_never_call_ray_gone(cloud, argv):
+    # helm and kubectl without gke-gcloud-auth-plugin: "getting credentials: exec: executable
+    # gke-gcloud-auth-plugin not found" read as "not found": clean.ray and ray.delete counted the release absent
+    # and said "nothing of ours is left" while Ray (and its GPUs) ran on; ray.status said "not deployed".
+    _up(cloud)
+    context = f"gke_{PROJECT}_us-central1_nemo-rl"
+    done = cloud.invoke(*argv, process=True, FAKECLOUD_NO_AUTH_PLUGIN="1")
+    assert done.code == 1, done.output[-3000:]
+    assert "install gke-gcloud-auth-plugin (`gcloud components install gke-gcloud-auth-plugin`" in done.stderr
+    assert "nothing of ours is left" not in done.stderr and "not deployed" not in done.output, done.output[-3000:]
+    assert cloud.resources().get(f"helm:{context}"), "the release must still be there"
+    assert cloud.invoke("ray.status").code == 0  # with the plugin, all is as it was
+
+
 def test_storage_teardown_of_an_object_a_finalizer_holds_ends_with_what_holds_it(cloud):
     # kubectl's delete waits up to a week for an object a finalizer holds (here a controller that is gone): the
     # teardown must end, after our --timeout, saying what holds it.

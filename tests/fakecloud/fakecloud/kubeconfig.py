@@ -14,6 +14,10 @@ The fake's own record is state kind 'kubecontext', one per context name: the clu
 kubectl/helm call reads it in one locked look; the YAML file is written beside it for what reads a real
 kubeconfig (nemo_rl_gke/kubeconfig.py, the tests). A record without "_kubeconfigs" (the job tests seed one) is
 every machine's and always reachable.
+
+A machine without gke-gcloud-auth-plugin (FAKECLOUD_NO_AUTH_PLUGIN set): kubectl and helm find the context, then
+fail to get its credentials from the exec plugin the kubeconfig names, in client-go's words (with the install
+hint gcloud's kubeconfig carries), before any request.
 """
 
 from __future__ import annotations
@@ -27,6 +31,12 @@ from typing import Any
 from .core import Ctx, Fail
 
 UNREACHABLE_SECONDS = float(os.environ.get("FAKECLOUD_UNREACHABLE_SECONDS", "30"))
+NO_PLUGIN = ("getting credentials: exec: executable gke-gcloud-auth-plugin not found\n\nIt looks like you are trying "
+             "to use a client-go credential plugin that is not installed.\n\nTo learn more about this feature, "
+             "consult the documentation available at:\n      https://kubernetes.io/docs/reference/access-authn-authz/"
+             "authentication/#client-go-credential-plugins\n\nInstall gke-gcloud-auth-plugin for use with kubectl by "
+             "following https://cloud.google.com/kubernetes-engine/docs/how-to/cluster-access-for-kubectl"
+             "#install_plugin")
 
 
 def kubeconfig_file() -> Path:
@@ -89,11 +99,17 @@ def reachable(ctx: Ctx, context: str, *, helm: bool = False) -> dict[str, Any] |
         record = data.get("kubecontext", {}).get(context)
         files = (record or {}).get("_kubeconfigs")
         cluster = data.get("cluster", {}).get(str((record or {}).get("cluster")))
-    if record is None or files is None:
+    if record is None:
         return record
-    endpoint = files.get(machine())
-    if endpoint is None:
+    endpoint = None if files is None else files.get(machine())
+    if files is not None and endpoint is None:
         return None
+    if os.environ.get("FAKECLOUD_NO_AUTH_PLUGIN"):  # kubectl: a url.Error; helm: its "cluster unreachable"
+        where = endpoint or (cluster or {}).get("endpoint") or "34.0.0.1"
+        raise Fail(1, f'Error: Kubernetes cluster unreachable: Get "https://{where}/version": {NO_PLUGIN}' if helm
+                   else f"Unable to connect to the server: {NO_PLUGIN}")
+    if files is None:
+        return record
     if endpoint and (cluster is None or cluster.get("endpoint") != endpoint):
         time.sleep(UNREACHABLE_SECONDS)
         dial = f"dial tcp {endpoint}:443: i/o timeout"
