@@ -179,9 +179,42 @@ def with_status(obj: dict[str, Any]) -> dict[str, Any]:
     return view
 
 
+def pool_nodes(ctx: Ctx, context: str) -> list[dict[str, Any]]:
+    """The Nodes of the cluster behind context, as GKE registers them: one per VM of each RUNNING node pool (its
+    size now, in each of its zones), labelled with the pool, zone, machine type and accelerator; a GPU node
+    offers its GPUs as nvidia.com/gpu. Read from the pools, so a resize or a delete shows at once."""
+    from .gcloud_container import with_status
+    from .gcloud_resize import pool_size
+
+    record = ctx.state.get("kubecontext", context) or {}
+    cluster = str(record.get("cluster") or "")
+    nodes = []
+    for key, pool in sorted(ctx.state.items("nodepool").items()):
+        if key.rsplit("/", 1)[0] != cluster or with_status(pool).get("status") != "RUNNING":
+            continue
+        config = pool.get("config") or {}
+        accelerator = dict(part.split("=", 1) for part in str(config.get("accelerators") or "").split(",")
+                           if "=" in part)
+        labels = {"cloud.google.com/gke-nodepool": pool["name"],
+                  "node.kubernetes.io/instance-type": str(config.get("machineType") or "")}
+        if accelerator.get("type"):
+            labels["cloud.google.com/gke-accelerator"] = accelerator["type"]
+        allocatable = {"nvidia.com/gpu": accelerator["count"]} if accelerator.get("count") else {}
+        for zone in [z for z in pool.get("locations") or [] if z] or [""]:
+            for index in range(pool_size(pool)):
+                name = f"gke-{pool.get('cluster')}-{pool['name']}-0f1e2d3c-{zone[-1:] or 'x'}{index:03d}"[:63]
+                nodes.append({"apiVersion": "v1", "kind": "Node",
+                              "metadata": {"name": name, "labels": {**labels, "kubernetes.io/hostname": name,
+                                                                    "topology.kubernetes.io/zone": zone}},
+                              "status": {"allocatable": allocatable}})
+    return nodes
+
+
 def list_objects(ctx: Ctx, kind: str, namespace: str | None, selector: str = "") -> list[dict[str, Any]]:
     skind = store_kind(ctx)
     out = []
+    if kind == "Node":
+        out += [node for node in pool_nodes(ctx, skind.split(":", 1)[1]) if _selected(node, selector)]
     for key, obj in sorted(ctx.state.items(skind).items()):
         okind, ons, _ = key.split("/", 2)
         if okind == kind and (namespace is None or ons == namespace) and _selected(obj, selector):
