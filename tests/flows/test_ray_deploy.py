@@ -127,7 +127,8 @@ def test_ray_deploy_refuses_at_once_when_the_pool_is_smaller_than_gpu_nodes(clou
     seen = len(cloud.calls())
     done = cloud.invoke("ray.deploy", "--nodes=4")  # the default 1800 s wait: the refusal must not wait at all
     assert done.code == 2, done.output
-    assert "GPU_NODES=4 is not valid: the GPU node pool gpu-pool has 2 node(s)" in done.stderr
+    assert ("GPU_NODES=4 is not valid: the GPU node pool gpu-pool has 2 node(s) (Kubernetes nodes in the pool)"
+            in done.stderr)
     assert "--nodes=2" in done.stderr and "clusters resize nemo-rl --node-pool=gpu-pool --num-nodes=4" in done.stderr
     assert "✓" not in done.output and "Traceback" not in done.output
     assert _helm_calls(cloud, "upgrade") == []
@@ -142,6 +143,24 @@ def test_ray_deploy_timeout_fails_with_the_reasons_and_never_prints_a_check_mark
     assert "Ray cluster nemo-rl is not Ready: timed out after 0 s." in done.stderr
     assert "of the 16 GPUs wanted" in done.stderr
     assert "✓" not in done.output and "Traceback" not in done.output
+
+
+def test_fake_cluster_registers_a_node_per_vm_of_its_pools_as_gke_does(cloud):
+    # What ray.deploy's pool check counts on a real cluster: Nodes labelled with their pool, GPUs allocatable;
+    # a resize shows at once.
+    def gpu_nodes() -> list[dict]:
+        out = _kubectl(cloud, "get", "nodes", "--selector=cloud.google.com/gke-nodepool=gpu-pool", "--output=json")
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)["items"]
+
+    nodes = gpu_nodes()
+    assert len(nodes) == 2
+    assert {n["metadata"]["labels"]["cloud.google.com/gke-accelerator"] for n in nodes} == {"nvidia-b200"}
+    assert {n["status"]["allocatable"]["nvidia.com/gpu"] for n in nodes} == {"8"}
+    subprocess.run([str(FAKE_BIN / "gcloud"), "container", "clusters", "resize", "nemo-rl", "--node-pool=gpu-pool",
+                    "--num-nodes=3", "--location=us-central1", "--project=my-nemo-project", "--quiet"],
+                   env=cloud.process_env(), capture_output=True, text=True, check=True)
+    assert len(gpu_nodes()) == 3
 
 
 def test_ray_deploy_with_the_pool_resized_counts_the_pool_not_its_initial_size(cloud):
