@@ -57,7 +57,9 @@ def template(s: Settings, chart: str, *, values_file: str = "-", release: str = 
 
 
 def uninstall(s: Settings, *, wait: bool = True, release: str = names.RAY_RELEASE) -> Argv:
-    # --wait: the pods are gone (GPUs free) when the command returns; a missing release is not an error.
+    # --wait: helm waits for the release's own objects (the RayCluster) to go, not for the pods KubeRay deletes
+    # after it (background cascade): they may still be shutting down when it returns (what follows waits for
+    # them where it matters). A missing release is not an error.
     argv = ["helm", "uninstall", release, *_cluster(s), "--ignore-not-found"]
     return argv + (["--wait", f"--timeout={INSTALL_TIMEOUT}"] if wait else [])
 

@@ -258,18 +258,38 @@ def install(r: Runner, s: Settings, *, head_cpu: int | None = None,
               stdin_label=f"Helm values from settings: {s.GPU_NODES} × {s.gpu.short} workers, {s.CLUSTER_MODE} "
                           f"({len(text.splitlines())} lines; `invoke ray.render --values` shows them)")
     except ToolError as exc:
-        if not HELM_BUSY.search(str(exc)):
+        if not (HELM_BUSY.search(str(exc)) or NOT_DEPLOYED.search(str(exc))):
             raise
-        # We hold the deployment's lock, so no helm of ours runs: the release was left pending-install,
-        # -upgrade or -rollback by a helm that was stopped mid-way (Ctrl-C, a kill), and waiting will not help.
-        raise ToolError(f"{exc}\nThe release {names.RAY_RELEASE} is stuck in a pending state left by an interrupted "
-                        f"helm (`helm status {names.RAY_RELEASE} --kube-context={s.kube_context} "
-                        f"--namespace={s.NAMESPACE}` shows it): `helm rollback {names.RAY_RELEASE}` with the same "
-                        f"flags returns it to its last good revision (or `invoke clean.ray --yes` removes it), then "
-                        f"run this again.", exc.exit_code) from None
+        # We hold the deployment's lock, so no helm of ours runs: a helm stopped mid-way (Ctrl-C, a kill) left
+        # the release pending or half uninstalled, and waiting will not help. Its status says what mends it.
+        raise ToolError(f"{exc}\n{stuck_release_advice(r, s)}", exc.exit_code) from None
 
 
 HELM_BUSY = re.compile(r"another operation \(install/upgrade/rollback\) is in progress", re.IGNORECASE)
+NOT_DEPLOYED = re.compile(r"has no deployed releases", re.IGNORECASE)
+
+
+def stuck_release_advice(r: Runner, s: Settings) -> str:
+    """What mends a release an interrupted helm left behind, by its status: a first install cut short has no
+    revision to roll back to (`helm rollback` says "release has no 0 version"), so it goes; an upgrade or
+    rollback cut short rolls back to the last good revision; an uninstall cut short is finished."""
+    flags = f"--kube-context={s.kube_context} --namespace={s.NAMESPACE}"
+    result = r.query(helm.status(s), ok_codes=range(256))
+    try:
+        status = str(json.loads(result.stdout or "{}").get("info", {}).get("status", "")) if result else ""
+    except ValueError:
+        status = ""
+    name = names.RAY_RELEASE
+    if status == "pending-install":
+        return (f"The release {name} is stuck in pending-install: its first install was stopped mid-way, so there "
+                f"is no revision to roll back to. `invoke clean.ray --yes` removes it; then run this again.")
+    if status == "uninstalling":
+        return (f"The release {name} is stuck in uninstalling: an uninstall was stopped mid-way. `invoke clean.ray "
+                f"--yes` finishes it; then run this again.")
+    shown = f" ({status})" if status.startswith("pending") else ""
+    return (f"The release {name} is stuck in a pending state{shown} left by an interrupted helm (`helm status {name} "
+            f"{flags}` shows it): `helm rollback {name} {flags}` returns it to its last good revision (or `invoke "
+            f"clean.ray --yes` removes it); then run this again.")
 
 
 # Pod states that waiting does not cure: the image name or registry answer is final.

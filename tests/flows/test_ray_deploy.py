@@ -425,7 +425,30 @@ def test_ray_deploy_on_a_release_left_pending_says_how_to_roll_it_back(cloud):
     done = cloud.invoke("ray.deploy", FAKECLOUD_FAIL="helm upgrade:99:inprogress")
     assert done.code == 1, done.output[-2000:]
     assert "stuck in a pending state left by an interrupted helm" in done.stderr
-    assert "`helm rollback nemo-rl` with the same flags" in done.stderr and f"--kube-context={CONTEXT}" in done.stderr
+    assert f"`helm rollback nemo-rl --kube-context={CONTEXT} --namespace=default`" in done.stderr
+
+
+@pytest.mark.parametrize(("status", "says", "mend"), [
+    ("pending-install", "stuck in pending-install: its first install was stopped mid-way", "clean.ray"),
+    ("pending-upgrade", "stuck in a pending state (pending-upgrade)", None),
+    ("uninstalling", "stuck in uninstalling: an uninstall was stopped mid-way", "clean.ray")])
+def test_ray_deploy_on_a_release_an_interrupted_helm_left_says_what_mends_it(cloud, status, says, mend):
+    # helm 3.17 refuses to upgrade a pending release, and one whose uninstall was cut short ("has no deployed
+    # releases"); `helm rollback` of a first install cut short fails ("release has no 0 version"): the advice
+    # follows the release's status, and following it works.
+    assert cloud.invoke("ray.deploy").code == 0
+    state_file = cloud.state_dir / "resources.json"
+    state = json.loads(state_file.read_text())
+    state[f"helm:{CONTEXT}"]["default/nemo-rl"]["status"] = status
+    state_file.write_text(json.dumps(state))
+    done = cloud.invoke("ray.deploy", process=True)
+    assert done.code == 1, done.output[-2000:]
+    assert says in done.stderr, done.stderr[-2000:]
+    assert ("helm rollback" in done.stderr) == (mend is None), done.stderr[-2000:]
+    if mend:
+        assert cloud.invoke(mend, "--yes").code == 0
+        again = cloud.invoke("ray.deploy")
+        assert again.code == 0, again.output[-2000:]
 
 
 def test_job_submit_while_ray_is_still_starting_in_a_running_head_is_refused_then_works(cloud):

@@ -71,6 +71,14 @@ def upgrade(ctx: Ctx) -> int:
     ) or {}
     ctx.work(HELM_CALL_SECONDS)
     kind, key = f"helm:{context}", f"{namespace}/{release}"
+    last = ctx.state.get(kind, key)
+    # A release left by a helm stopped mid-way (a test plants its status): `upgrade --install` of an existing
+    # release upgrades, and helm 3.17 refuses a pending one (pkg/action/upgrade.go) and one whose uninstall was
+    # cut short, which has no deployed revision; a failed one is upgraded.
+    if last and str(last.get("status", "")).startswith("pending-"):
+        raise Fail(1, "Error: UPGRADE FAILED: another operation (install/upgrade/rollback) is in progress")
+    if last and last.get("status") == "uninstalling":
+        raise Fail(1, f'Error: UPGRADE FAILED: "{release}" has no deployed releases')
     if kubeconfig.missing_kind(ctx, context, "ray.io/v1", "RayCluster"):  # no Ray operator add-on
         failed = ("UPGRADE FAILED: unable to build kubernetes objects from new release manifest"
                   if ctx.state.get(kind, key) else
