@@ -58,10 +58,11 @@ def says_not_found(text: str) -> bool:
     return bool(NOT_FOUND.search(text)) and not NO_CREDENTIALS.search(text)
 
 
-# This machine has no kubeconfig context for the cluster: kubectl "context was not found for specified context",
-# helm "Kubernetes cluster unreachable: context \"X\" does not exist". A failure says how to fetch it.
-NO_CONTEXT = re.compile(r"context was not found for specified context|cluster unreachable: context \"[^\"]*\" does "
-                        r"not exist", re.IGNORECASE)
+# This machine has no kubeconfig context for the cluster: kubectl "context was not found for specified context"
+# (get, delete) or "error: context \"X\" does not exist" (apply, exec, wait), helm "Kubernetes cluster unreachable:
+# context \"X\" does not exist". A failure says how to fetch it.
+NO_CONTEXT = re.compile(r"context was not found for specified context|context \"[^\"]*\" does not exist",
+                        re.IGNORECASE)
 
 # `kubectl delete --timeout=…` that ended before the object went: a finalizer still holds it.
 HELD = re.compile(r"timed out waiting for the condition on (\S+)")

@@ -195,6 +195,7 @@ def test_not_found_is_404_as_a_word_never_digits_of_an_operation_or_project_numb
 @pytest.mark.parametrize("stderr", [
     "error: context was not found for specified context: gke_p_us-central1_c",
     'Error: Kubernetes cluster unreachable: context "gke_p_us-central1_c" does not exist',
+    'error: context "gke_p_us-central1_c" does not exist',  # kubectl apply, exec and wait say it so
 ])
 def test_a_missing_kube_context_failure_says_how_to_fetch_it(stderr):
     seam = Scripted([(1, stderr)])

@@ -60,7 +60,9 @@ def store_kind(ctx: Ctx) -> str:
     context = ctx.flag("--context")
     if not context:
         raise Fail(1, "error: no --context given (the fake insists, as our code always names one)")
-    if kubeconfig.reachable(ctx, str(context)) is None:  # kubectl 1.32's words (helm says it its own way)
+    if kubeconfig.reachable(ctx, str(context)) is None:  # kubectl 1.30-1.33's words (helm says it its own way)
+        if ctx.words and ctx.words[0] in ("apply", "exec", "wait"):  # these load the kubeconfig another way
+            raise Fail(1, f'error: context "{context}" does not exist')
         raise Fail(1, f"Error in configuration: context was not found for specified context: {context}")
     from .ray_pods import sweep_gone  # pods whose shutdown has ended are gone before anything reads them
 
