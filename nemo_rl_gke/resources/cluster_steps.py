@@ -52,12 +52,15 @@ def mapping_matches(s: Settings, items: list[dict[str, Any]]) -> bool:
 
 
 def network_mapping_present(r: Runner, s: Settings) -> bool:
-    """All nine GKENetworkParamSets exist and point at our VPCs and subnets."""
+    """All nine GKENetworkParamSets exist and point at our VPCs and subnets. A cluster without multi-networking
+    does not serve the kind at all (kubectl: the server doesn't have a resource type "gkenetworkparamsets"):
+    then none of them exists either."""
     result = r.query(kubectl.get(s, MAPPING_WORD, *_wanted_mapping(s)))
     if result is None:
         return False
     if not result.ok:
-        if result.not_found:
+        unserved = f'doesn\'t have a resource type "{MAPPING_WORD.split(".", 1)[0]}"'
+        if result.not_found or unserved in result.stderr:
             return False
         raise r.failure(result)
     body = json.loads(result.stdout or "{}")

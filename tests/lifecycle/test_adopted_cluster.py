@@ -146,6 +146,17 @@ def test_fake_cluster_without_the_ray_operator_or_multi_networking_lacks_their_k
                              cwd=cloud.workdir, capture_output=True, text=True, timeout=60)
     assert kubectl.returncode == 1 and "configmap/other created" in kubectl.stdout, kubectl.stderr
     assert 'no matches for kind "GKENetworkParamSet" in version "networking.gke.io/v1"' in kubectl.stderr
+    # A get of a type the server does not serve fails whole, --ignore-not-found or not (kubectl drops NotFound
+    # only), and prints nothing of what it found.
+    got = subprocess.run(["kubectl", context, "get", "configmap/other", "rayclusters.ray.io/nemo-rl",
+                          "--namespace=default", "--ignore-not-found", "--output=json"], env=cloud.process_env(),
+                         cwd=cloud.workdir, capture_output=True, text=True, timeout=60)
+    assert (got.returncode, got.stdout) == (1, ""), got
+    assert got.stderr.strip() == 'error: the server doesn\'t have a resource type "rayclusters"'
+    down = cloud.invoke("down", "--yes")  # our mapping cannot be there: absent, not kept for want of an answer
+    assert down.code == 0, down.output[-3000:]
+    assert "· network mapping gvnic-1, rdma-0..7: absent" in down.stderr, down.stderr[-3000:]
+    assert cloud.invoke("net.create").code == 0
     up = cloud.invoke("up", "--yes")
     assert up.code == 2, up.output[-3000:]
     for feature in ("the Ray operator add-on is off", "GKE Dataplane V2 is off", "multi-networking is off"):

@@ -247,13 +247,31 @@ def _named_targets(ctx: Ctx) -> list[tuple[str, str]]:
     return [(kind, name) for name in words[1:]]
 
 
+# The API group of the kinds a CRD brings (the Ray operator add-on's, multi-networking's): kubeconfig.missing_kind.
+CRD_GROUPS = {"RayCluster": "ray.io/v1", "RayJob": "ray.io/v1", "GKENetworkParamSet": "networking.gke.io/v1",
+              "Network": "networking.gke.io/v1"}
+
+
+def _unserved(ctx: Ctx, words: list[str]) -> None:
+    """kubectl's answer when a type asked for is one the API server does not serve (its CRD is not installed):
+    the whole command fails before it asks for anything, --ignore-not-found or not (it drops NotFound only)."""
+    context = str(ctx.flag("--context"))
+    for word in words:
+        base = word.split("/", 1)[0]
+        kind = kind_of(base)
+        if kind in CRD_GROUPS and kubeconfig.missing_kind(ctx, context, CRD_GROUPS[kind], kind):
+            raise Fail(1, f'error: the server doesn\'t have a resource type "{base.split(".", 1)[0].lower()}"')
+
+
 @command("kubectl", "get", latency=0.3)
 def get(ctx: Ctx) -> int:
     """One object (printed as itself), several (a List), or a whole kind; with --ignore-not-found what is
-    missing is left out (exit 0, nothing printed if nothing is found), as kubectl does."""
+    missing is left out (exit 0, nothing printed if nothing is found), as kubectl does. A type the cluster does
+    not serve fails the whole command."""
     if not ctx.positionals:
         raise Fail(1, "error: you must specify the type of resource to get")
     targets = _named_targets(ctx)
+    _unserved(ctx, [w for w in ctx.positionals if "/" in w] or ctx.positionals[:1])
     by_name = any("/" in w for w in ctx.positionals) or len(ctx.positionals) > 1
     if by_name and ctx.flag("--all-namespaces"):
         raise Fail(1, "error: a resource cannot be retrieved by name across all namespaces")
