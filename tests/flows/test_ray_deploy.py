@@ -471,3 +471,25 @@ def test_job_submit_while_ray_is_still_starting_in_a_running_head_is_refused_the
         assert later.code == 0, later.output[-2000:]
     finally:
         kill_runs(cloud)
+
+
+def test_fake_kubectl_wait_waits_for_the_ready_condition_not_the_running_phase(cloud):
+    # kubectl wait --for=condition=Ready reads the Ready condition: a pod whose container runs while Ray in it
+    # still starts (readiness probe failing) is waited for, and each pod still waited for is named at the end.
+    slow = {"FAKECLOUD_TIME_SCALE": "0.01", "FAKECLOUD_RAY_START_SECONDS": "590"}  # Running at 0.1 s, Ready at 6 s
+    assert cloud.invoke("ray.deploy", "--timeout=0", **slow).code == 1
+    import time
+
+    time.sleep(0.3)  # every pod Running, none Ready
+    env = {**cloud.process_env(), **slow}
+    phases = subprocess.run([str(FAKE_BIN / "kubectl"), f"--context={CONTEXT}", "get", "pods",
+                             "--selector=ray.io/cluster=nemo-rl", "--output=json"], env=env, capture_output=True,
+                            text=True, check=True)
+    pods = json.loads(phases.stdout)["items"]
+    assert {p["status"]["phase"] for p in pods} == {"Running"}
+    waited = subprocess.run([str(FAKE_BIN / "kubectl"), f"--context={CONTEXT}", "wait", "--for=condition=Ready",
+                             "pods", "--selector=ray.io/cluster=nemo-rl", "--namespace=default", "--timeout=0.2s"],
+                            env=env, capture_output=True, text=True, check=False)
+    assert waited.returncode == 1, waited
+    assert sorted(waited.stderr.splitlines()) == sorted(
+        f"timed out waiting for the condition on pods/{p['metadata']['name']}" for p in pods)

@@ -383,7 +383,9 @@ def _held(ctx: Ctx, skind: str, kind: str, namespace: str, name: str) -> None:
 def wait(ctx: Ctx) -> int:
     """`kubectl wait --for=condition=Ready pod -l SEL --timeout=Ns`: until every matching pod (those there at the
     start) is Ready, or N seconds pass. N is wall-clock time, as kubectl's own: not scaled (our runner passes
-    its poll interval, already at the cloud's time scale)."""
+    its poll interval, already at the cloud's time scale). Ready is the pod's Ready condition, not its phase: a
+    Running pod whose readiness probe fails (Ray still starting) is waited for; one line per pod that timed out,
+    as kubectl 1.32 says it."""
     kind = kind_of(ctx.positionals[0]) if ctx.positionals else "Pod"
     timeout = float(str(ctx.flag("--timeout", "30s")).rstrip("s") or 30)
     deadline = time.time() + timeout
@@ -393,14 +395,16 @@ def wait(ctx: Ctx) -> int:
         if not objs:
             ctx.err("error: no matching resources found")
             return 1
-        pending = [o for o in objs if with_status(o).get("status", {}).get("phase") != "Running"]
+        pending = [o for o in objs if not any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in with_status(o).get("status", {}).get("conditions") or [])]
         if not pending:
             for o in objs:
                 ctx.out(f"{kind.lower()}/{o['metadata']['name']} condition met")
             return 0
         if time.time() >= deadline or any(o.get("_never_ready") for o in pending):
-            names = ", ".join(o["metadata"]["name"] for o in pending)
-            ctx.err(f"error: timed out waiting for the condition on {kind.lower()}s/{names}")
+            for o in pending:
+                ctx.err(f"timed out waiting for the condition on {kind.lower()}s/{o['metadata']['name']}")
             return 1
         time.sleep(min(0.05, max(deadline - time.time(), 0.001)))
 
