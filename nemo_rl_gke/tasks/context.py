@@ -89,6 +89,28 @@ def runner(c: Context, s: Settings) -> Runner:
                   **Runner.options(c.config.get("runner")))
 
 
+BRING_UP_TOOLS = ("gcloud", "kubectl", "helm", "gke-gcloud-auth-plugin")
+
+
+def require_tools(r: Runner, what: str, tools: Sequence[str] = BRING_UP_TOOLS) -> None:
+    """Exit 2 before any call when a tool the task needs is not on PATH (nor in .tools/bin): a bring-up would
+    otherwise create VPCs and a cluster (minutes, billed) and stop at its first kubectl or helm call. kubectl and
+    helm need gke-gcloud-auth-plugin for a GKE cluster's credentials. A dry run needs none of them."""
+    from ..tools import INSTALL_HINTS, MissingTool, find_tool
+
+    if r.dry:
+        return
+    missing = []
+    for tool in tools:
+        try:
+            find_tool(tool)
+        except MissingTool:
+            missing.append(f"{tool} ({INSTALL_HINTS.get(tool, 'install it and put it on PATH')})")
+    if missing:
+        raise Exit(f"error: {what} needs {', '.join(tools)}; not on PATH: {'; '.join(missing)}. Nothing was "
+                   f"created; `invoke doctor` checks them all.", code=2)
+
+
 def confirm(c: Context, question: str, *, yes: bool) -> None:
     """Ask before destroying or spending. --yes answers; no terminal and no --yes: exit 2. Dry runs never ask."""
     if yes or is_dry(c):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import json
 
+import pytest
 from lifecycle_buckets import buckets
 
 from support.fake import FakeCloud
@@ -110,6 +111,25 @@ def test_doctor_without_auth_plugin_fails_with_the_install_fix(cloud):
     line = next((ln for ln in done.stdout.splitlines() if ln.startswith("✗ gke-gcloud-auth-plugin")), "")
     fix = "gcloud components install gke-gcloud-auth-plugin"
     assert (done.code, bool(line), fix in done.stdout) == (1, True, True)
+
+
+@pytest.mark.parametrize("argv", [("up", "--yes"), ("cluster.create",)])
+def test_bring_up_without_the_auth_plugin_exits_2_before_any_call(cloud, argv):
+    # kubectl and helm need gke-gcloud-auth-plugin for the cluster's credentials: without it `up` created the VPCs
+    # and the cluster (minutes, billed) and stopped at its first in-cluster step.
+    import sys
+    from pathlib import Path
+
+    from support.fake import FAKE_BIN
+
+    bare = f"{FAKE_BIN}:{Path(sys.executable).parent}"  # the fake tools and Python, no plugin
+    done = cloud.invoke(*argv, process=True, PATH=bare)
+    assert done.code == 2, done.output[-2000:]
+    assert "not on PATH: gke-gcloud-auth-plugin (run `gcloud components install gke-gcloud-auth-plugin`)" in \
+        done.stderr and "Nothing was created" in done.stderr, done.stderr[-2000:]
+    assert cloud.calls() == []
+    assert cloud.invoke("--dry", "up", PATH=bare).code == 0  # the offline plan needs none of the tools
+    assert cloud.invoke("up", "--yes").code == 0  # with it on PATH
 
 
 def test_doctor_with_too_little_spot_quota_fails_naming_the_metric(cloud):

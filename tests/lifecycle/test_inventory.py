@@ -289,8 +289,10 @@ def test_down_with_yes_reads_everything_its_guards_need_before_the_first_delete_
     before = len(cloud.calls())
     _ok(cloud.invoke("down", "--yes", process=True, FAKECLOUD_TIME_SCALE="0.01"), "down")
     calls = cloud.calls()[before:]
-    first = min(c["launched"] for c in calls if c["mutating"])
-    reads = [c for c in calls if c["end"] <= first]
+    # `launched` is /proc's start time in clock ticks (10 ms), rounded down: a read that ended just before the
+    # first delete started may look as if it ended up to a tick after it.
+    first = min(c["launched"] for c in calls if c["mutating"]) + 1 / os.sysconf("SC_CLK_TCK")
+    reads = [c for c in calls if c["end"] <= first and not c["mutating"]]
     assert any(w.endswith("get pods --namespace=default --output=json") for w in map(_words, reads)), \
         [_words(c) for c in reads]  # the claim guard's read, before the first delete
     # ... which also finds the head pod for the data guard: the namespace's pods are asked once.
