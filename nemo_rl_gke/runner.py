@@ -41,6 +41,17 @@ TRANSIENT = re.compile(
     r"|'status': '?(429|500|502|503|504)\b",
     re.IGNORECASE,
 )
+# client-go's discovery warnings (klog lines from memcache.go): printed by every kubectl call while an aggregated
+# API (metrics.k8s.io) is down on a cluster with legacy discovery, whatever the command's own outcome. Their
+# "the server is currently unable to handle the request" says nothing about the command: not a reason to retry it.
+DISCOVERY_NOISE = re.compile(r"^[EWI]\d{4} [\d:.]+\s+\d+ memcache\.go:\d+\] .*$\n?", re.MULTILINE)
+
+
+def transient(stderr: str) -> bool:
+    """The command's own failure is one that a retry may cure (TRANSIENT), discovery warnings aside."""
+    return bool(TRANSIENT.search(DISCOVERY_NOISE.sub("", stderr)))
+
+
 ALREADY_EXISTS = re.compile(r"already exists|alreadyExists|AlreadyExists", re.IGNORECASE)
 # 404 as a word: not the digits of an operation id (operation-1733404912345-…) or of a project number.
 # A missing kubectl context says "not found" too: for a teardown of the whole cluster its objects go with it; the
@@ -304,7 +315,7 @@ class Runner:
             result = Result(argv, ran.exit_code, ran.stdout, ran.stderr, attempts=attempt)
             # A command a signal ended from outside is not retried, whatever its partial output said before it
             # died (the OOM killer would only kill it again).
-            if result.ok or attempt == attempts or ran.signal or not TRANSIENT.search(result.stderr):
+            if result.ok or attempt == attempts or ran.signal or not transient(result.stderr):
                 break
             delay = self.backoff_seconds * (2 ** (attempt - 1))
             self.say(f"  transient error from {argv[0]} (attempt {attempt}/{attempts}), retrying in {delay:.0f} s: "

@@ -227,6 +227,28 @@ def test_runner_fails_at_once_on_a_permanent_error(stderr):
     assert (len(seam.asked), TRANSIENT.search(stderr)) == (1, None)
 
 
+# kubectl 1.32 while metrics.k8s.io is down on a cluster with legacy discovery: client-go's warnings come first.
+DISCOVERY = ("E1204 16:30:01.123456   41234 memcache.go:265] couldn't get current server API group list: the server "
+             "is currently unable to handle the request\n"
+             "E1204 16:30:01.223456   41234 memcache.go:287] couldn't get resource list for metrics.k8s.io/v1beta1: "
+             "the server is currently unable to handle the request\n")
+
+
+def test_runner_does_not_retry_a_failure_because_of_discovery_warnings_beside_it():
+    """A claim held by pvc-protection (kubectl delete --timeout=10m) is no transient error because client-go warned
+    about an unavailable API group: retried, it cost 5 x 10 minutes. The command's own 503 still is one."""
+    held = DISCOVERY + "error: timed out waiting for the condition on persistentvolumeclaims/lustre-pvc\n"
+    seam = Scripted([(1, held), (0, "")])
+    r, _, _ = quiet(tools=seam, backoff_seconds=0)
+    with pytest.raises(ToolError, match="persistentvolumeclaims/lustre-pvc"):
+        r.run(["kubectl", "delete", "persistentvolumeclaim", "lustre-pvc"])
+    assert len(seam.asked) == 1
+    own = DISCOVERY + "Error from server (ServiceUnavailable): the server is currently unable to handle the request\n"
+    seam = Scripted([(1, own), (0, "")])
+    r, _, _ = quiet(tools=seam, backoff_seconds=0)
+    assert (r.run(["kubectl", "get", "pods"]).attempts, len(seam.asked)) == (2, 2)
+
+
 # ---- streamed output -------------------------------------------------------------------------------
 def test_runner_stream_redacts_every_line_of_a_real_process(tmp_path, monkeypatch):
     write_tool(tmp_path, "talker", f"import sys\nprint('out {SECRET} 1', flush=True)\n"
