@@ -52,7 +52,7 @@ def create(c: Context, gpu: str | None = None, mode: str | None = None, nodes: i
            spot: bool = False, reservation: str | None = None, force_unlock: bool = False) -> None:
     """Create the cluster, GPU node pool, NCCL installer and network mapping (skips what exists)."""
     s = cluster_settings(c, gpu, mode, nodes, spot, reservation)
-    context.require_tools(context.runner(c, s), "cluster.create", ("gcloud", "kubectl", "gke-gcloud-auth-plugin"))
+    context.require_tools(c, "cluster.create", ("gcloud", "kubectl", "gke-gcloud-auth-plugin"))
     with context.deployment_locked(c, s, "cluster.create", force=force_unlock):
         steps = _steps(s)
         r = context.runner(c, s)

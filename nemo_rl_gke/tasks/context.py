@@ -92,13 +92,13 @@ def runner(c: Context, s: Settings) -> Runner:
 BRING_UP_TOOLS = ("gcloud", "kubectl", "helm", "gke-gcloud-auth-plugin")
 
 
-def require_tools(r: Runner, what: str, tools: Sequence[str] = BRING_UP_TOOLS) -> None:
+def require_tools(c: Context, what: str, tools: Sequence[str] = BRING_UP_TOOLS) -> None:
     """Exit 2 before any call when a tool the task needs is not on PATH (nor in .tools/bin): a bring-up would
     otherwise create VPCs and a cluster (minutes, billed) and stop at its first kubectl or helm call. kubectl and
     helm need gke-gcloud-auth-plugin for a GKE cluster's credentials. A dry run needs none of them."""
     from ..tools import INSTALL_HINTS, MissingTool, find_tool
 
-    if r.dry:
+    if is_dry(c):
         return
     missing = []
     for tool in tools:

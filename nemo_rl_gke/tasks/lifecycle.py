@@ -102,7 +102,7 @@ def bring_up(c: Context, s: Settings, *, yes: bool, force_unlock: bool = False, 
         _say_cost(r, est, prefix="# ")
         graph.apply(r, steps)
         return
-    context.require_tools(r, "up")
+    context.require_tools(c, "up")
     from ..lock import bucket_lease, state_lock
     from ..resources import storage_steps
     from ..steps import GraphError
