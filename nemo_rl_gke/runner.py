@@ -20,7 +20,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any, TypeVar
 
-from .tools import READER_GONE, Processes, ToolError, Tools, background, in_background
+from .tools import READER_GONE, CommandFailed, Processes, ToolError, Tools, background, in_background
 from .waits import WaitDisplay, Waiting, showing
 
 # Errors worth another try: per-minute quotas and rate limits, 429/5xx, and "another operation is running on
@@ -353,7 +353,7 @@ class Runner:
                 message += f"\n{what} is marked for deletion but something holds it: its finalizers say what (`{ask}`)"
                 if what.startswith("persistentvolumeclaims/"):
                     message += "; a claim is held while a pod mounts it"
-        return ToolError(self.redact(message), result.exit_code)
+        return CommandFailed(self.redact(message), result.exit_code)
 
     # ---- concurrency and progress ----------------------------------------------------------------
     def parallel(self, thunks: Sequence[Callable[[], T]], max_workers: int = 16) -> list[T]:

@@ -36,6 +36,10 @@ class ToolError(Exception):
         self.exit_code = exit_code or 1
 
 
+class CommandFailed(ToolError):
+    """A command that ran and failed (Runner.failure): the message names it, then the tool's last lines."""
+
+
 class MissingTool(ToolError):
     def __init__(self, tool: str):
         hint = INSTALL_HINTS.get(tool, f"install {tool} and put it on PATH")

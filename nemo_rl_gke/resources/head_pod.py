@@ -109,7 +109,7 @@ def ready_head(r: Runner, s: Settings, *, ray: bool = False) -> tuple[str, list[
     import json
 
     from .. import names
-    from ..tools import ToolError
+    from ..tools import CommandFailed, ToolError
     from . import kube_context
     from .ray_steps import pods_argv
 
@@ -121,7 +121,7 @@ def ready_head(r: Runner, s: Settings, *, ray: bool = False) -> tuple[str, list[
         hint = (f" This machine's kubeconfig has no context for cluster {s.CLUSTER_NAME}: `invoke "
                 f"cluster.credentials` fetches it (`invoke up` if the cluster is gone)."
                 if "context was not found" in result.stderr else "")
-        raise ToolError(f"cannot list the Ray pods: {result.stderr.strip()}{hint}", result.exit_code)
+        raise CommandFailed(f"cannot list the Ray pods: {result.stderr.strip()}{hint}", result.exit_code)
     items = json.loads(result.stdout or "{}").get("items", [])
     heads = [p for p in items if p.get("metadata", {}).get("labels", {}).get("ray.io/node-type") == "head"]
     if not heads:

@@ -113,17 +113,20 @@ def latest_run(c: Context, s: Settings) -> dict[str, Any] | None:
 
 
 def latest_summary(c: Context, s: Settings) -> list[str]:
-    """One line for the top-level `status`: the latest run's state and step."""
+    """One line for the top-level `status`: the latest run's state and step. No run, or no head to ask: none,
+    and why; a command that failed (kubectl could not list or reach the pods) is raised: that is no answer."""
     import json
 
     from .. import jobscript
-    from ..tools import ToolError
+    from ..tools import CommandFailed, ToolError
 
     r = context.runner(c, s)
     if r.dry:
         return []
     try:
         result = head_pod.ask(r, s, jobscript.reader_script("status", ""))
+    except CommandFailed:
+        raise
     except ToolError as exc:
         return [f"latest job: none ({str(exc).splitlines()[0]})"]
     run = json.loads(result.stdout)

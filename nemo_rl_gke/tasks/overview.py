@@ -10,6 +10,8 @@ Examples:
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from invoke.context import Context
@@ -101,6 +103,7 @@ def status(c: Context, json_: bool = False) -> None:
     """One table of every resource: state, age and cost per hour; then the Ray cluster and the latest job."""
     from .. import cost
     from ..resources import all_steps
+    from ..resources.ray_steps import RELEASE
     from . import drift
 
     with context.json_output(json_) as out:
@@ -109,7 +112,15 @@ def status(c: Context, json_: bool = False) -> None:
         r = context.runner(c, s)
         # Any state: a Lustre instance still CREATING already bills (plan asks "ready?": what up would do).
         present = present_map(r, steps, any_state=True)
-        est = cost.estimate(drift.as_found(s, drift.existing(r, s, present)))  # priced as it is, not as set
+        # After the lists, three reads at once: the GPU pool's size now (the cluster and the pool are listed),
+        # the Ray cluster (deployed: helm was asked with the lists) and the latest run in its head.
+        deployed = present.get(RELEASE)
+        pool, ray, job = r.parallel([
+            lambda: _extra(lambda: drift.existing(r, s, present, steps)),
+            lambda: _extra(lambda: _ray_part(c, s, deployed, out is not None)),
+            lambda: _extra(lambda: _job_part(c, s, out is not None)),
+        ])
+        est = cost.estimate(drift.as_found(s, pool.answer()))  # priced as it is, not as set
         hourly = cost.hourly_by_step(est, steps)
         ages = _ages(r, s, steps, present)
         resources: list[dict[str, Any]] = []
@@ -125,20 +136,18 @@ def status(c: Context, json_: bool = False) -> None:
                               "cost_so_far": _money(rate * age / 3600) if age is not None and rate else None})
         total = sum(hourly.get(name, 0.0) for name, here in present.items() if here)
         if out:
-            from .job_views import latest_run
-            from .ray import cluster_state
-
             out.emit({"kind": "status", "dry_run": r.dry, "project": s.PROJECT_ID, "cluster": s.CLUSTER_NAME,
                       "settings": settings_document(s), "resources": resources,
                       "cost_per_hour_now": _money(total), "caveat": est.caveat(),
-                      "ray": cluster_state(c, s), "latest_job": latest_run(c, s)}, secrets=s.secrets)
+                      "ray": ray.answer(), "latest_job": job.answer()}, secrets=s.secrets)
             return
         rows = [(row["title"], row["state"], cost.money(row["cost_per_hour"]) + "/h" if row["cost_per_hour"] else "",
                  _age_text(row["age_seconds"]), cost.money(row["cost_so_far"]) if row["cost_so_far"] else "")
                 for row in resources]
         context.print_table(f"status: {describe(s)}", ("resource", "state", "cost", "age", "so far"), rows)
         print(f"now: about {cost.money(total)}/hour ({est.caveat()})")
-        _extra_status(c, s)
+        for name, part in (("ray", ray), ("job", job)):
+            part.print(name)
 
 
 def _age_text(age: float | None) -> str:
@@ -152,23 +161,30 @@ def _age_text(age: float | None) -> str:
 
 
 def _ages(r: Runner, s: Settings, steps: list[Any], present: dict[str, bool | None]) -> dict[str, float]:
-    """Seconds since creation, for the resources that bill by the hour and report a creation time."""
+    """Seconds since creation, for the resources that bill by the hour and report a creation time (GKE's
+    cluster and the Lustre instance: `createTime`), from this run's lists; described only without a listing."""
     import json
 
     from .. import cost
     from ..commands import gcloud, lustre
+    from ..resources.cluster_steps import CLUSTER, listed_bodies
+    from ..resources.inventory import inventory_of
 
-    asks = {"cluster.cluster": gcloud.cluster_describe(s)}
+    inv = inventory_of(steps)
     lustre_step = cost.attach_step("lustre", steps)
+    listed = {CLUSTER: listed_bodies(r, s, steps).get(CLUSTER)}
+    asks = {CLUSTER: gcloud.cluster_describe(s)}
     if lustre_step:
+        listed[lustre_step] = inv.item(r, "Lustre instance", s.LUSTRE_NAME) if inv is not None else None
         asks[lustre_step] = lustre.lustre_describe(s)
-    wanted = [(name, argv) for name, argv in asks.items() if present.get(name)]
+    wanted = [(name, argv) for name, argv in asks.items() if present.get(name) and listed.get(name) is None]
     answers = r.parallel([functools.partial(r.query, argv) for _, argv in wanted])
-    out = {}
+    bodies = {name: body for name, body in listed.items() if body is not None}
     for (name, _), result in zip(wanted, answers, strict=True):
-        if result is None or not result.ok:
-            continue
-        body = json.loads(result.stdout or "{}")
+        if result is not None and result.ok:
+            bodies[name] = json.loads(result.stdout or "{}")
+    out = {}
+    for name, body in bodies.items():
         created = _parse_time(body.get("createTime") or body.get("creationTimestamp"))
         if created is not None:
             out[name] = max(0.0, _now() - created)
@@ -200,20 +216,47 @@ def _parse_time(text: Any) -> float | None:
     return value.timestamp()
 
 
-def _extra_status(c: Context, s: Settings) -> None:
-    """The Ray cluster and the latest job, one line each (a failure to read either is said, not fatal)."""
-    import sys
+@dataclass
+class _Part:
+    """What one of status's reads after the lists gave: its answer (lines, a JSON part), or the error it raised."""
 
-    from .job_views import latest_summary
-    from .ray import cluster_summary
+    value: Any = None
+    error: Exception | None = None
 
-    for name, helper in (("ray", cluster_summary), ("job", latest_summary)):
-        try:
-            for line in helper(c, s):
-                print(line)
-        except Exception as exc:  # noqa: BLE001 - status must still print the rest
-            print(f"{name}: could not read status: {str(exc).splitlines()[0] if str(exc) else exc}",
-                  file=sys.stderr)
+    def answer(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+    def print(self, name: str) -> None:
+        """Its lines; a failure to read is said whole (the command and the tool's own words), not fatal: status
+        must still print the rest."""
+        import sys
+
+        if self.error is not None:
+            print(f"{name}: could not read status: {self.error or type(self.error).__name__}", file=sys.stderr)
+            return
+        for line in self.value:
+            print(line)
+
+
+def _extra(read: Callable[[], Any]) -> _Part:
+    try:
+        return _Part(read())
+    except Exception as exc:  # noqa: BLE001 - said (or raised, for --json) once every read has ended
+        return _Part(error=exc)
+
+
+def _ray_part(c: Context, s: Settings, deployed: bool | None, as_json: bool) -> Any:
+    from .ray import cluster_state, cluster_summary
+
+    return cluster_state(c, s, deployed) if as_json else cluster_summary(c, s, deployed)
+
+
+def _job_part(c: Context, s: Settings, as_json: bool) -> Any:
+    from .job_views import latest_run, latest_summary
+
+    return latest_run(c, s) if as_json else latest_summary(c, s)
 
 
 TASKS = [plan, status]

@@ -270,14 +270,20 @@ def delete(c: Context, yes: bool = False, force_unlock: bool = False) -> None:
 ns = Collection("ray", deploy, render, status, dashboard, delete)
 
 
-def cluster_summary(c: Context, s: Settings) -> list[str]:
+def _deployed(r: Runner, s: Settings, deployed: bool | None) -> bool:
+    """Our release is installed: as the caller's listing found it (`status`), else helm is asked."""
+    from ..commands import helm
+
+    return not r.dry and (r.exists(helm.status(s)) if deployed is None else deployed)
+
+
+def cluster_summary(c: Context, s: Settings, deployed: bool | None = None) -> list[str]:
     """One line for the top-level `status`: the Ray pods' progress and the GPUs Ray sees."""
     from .. import names, raychart
-    from ..commands import helm
     from ..resources import ray_steps
 
     r = context.runner(c, s)
-    if r.dry or not r.exists(helm.status(s)):
+    if not _deployed(r, s, deployed):
         return [f"Ray cluster {names.RAY_RELEASE}: not deployed (run `invoke ray.deploy`)"]
     states = ray_steps.query_pods(r, s)
     gpus = ray_steps.query_gpus(r, s, states)
@@ -285,15 +291,14 @@ def cluster_summary(c: Context, s: Settings) -> list[str]:
     return [f"Ray cluster {names.RAY_RELEASE}: {ray_steps.progress_line(states, s.GPU_NODES)}; {seen}"]
 
 
-def cluster_state(c: Context, s: Settings) -> dict[str, Any]:
+def cluster_state(c: Context, s: Settings, deployed: bool | None = None) -> dict[str, Any]:
     """The Ray cluster for `status --json`: {deployed, pods, ready_pods, gpus_seen, gpus_expected}."""
     from .. import raychart
-    from ..commands import helm
     from ..resources import ray_steps
 
     r = context.runner(c, s)
     expected = raychart.expected_gpus(s)
-    if r.dry or not r.exists(helm.status(s)):
+    if not _deployed(r, s, deployed):
         return {"deployed": False, "pods": 0, "ready_pods": 0, "gpus_seen": None, "gpus_expected": expected}
     states = ray_steps.query_pods(r, s)
     return {"deployed": True, "pods": len(states), "ready_pods": sum(p.ready for p in states),

@@ -56,6 +56,43 @@ def test_inventory_plan_and_status_ask_the_lists(cloud):
             assert "up would create 0 of" in done.stdout, done.stdout
 
 
+def test_status_answers_from_the_lists_then_reads_the_rest_at_once(cloud):
+    # status used to describe the cluster, the GPU pool and the Lustre instance the lists had just returned,
+    # ask helm again whether Ray is deployed, and read Ray and the latest run one after the other: 21 calls in
+    # 9 rounds. The lists, then the pool's size now beside Ray's pods and GPUs and the latest run: 3 rounds.
+    _ok(cloud.invoke("up", "--yes"), "up")
+    before = len(cloud.calls())
+    done = _ok(cloud.invoke("status", process=True, FAKECLOUD_TIME_SCALE="0.2"), "status")
+    calls = cloud.calls()[before:]
+    words = [_words(c) for c in calls]
+    described = [w for w in words if " describe " in w]
+    assert all("instance-groups managed describe" in w for w in described), described
+    assert sum(w.startswith("helm status ") for w in words) == 1, words
+    assert call_rounds(calls) <= 3, [(w[:80], c["launched"], c["end"]) for w, c in zip(words, calls, strict=True)]
+    assert len(calls) <= 16, words
+    # The ages still come, from the listed createTime of the cluster and of the Lustre instance.
+    for row in ("Standard cluster nemo-rl", "Lustre instance nemo-lustre"):
+        line = next(line for line in done.stdout.splitlines() if row in line)
+        assert " min " in line, line
+    assert "Ray sees 16 of 16 GPUs" in done.stdout and "latest job: none" in done.stdout
+
+
+def test_status_says_a_read_after_the_table_failed_and_prints_the_rest(cloud):
+    _ok(cloud.invoke("up", "--yes"), "up")
+    broken = {"FAKECLOUD_FAIL": "--selector=ray.io/cluster=nemo-rl:99:permanent"}
+    done = _ok(cloud.invoke("status", **broken), "status")
+    assert "Standard cluster nemo-rl" in done.stdout and "now: about $" in done.stdout
+    # Said whole: the tool's own words (the first line of the ray part's used to name the command only).
+    ray = done.stderr.split("ray: could not read status: ", 1)[1].split("job: could not")[0]
+    assert ray.startswith("kubectl failed with exit code 1: kubectl ") and "injected permanent failure" in ray
+    job = done.stderr.split("job: could not read status: ", 1)[1]
+    assert job.startswith("cannot list the Ray pods: ") and "injected permanent failure" in job, done.stderr
+    assert "latest job" not in done.stdout, done.output  # no read is no answer, not "none"
+    as_json = cloud.invoke("status", "--json", **broken)
+    assert as_json.code == 1 and "injected permanent failure" in as_json.stderr, as_json.output[-2000:]
+    assert as_json.stdout == ""
+
+
 def test_inventory_first_up_answers_everything_from_lists_and_nothing_in_a_missing_cluster(cloud):
     _ok(cloud.invoke("up", "--yes"), "up")
     calls = cloud.calls()

@@ -40,6 +40,8 @@ def test_json_status_after_up_has_every_resource_present_with_costs(cloud):
     assert {row["state"] for row in status["resources"]} == {"present"}
     pool = next(row for row in status["resources"] if row["name"] == "cluster.gpu-pool")
     assert pool["cost_per_hour"] == 114.0 and pool["age_seconds"] is not None
+    lustre = next(row for row in status["resources"] if row["name"] == "storage.lustre")
+    assert lustre["cost_per_hour"] > 0 and lustre["age_seconds"] is not None  # its createTime, as listed
     assert status["cost_per_hour_now"] > 100 and status["settings"]["nodes"] == 2
     assert status["ray"] == {"deployed": True, "pods": 3, "ready_pods": 3, "gpus_seen": 16.0, "gpus_expected": 16}
     plan = document(cloud, "plan", "--nodes=3")

@@ -224,7 +224,7 @@ def follow(stream: Any, until: str = "") -> tuple[list[str], threading.Event, th
 def _strip(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {k: _strip(v) for k, v in obj.items()
-                if not k.startswith("_") and k not in ("creationTimestamp", "resourceVersion", "uid")}
+                if not k.startswith("_") and k not in ("creationTimestamp", "createTime", "resourceVersion", "uid")}
     if isinstance(obj, list):
         return [_strip(v) for v in obj]
     return obj

@@ -103,8 +103,9 @@ def _create_provisioning(ctx: Ctx, kind: str, key: str, obj: dict, what: str) ->
     with ctx.state.locked():
         if ctx.state.get(kind, key) is not None:
             raise Fail(1, gcloud_error(ctx, f"ResponseError: code=409, message=Already exists: {what}."))
-        obj.update(status="PROVISIONING", _ready_at=time.time() + ctx.latency * time_scale(),
-                   creationTimestamp=time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()), _created=time.time())
+        obj.update(status="PROVISIONING", _ready_at=time.time() + ctx.latency * time_scale(), _created=time.time())
+        if kind == "cluster":  # GKE's Cluster says when in createTime (RFC 3339, +00:00); a NodePool does not
+            obj["createTime"] = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
         ctx.state.put(kind, key, obj)
     ctx.work()
     ctx.err(f"Created [{what}].")

@@ -115,6 +115,8 @@ def lustre_create(ctx: Ctx) -> None:
            "gkeSupportEnabled": bool(ctx.flag("--gke-support-enabled")),
            "description": ctx.flag("--description", ""),
            "labels": dict(kv.split("=", 1) for kv in str(ctx.flag("--labels", "")).split(",") if "=" in kv),
+           # The Lustre API's createTime: RFC 3339 in UTC with nanoseconds, as its JSON prints it
+           "createTime": time.strftime("%Y-%m-%dT%H:%M:%S.000000000Z", time.gmtime()),
            "_network": network, "_ip": f"10.90.{index}.2"}
     error = os.environ.get("FAKECLOUD_LUSTRE_CREATE_ERROR", "")  # "CODE:message", e.g. "8:no capacity in zone"
     operation = _operation_name(ctx)
