@@ -5,6 +5,7 @@ what keeps the cluster short of GPUs (pending pods and the scheduler's words, qu
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable
@@ -196,16 +197,18 @@ def _pool_nodes(r: Runner, s: Settings) -> int | None:
     return None if capacity is None else capacity[0]
 
 
-def pool_capacity(r: Runner, s: Settings) -> tuple[int, str] | None:
+def pool_capacity(r: Runner, s: Settings, pool: dict[str, Any] | None = None) -> tuple[int, str] | None:
     """(nodes, where the number comes from) for the GPU pool of a Standard cluster; None if there is no pool.
+    pool: the pool as this run described it already (else it is described).
 
     GKE's NodePool has no current size (initialNodeCount is the size at creation; a resize does not change it),
     so Kubernetes' Nodes labelled with the pool are counted; an autoscaling pool can grow to its maximum.
     Before nodes register (or where no Node is listed) the initial count stands in."""
-    result = r.query(gcloud.node_pool_describe(s))
-    if result is None or not result.ok:
-        return None
-    pool = json.loads(result.stdout or "{}")
+    if pool is None:
+        result = r.query(gcloud.node_pool_describe(s))
+        if result is None or not result.ok:
+            return None
+        pool = json.loads(result.stdout or "{}")
     locations = max(1, len(pool.get("locations") or []))
     autoscaling = pool.get("autoscaling") or {}
     if autoscaling.get("enabled"):
@@ -220,15 +223,20 @@ def pool_capacity(r: Runner, s: Settings) -> tuple[int, str] | None:
     return current_nodes(r, s, pool) or 0, "the pool's node count"
 
 
-def preflight(r: Runner, s: Settings) -> None:
-    """What waiting cannot fix, asked before anything is installed: the GPU pool must hold GPU_NODES nodes,
-    and the Secret and the Lustre claim the pods mount must exist. ConfigError (exit 2) with the fix."""
+def preflight(r: Runner, s: Settings, *, pool: dict[str, Any] | None = None) -> None:
+    """What waiting cannot fix, asked before anything is installed (at once): the GPU pool must hold GPU_NODES
+    nodes, and the Secret and the Lustre claim the pods mount must exist. ConfigError (exit 2) with the fix.
+    pool: the GPU pool as this run described it already."""
     if r.dry:
         return
     from ..settings import ConfigError
 
+    mounted = (("Secret", names.SECRET_NAME), ("PersistentVolumeClaim", names.LUSTRE_PVC))
+    reads: list[Callable[[], Any]] = [(lambda: None) if s.autopilot else (lambda: pool_capacity(r, s, pool))]
+    reads += [functools.partial(r.exists, kubectl.get(s, kind.lower(), name, namespace=s.NAMESPACE))
+              for kind, name in mounted]
+    capacity, *found = r.parallel(reads)
     if not s.autopilot:
-        capacity = pool_capacity(r, s)
         if capacity is None:
             raise ConfigError("GPU_NODES", s.GPU_NODES, f"the GPU node pool {names.GPU_POOL} of {s.CLUSTER_NAME} "
                               "does not exist: run `invoke cluster.create` first.")
@@ -240,9 +248,7 @@ def preflight(r: Runner, s: Settings) -> None:
                 f"{s.GPU_NODES} GPU workers. Deploy with --nodes={nodes}, or resize the pool first: gcloud "
                 f"container clusters resize {s.CLUSTER_NAME} --node-pool={names.GPU_POOL} "
                 f"--num-nodes={s.GPU_NODES} --location={s.region} --project={s.PROJECT_ID}")
-    missing = [f"{kind} {name}" for kind, name in (("Secret", names.SECRET_NAME),
-                                                     ("PersistentVolumeClaim", names.LUSTRE_PVC))
-               if not r.exists(kubectl.get(s, kind.lower(), name, namespace=s.NAMESPACE))]
+    missing = [f"{kind} {name}" for (kind, name), here in zip(mounted, found, strict=True) if not here]
     if missing:
         raise ConfigError("NAMESPACE", s.NAMESPACE, f"the Ray pods mount {' and '.join(missing)}, which "
                           f"{'does' if len(missing) == 1 else 'do'} not exist there: run `invoke storage.create` "

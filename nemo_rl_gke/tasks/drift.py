@@ -214,10 +214,14 @@ def existing(r: Runner, s: Settings, present: dict[str, bool | None], steps: Any
              sizes: bool = True) -> Found:
     """Describe the cluster and the GPU pool (those present; steps: their inventory's listing answers instead),
     in parallel, then the pool's instance groups (sizes=False: not, the creation size stands in)."""
+    return found_in(r, s, bodies_of(r, s, present, steps), present, steps, sizes=sizes)
+
+
+def bodies_of(r: Runner, s: Settings, present: dict[str, bool | None], steps: Any = None) -> dict[str, Any]:
+    """The cluster's and the GPU pool's bodies by step name (those present and answered): from the inventory's
+    listing (steps), else described in parallel."""
     from ..commands import gcloud
     from ..resources.cluster_steps import CLUSTER, GPU_POOL, listed_bodies
-    from ..resources.pool_size import group_sizes
-    from ..resources.ray_steps import RELEASE, listed_workers
 
     asks = {CLUSTER: gcloud.cluster_describe(s), GPU_POOL: gcloud.node_pool_describe(s)}
     listed = listed_bodies(r, s, steps)
@@ -228,6 +232,16 @@ def existing(r: Runner, s: Settings, present: dict[str, bool | None], steps: Any
     # Listed in any state: a cluster or pool still PROVISIONING (an interrupted `up`) is compared too, before
     # `up` would wait for it as it is.
     bodies.update(listed)
+    return bodies
+
+
+def found_in(r: Runner, s: Settings, bodies: dict[str, Any], present: dict[str, bool | None], steps: Any = None, *,
+             sizes: bool = True) -> Found:
+    """What bodies_of read, as a Found (the pool's instance groups asked for its size now unless sizes=False)."""
+    from ..resources.cluster_steps import CLUSTER, GPU_POOL
+    from ..resources.pool_size import group_sizes
+    from ..resources.ray_steps import RELEASE, listed_workers
+
     cluster = read_cluster(s, bodies[CLUSTER]) if CLUSTER in bodies else Found()
     workers = listed_workers(r, s, steps) if present.get(RELEASE) else None
     pool = bodies.get(GPU_POOL)

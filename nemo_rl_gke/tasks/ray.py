@@ -111,18 +111,23 @@ def _credentials(r: Runner, s: Settings) -> None:
             step.create(r)
 
 
-def _refuse_another_cluster(r: Runner, s: Settings) -> None:
+def _refuse_another_cluster(r: Runner, s: Settings) -> dict[str, Any] | None:
     """Ray's pods select nodes by the settings' mode and GPU type: on a cluster of another mode or a pool of
-    another GPU, or one lacking what our steps need, no pod would ever start. Refused before any change."""
+    another GPU, or one lacking what our steps need, no pod would ever start. Refused before any change.
+    Returns the GPU pool as described (None: no pool, Autopilot, or a dry run), for preflight's size check."""
     if r.dry:
-        return
+        return None
     from ..resources import cluster_features
     from ..resources.cluster_steps import CLUSTER, GPU_POOL
     from . import drift
 
-    found = drift.existing(r, s, {CLUSTER: True, GPU_POOL: not s.autopilot}, sizes=False)
+    present: dict[str, bool | None] = {CLUSTER: True, GPU_POOL: not s.autopilot}
+    bodies = drift.bodies_of(r, s, present)
+    found = drift.found_in(r, s, bodies, present, sizes=False)
     drift.refuse_on(s, found, what="ray.deploy", fields=("mode", "gpu", "feature"))
     cluster_features.say_note(r, s, found.cluster_off)
+    pool = bodies.get(GPU_POOL)
+    return pool if isinstance(pool, dict) else None
 
 
 @context.task(help={**SIZE_HELP, "timeout": "Seconds to wait for every Ray pod to be Ready (default 1800).",
@@ -161,9 +166,10 @@ def deploy(c: Context, nodes: int | None = None, head_cpu: int | None = None, he
         r.say(f"{why}.", err=True)
 
     with context.deployment_locked(c, s, "ray.deploy", force=force_unlock):
-        _credentials(r, s)
-        _refuse_another_cluster(r, s)
-        ray_steps.preflight(r, s)  # a pool too small, or no Secret/claim: refused now, not after the timeout
+        # The kubeconfig entry and the describes of the cluster and the pool at once (none needs the other).
+        _, pool = r.parallel([lambda: _credentials(r, s), lambda: _refuse_another_cluster(r, s)])
+        # A pool too small, or no Secret/claim: refused now, not after the timeout.
+        ray_steps.preflight(r, s, pool=pool)
         ray_steps.deploy(r, s, timeout=wait, restart=restart, **head)
 
 

@@ -102,6 +102,28 @@ def test_ray_deploy_twice_upgrades_the_same_release(cloud):
     assert set(_pods(cloud)) == pods
 
 
+def test_ray_deploy_again_describes_the_pool_once_and_reads_at_once_before_helm(cloud):
+    # ray.deploy described the GPU pool twice (the mode/GPU check, then the size check) and asked the
+    # credentials, the describes, the Nodes, the Secret, the claim and the pods one after the other: 10 rounds
+    # before helm's and its wait's. Now: credentials beside the describes, then the Nodes, Secret and claim.
+    import sys
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from rounds import call_rounds
+
+    assert cloud.invoke("ray.deploy").code == 0
+    before = len(cloud.calls())
+    again = cloud.invoke("ray.deploy", process=True, FAKECLOUD_TIME_SCALE="0.2")
+    assert again.code == 0, again.output
+    calls = cloud.calls()[before:]
+    words = [" ".join([c["tool"], *c["argv"]]) for c in calls]
+    assert sum("node-pools describe" in w for w in words) == 1, words
+    first_helm = next(i for i, w in enumerate(words) if w.startswith("helm upgrade"))
+    ahead = [c for c in calls if c["end"] <= calls[first_helm]["launched"]]
+    assert len(ahead) == 7 and call_rounds(ahead) <= 3, [(w[:70], c["launched"], c["end"])
+                                                          for w, c in zip(words, calls, strict=True)]
+
+
 def test_ray_deploy_polls_until_every_pod_is_ready(cloud):
     # Pods become Ready after 600 s × 0.002 = 1.2 s; the loop must keep asking, then succeed.
     done = cloud.invoke("ray.deploy", FAKECLOUD_TIME_SCALE="0.002", NRG_POLL_SECONDS="0.2")
