@@ -101,19 +101,26 @@ def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
 WAIT_TIMEOUT_SECONDS = prefetch.DEADLINE_SECONDS + 600  # the Job gives up by itself before this
 
 
-def wait_for_model(r: Runner, s: Settings, model: str) -> None:
+def prefetched(r: Runner, s: Settings, model: str) -> dict[str, prefetch.JobState] | None:
+    """The prefetch Jobs now, if model is one the settings prefetch (None: not one, or a dry run): the first
+    answer wait_for_model needs, for a caller to ask beside its own reads."""
+    return listed(r, s) if model in prefetch.models(s) and not r.dry else None
+
+
+def wait_for_model(r: Runner, s: Settings, model: str, now: dict[str, prefetch.JobState] | None = None) -> None:
     """Before a job starts its driver: if a prefetch Job of its model is still downloading, wait for it (the
     driver would otherwise download the same files again, racing it). A failed or missing prefetch is said and
-    the submission goes on: the driver downloads the model itself."""
+    the submission goes on: the driver downloads the model itself. now: the Jobs as `prefetched` just read them."""
     if model not in prefetch.models(s):
         return
     name = prefetch.job_name(model)
     if r.dry:  # a dry run asks nothing, so it has nothing to wait for
         return
     found: dict[str, prefetch.JobState] = {}
+    first = [now] if now is not None else []
 
     def done() -> bool:
-        found.update(listed(r, s))
+        found.update(first.pop() if first else listed(r, s))
         return model not in found or found[model].state != "running"
 
     if not done():

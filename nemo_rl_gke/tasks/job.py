@@ -24,6 +24,7 @@ from ..settings import Settings
 from . import context, job_views
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
 
     from ..runner import Runner
 
@@ -48,7 +49,7 @@ def submit(c: Context, name: str, set_: list[str] | None = None, id_: str | None
            max_restarts: int = -1) -> None:
     """Validate a job and start it detached in the Ray head pod, under a supervisor; prints the run id."""
     from .. import jobrules, jobscript, jobspec
-    from ..resources.prefetch_steps import wait_for_model
+    from ..resources.prefetch_steps import prefetched, wait_for_model
     from ..settings import ConfigError
 
     s = context.settings(c)
@@ -74,10 +75,12 @@ def submit(c: Context, name: str, set_: list[str] | None = None, id_: str | None
     warning = jobrules.cadence_warning(spec, values)
     if warning:
         r.say(warning, err=True)
-    head, ray_gpus = head_pod.head(r, s)
+    # The head pod and Ray's GPUs beside the model's prefetch Job (read-only, neither needs the other).
+    reads: list[Callable[[], Any]] = [lambda: head_pod.head(r, s), lambda: prefetched(r, s, spec.model_name)]
+    (head, ray_gpus), jobs = r.parallel(reads)
     if ray_gpus is not None:
         jobspec.validate(spec, overrides, ray_gpus=ray_gpus, **checks)
-    wait_for_model(r, s, spec.model_name)  # a prefetch still downloading it: wait, do not race
+    wait_for_model(r, s, spec.model_name, jobs)  # a prefetch still downloading it: wait, do not race
     submission = jobscript.Submission(run_id, spec.name, spec.entry_point, spec.recipe, tuple(overrides),
                                       spec.dataset, max_restarts=restarts,
                                       gated_model=spec.model_name if spec.gated else "")

@@ -64,8 +64,8 @@ def downloads(fake: FakeCloud) -> list[dict[str, Any]]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
-def submit_and_finish(fake: FakeCloud, job: str, run_id: str, **env: str) -> Done:
-    done = ok(fake.invoke("job.submit", job, f"--id={run_id}", *FAST, **env), "job.submit")
+def submit_and_finish(fake: FakeCloud, job: str, run_id: str, *, process: bool = False, **env: str) -> Done:
+    done = ok(fake.invoke("job.submit", job, f"--id={run_id}", *FAST, process=process, **env), "job.submit")
     log = fake.state_dir / "podfs" / CONTEXT / "data" / "runs" / run_id
     deadline = time.monotonic() + 90
     while not (log / "exit_code").exists():
@@ -99,6 +99,28 @@ def test_prefetch_flow_up_runs_the_job_and_the_driver_does_not_download_again(cl
     assert deleted < next(i for i, a in enumerate(argvs) if "persistentvolumeclaim lustre-pvc" in a
                           and " delete " in f" {a} ")
     assert jobs(fake) == {}
+
+
+def test_prefetch_flow_submit_reads_the_head_and_the_prefetch_job_at_once(cloud: FakeCloud) -> None:
+    # job.submit asked for the prefetch Job only after the head pod and Ray's GPUs: a third round of reads
+    # before the submission. It is read beside them now.
+    import sys
+
+    from support.fake import REPO
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from rounds import call_rounds
+
+    fake = cloud
+    ok(fake.invoke("up", "--yes"), "up")
+    start = len(fake.calls())
+    submit_and_finish(fake, "gemma3-gsm8k", "at-once", process=True, FAKECLOUD_TIME_SCALE="0.2")
+    calls = fake.calls()[start:]
+    words = [" ".join([c["tool"], *c["argv"]]) for c in calls]
+    sent = next(c for c, w in zip(calls, words, strict=True) if " exec -i " in w and w.endswith(" -- bash"))
+    ahead = [(c, w) for c, w in zip(calls, words, strict=True) if c["end"] <= sent["launched"]]
+    assert any(" get jobs " in w for _, w in ahead) and any(" get pods " in w for _, w in ahead), words
+    assert call_rounds([c for c, _ in ahead]) == 2, [(w[:80], c["launched"], c["end"]) for c, w in ahead]
 
 
 def test_prefetch_flow_submit_waits_for_a_prefetch_still_running(cloud: FakeCloud) -> None:
