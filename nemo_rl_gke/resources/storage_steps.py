@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 from typing import Any
 
 from .. import gcs, gcs_client, names
 from ..commands import buckets, gcloud, kube_objects, kubectl, lustre
-from ..runner import ALREADY_EXISTS, Runner
+from ..runner import ALREADY_EXISTS, Result, Runner
 from ..settings import Settings
 from ..steps import Action, Check, Step
 from ..tools import ToolError
@@ -366,19 +367,29 @@ def credentials_if_cluster(r: Runner, s: Settings) -> None:
 
 # ---- storage.status -------------------------------------------------------------------------------------
 def status_rows(r: Runner, s: Settings) -> list[tuple[str, str]]:
-    rows: list[tuple[str, str]] = []
-    bucket = gcs.summary(s)
-    rows.append((f"bucket gs://{s.bucket}", "absent" if bucket is None else
-                 f"{bucket['location']}, {bucket['objects']} objects, {data_guard.size_text(bucket['bytes'])}"))
-    info = lustre_state(r, s)
-    rows.append((f"Lustre {s.LUSTRE_NAME}", "absent" if info is None else
-                 f"{info['state']}, {info['capacity_gib']} GiB, IP {info['ip'] or '-'}"))
-    pvc = r.query(kubectl.get(s, "persistentvolumeclaim", names.LUSTRE_PVC, namespace=s.NAMESPACE,
-                              output="jsonpath={.status.phase}"))
-    rows.append((f"PVC {s.NAMESPACE}/{names.LUSTRE_PVC}",
-                 (pvc.stdout.strip() or "present") if pvc is not None and pvc.ok else "absent"))
-    # Only the name: the values never leave the cluster.
-    secret = r.query(kubectl.get(s, "secret", names.SECRET_NAME, namespace=s.NAMESPACE, output="name"))
-    rows.append((f"Secret {s.NAMESPACE}/{names.SECRET_NAME}", "present" if secret is not None and secret.ok
-                 else "absent"))
-    return rows
+    """storage.status's rows, read at once: the bucket, Lustre, the claim's phase, the Secret (its name only: the
+    values never leave the cluster). An object kubectl could not ask about is "unknown" with kubectl's reason
+    (no credentials, no context, a cluster not there), never "absent"."""
+    reads: list[Callable[[], Any]] = [
+        lambda: gcs.summary(s), lambda: lustre_state(r, s),
+        functools.partial(r.query, kubectl.get(s, "persistentvolumeclaim", names.LUSTRE_PVC, namespace=s.NAMESPACE,
+                                               output="jsonpath={.status.phase}")),
+        functools.partial(r.query, kubectl.get(s, "secret", names.SECRET_NAME, namespace=s.NAMESPACE,
+                                               output="name"))]
+    bucket, info, pvc, secret = r.parallel(reads)
+
+    def in_cluster(result: Result | None, here: str) -> str:
+        if result is not None and result.ok:
+            return here
+        if result is None or result.not_found:
+            return "absent"
+        lines = result.stderr.strip().splitlines()
+        return f"unknown: {lines[-1] if lines else f'kubectl exit {result.exit_code}'}"
+
+    return [(f"bucket gs://{s.bucket}", "absent" if bucket is None else
+             f"{bucket['location']}, {bucket['objects']} objects, {data_guard.size_text(bucket['bytes'])}"),
+            (f"Lustre {s.LUSTRE_NAME}", "absent" if info is None else
+             f"{info['state']}, {info['capacity_gib']} GiB, IP {info['ip'] or '-'}"),
+            (f"PVC {s.NAMESPACE}/{names.LUSTRE_PVC}", in_cluster(pvc, pvc.stdout.strip() if pvc else "")
+             or "present"),
+            (f"Secret {s.NAMESPACE}/{names.SECRET_NAME}", in_cluster(secret, "present"))]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from support.fake import FAKE_BIN, TEST_HF_TOKEN, TEST_WANDB_KEY, FakeCloud
+from support.fake import FAKE_BIN, REPO, TEST_HF_TOKEN, TEST_WANDB_KEY, FakeCloud
 from support.gcs_emulator import running_emulator
 
 PROJECT = "my-nemo-project"
@@ -312,6 +312,30 @@ def test_storage_status_shows_lustre_ip_and_pvc_phase(made):
     done = cloud.invoke("storage.status")
     assert done.code == 0, done.output
     assert "ACTIVE, 18000 GiB, IP 10.90.0.2" in done.stdout and "Bound" in done.stdout
+
+
+def test_storage_status_reads_everything_at_once(made):
+    import sys
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from rounds import call_rounds
+
+    before = len(made.calls())
+    done = made.invoke("storage.status", process=True, FAKECLOUD_TIME_SCALE="0.2")
+    assert done.code == 0, done.output
+    calls = made.calls()[before:]
+    assert len(calls) == 3 and call_rounds(calls) == 1, [(c["argv"][:3], c["launched"], c["end"]) for c in calls]
+
+
+def test_storage_status_says_unknown_not_absent_when_kubectl_cannot_ask(made):
+    # Without gke-gcloud-auth-plugin kubectl cannot ask the cluster: the claim and the Secret were "absent".
+    done = made.invoke("storage.status", FAKECLOUD_NO_AUTH_PLUGIN="1")
+    assert done.code == 0, done.output
+    rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in done.stdout.splitlines()
+            if line.count("│") >= 3}
+    for row in ("PVC default/lustre-pvc", "Secret default/nemo-rl-secrets"):
+        assert rows[row].startswith("unknown: ") and "gke-gcloud-auth-plugin" in rows[row], rows
+    assert rows["Lustre nemo-lustre"].startswith("ACTIVE"), rows
 
 
 def test_storage_secret_is_updated_when_a_token_changes(made):
