@@ -23,12 +23,13 @@ PEERING_PREFIX_LENGTH = 20
 # In a dry run the instance does not exist yet: the PV is rendered with this documentation-range address.
 DRY_RUN_IP = "192.0.2.1"
 LUSTRE_READY_STATE = "ACTIVE"
-# Usable: ready, or in Google's maintenance of a ready instance (v1's UPGRADING, REPAIRING), which keeps its
-# mountPoint: an existing instance then is not created again (ALREADY_EXISTS) and waited for an hour.
-LUSTRE_USABLE_STATES = (LUSTRE_READY_STATE, "UPGRADING", "REPAIRING")
+# Usable: ready, or in Google's maintenance of a ready instance (v1's UPGRADING, REPAIRING, and the deprecated
+# UPDATING), which keeps its mountPoint: an existing instance then is not created again (ALREADY_EXISTS) and
+# waited for an hour.
+LUSTRE_USABLE_STATES = (LUSTRE_READY_STATE, "UPGRADING", "REPAIRING", "UPDATING")
 # The v1 Instance states that never become ACTIVE by waiting (v1 has no FAILED: a create that fails ends in its
-# operation's error, and the instance goes).
-LUSTRE_FAILED_STATES = ("DELETING", "STOPPED")
+# operation's error, and the instance goes). SUSPENDED: a Cloud KMS key it cannot use; its stateReason says which.
+LUSTRE_FAILED_STATES = ("DELETING", "STOPPED", "SUSPENDED")
 
 
 def network_uri(s: Settings) -> str:
@@ -171,7 +172,8 @@ def lustre_info(describe_json: str) -> dict[str, Any]:
     body = json.loads(describe_json or "{}")
     mount = body.get("mountPoint") or ""
     return {"state": body.get("state", "UNKNOWN"), "capacity_gib": int(body.get("capacityGib") or 0),
-            "mount_point": mount, "ip": mount.split("@", 1)[0] if mount else ""}
+            "mount_point": mount, "ip": mount.split("@", 1)[0] if mount else "",
+            "reason": str(body.get("stateReason") or "")}
 
 
 def dry_describe(s: Settings) -> str:

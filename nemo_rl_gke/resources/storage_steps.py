@@ -165,9 +165,10 @@ def _lustre_create(s: Settings, inv: Inventory) -> Action:
             state = info["state"] if info else "NOT_FOUND"
             seen["state"] = state
             if state in lustre.LUSTRE_FAILED_STATES or state == "NOT_FOUND":
-                raise ToolError(f"Lustre instance {s.LUSTRE_NAME} is {state} instead of becoming "
-                                f"{lustre.LUSTRE_READY_STATE}; see `gcloud lustre instances describe "
-                                f"{s.LUSTRE_NAME} --location={s.lustre_zone}`.", 1)
+                reason = f" ({info['reason']})" if info and info["reason"] else ""
+                raise ToolError(f"Lustre instance {s.LUSTRE_NAME} is {state}{reason} instead of becoming "
+                                f"{lustre.LUSTRE_READY_STATE}, and waiting will not change that; see `gcloud lustre "
+                                f"instances describe {s.LUSTRE_NAME} --location={s.lustre_zone}`.", 1)
             if state in lustre.LUSTRE_USABLE_STATES:
                 inv.handoff.keep(READY_DESCRIBE, info)
             return state in lustre.LUSTRE_USABLE_STATES

@@ -138,14 +138,24 @@ def test_storage_create_twice_second_run_mutates_nothing(made):
 
 
 def test_storage_create_during_lustre_maintenance_mutates_nothing(made):
-    # v1's UPGRADING and REPAIRING: Google's maintenance of a ready instance, still mounted. They used to count
-    # as "not ready": a create again (ALREADY_EXISTS), then up to an hour of waiting for ACTIVE.
+    # v1's UPGRADING and REPAIRING (and the deprecated UPDATING): Google's maintenance of a ready instance,
+    # still mounted. They used to count as "not ready": a create again (ALREADY_EXISTS), then up to an hour of
+    # waiting for ACTIVE.
     cloud = made
-    for state in ("UPGRADING", "REPAIRING"):
+    for state in ("UPGRADING", "REPAIRING", "UPDATING"):
         before = len(cloud.calls())
         done = cloud.invoke("storage.create", timeout=60, FAKECLOUD_LUSTRE_MAINTENANCE=state)
         assert done.code == 0, done.output[-2000:]
         assert cloud.mutating_calls(before) == [], state
+
+
+def test_storage_create_on_a_suspended_lustre_says_why_at_once(made):
+    # SUSPENDED (v1, a Cloud KMS key the instance cannot use) was neither ready nor failed: an hour of waiting,
+    # then "re-run to keep waiting". Waiting never mends it; its stateReason says what does.
+    done = made.invoke("storage.create", timeout=60, FAKECLOUD_LUSTRE_MAINTENANCE="SUSPENDED")
+    assert done.code == 1, done.output[-2000:]
+    assert ("Lustre instance nemo-lustre is SUSPENDED (The Cloud KMS key version used by this instance is "
+            "disabled.) instead of becoming ACTIVE, and waiting will not change that") in done.stderr
 
 
 @pytest.mark.parametrize("pattern", [

@@ -46,14 +46,17 @@ def files_root(ctx: Ctx, name: str) -> Path:
 
 def view(obj: dict) -> dict:
     """The instance as describe shows it now: ACTIVE (with its mountPoint) once its time has come; in Google's
-    maintenance (FAKECLOUD_LUSTRE_MAINTENANCE=UPGRADING or REPAIRING, v1's other states) a ready instance shows
-    that state instead, still mounted."""
+    maintenance (FAKECLOUD_LUSTRE_MAINTENANCE=UPGRADING, REPAIRING or UPDATING, v1's other states) a ready
+    instance shows that state instead, still mounted; SUSPENDED (a Cloud KMS key it cannot use) comes with the
+    API's stateReason."""
     import os
 
     out = public(obj)
     if time.time() >= obj.get("_ready_at", 0):
         out["state"] = os.environ.get("FAKECLOUD_LUSTRE_MAINTENANCE") or "ACTIVE"
         out["mountPoint"] = f"{obj['_ip']}@tcp:/{obj['filesystem']}"
+        if out["state"] == "SUSPENDED":
+            out["stateReason"] = "The Cloud KMS key version used by this instance is disabled."
     else:
         out["state"] = "CREATING"
     return out
