@@ -322,8 +322,9 @@ def check_quota(s: Settings, stdout: str) -> Check:
            f"or lower GPU_NODES / use --reservation")
     standard = _headroom(quotas, metric)
     if standard is None and (not s.SPOT or _headroom(quotas, f"PREEMPTIBLE_{metric}") is None):
-        # gcloud 528's Compute API knows no NVIDIA_H100_GPUS (nor B200, H200) among the region's quotas: the
-        # newer GPU families may be counted elsewhere (Cloud Quotas, per GPU family). Absent is not "0 free".
+        # The region may not list the metric: gcloud 528's Compute API enum has no NVIDIA_B200_GPUS nor
+        # NVIDIA_H200_GPUS (it prints whatever the API returns), and the newer GPU families may be counted in
+        # Cloud Quotas per GPU family. Unverified on a live project. Absent is not "0 free".
         return Check(name, True, f"{wanted} is not among {s.region}'s quotas (`gcloud compute regions describe`), "
                                  f"so it was not checked; up needs {need} GPUs",
                      f"check the {s.gpu.short.upper()} GPU quota of {s.region} in Console > IAM & Admin > Quotas "

@@ -211,6 +211,14 @@ HOPELESS_STATES = ("ERROR", "STOPPING")
 SETTLE_TIMEOUT_SECONDS = 3600
 
 
+def why_status(body: dict[str, Any]) -> str:
+    """GKE's words for a cluster's or node pool's status: statusMessage (deprecated in v1: "Use conditions
+    instead"), else the messages of its conditions[]."""
+    said = str(body.get("statusMessage") or "")
+    return said or "; ".join(str(c["message"]) for c in body.get("conditions") or []
+                             if isinstance(c, dict) and c.get("message"))
+
+
 def _usable(kind: str, body: dict[str, Any] | None) -> bool:
     return body is not None and str(body.get("status") or "RUNNING") in USABLE[kind]
 
@@ -243,7 +251,7 @@ def _create_and_settle(kind: str, title: str, create: list[str], describe: list[
             body = _describe_status(r, describe)
             seen["status"] = status = str((body or {}).get("status") or "NOT_FOUND")
             if status in HOPELESS_STATES or body is None:
-                said = str((body or {}).get("statusMessage") or "")
+                said = why_status(body or {})
                 raise ToolError(f"{title} is {status}{': ' + said if said else ''}; {fix}", 1)
             return _usable(kind, body)
 

@@ -142,9 +142,9 @@ SCALE = {"FAKECLOUD_TIME_SCALE": "0.005"}  # the tasks' commands
 CREATE_SCALE = {"FAKECLOUD_TIME_SCALE": "0.02"}
 
 
-def interrupted_create(fake, kind):
+def interrupted_create(fake, kind, **gke):
     """Net and cluster as `up` leaves them when Ctrl-C hits the cluster's or the pool's create after GKE took it:
-    that create goes on in GKE, PROVISIONING. Returns the settings."""
+    that create goes on in GKE, PROVISIONING. Returns the settings. gke: the fake's environment for that create."""
     import signal
     import subprocess
     import time
@@ -159,7 +159,7 @@ def interrupted_create(fake, kind):
                            **SCALE).code != 0
     s = load(allow_example=False, cwd=fake.workdir, environ={})
     argv = gcloud.cluster_create(s) if kind == "cluster" else gcloud.node_pool_create(s)
-    asked = subprocess.Popen([str(FAKE_BIN / "gcloud"), *argv[1:]], env={**fake.process_env(), **CREATE_SCALE},
+    asked = subprocess.Popen([str(FAKE_BIN / "gcloud"), *argv[1:]], env={**fake.process_env(), **CREATE_SCALE, **gke},
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     states = {"cluster": "cluster", "node pool": "nodepool"}
     deadline = time.monotonic() + 30
@@ -183,6 +183,21 @@ def test_rerun_after_an_interrupted_create_waits_for_gke_instead_of_failing(fake
     title = f"cluster {s.CLUSTER_NAME}" if kind == "cluster" else "GPU node pool gpu-pool"
     assert f"{title} is PROVISIONING: an earlier run's create goes on in GKE; waiting for it" in done.stderr
     assert len(fake.resources()["cluster"]) == 1 and len(fake.resources()["nodepool"]) == 1
+
+
+@pytest.mark.parametrize("kind", ["cluster", "node pool"])
+def test_rerun_after_an_interrupted_create_that_failed_in_gke_says_gkes_reason(fake, kind):
+    """The create went on in GKE and ended in ERROR: the re-run says so with GKE's words, which v1 puts in the
+    conditions (statusMessage is deprecated), and stops instead of waiting an hour."""
+    why = "Instances in zone us-central1-b are currently unavailable (injected stockout)"
+    s = interrupted_create(fake, kind, FAKECLOUD_GKE_CREATE_ERROR=why)
+    import time
+
+    time.sleep(12 * 0.02 + 0.5)  # until GKE's create has ended (the fake's 12 s for a pool, 8.4 s for a cluster)
+    done = fake.invoke("cluster.create", "--gpu=b200", **SCALE)
+    assert done.code == 1, done.output[-3000:]
+    title = f"cluster {s.CLUSTER_NAME}" if kind == "cluster" else "GPU node pool gpu-pool"
+    assert f"{title} is ERROR: {why};" in done.stderr, done.stderr[-3000:]
 
 
 @pytest.mark.parametrize(("kind", "teardown"), [("cluster", ("down", "--yes")), ("node pool", ("down", "--yes")),

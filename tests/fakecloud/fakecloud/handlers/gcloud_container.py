@@ -97,13 +97,16 @@ def _create(ctx: Ctx, autopilot: bool) -> None:
 def _create_provisioning(ctx: Ctx, kind: str, key: str, obj: dict, what: str) -> None:
     """GKE's create: the object exists at once, PROVISIONING, and becomes RUNNING when its operation ends,
     whether or not the gcloud that asked is still there to wait (Ctrl-C does not stop GKE). A second create
-    answers 409, as GKE does."""
+    answers 409, as GKE does. FAKECLOUD_GKE_CREATE_ERROR="message": the create ends in ERROR instead, the reason
+    in conditions[] only (v1's statusMessage is deprecated)."""
+    import os
     import time
 
     with ctx.state.locked():
         if ctx.state.get(kind, key) is not None:
             raise Fail(1, gcloud_error(ctx, f"ResponseError: code=409, message=Already exists: {what}."))
-        obj.update(status="PROVISIONING", _ready_at=time.time() + ctx.latency * time_scale(), _created=time.time())
+        obj.update(status="PROVISIONING", _ready_at=time.time() + ctx.latency * time_scale(), _created=time.time(),
+                   _error=os.environ.get("FAKECLOUD_GKE_CREATE_ERROR", ""))
         if kind == "cluster":  # GKE's Cluster says when in createTime (RFC 3339, +00:00); a NodePool does not
             obj["createTime"] = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
         ctx.state.put(kind, key, obj)
@@ -116,6 +119,9 @@ def with_status(obj: dict) -> dict:
     import time
 
     if obj.get("status") == "PROVISIONING" and time.time() >= float(obj.get("_ready_at") or 0):
+        if obj.get("_error"):
+            return {**obj, "status": "ERROR", "conditions": [{"code": "GCE_STOCKOUT", "canonicalCode":
+                                                               "RESOURCE_EXHAUSTED", "message": obj["_error"]}]}
         return {**obj, "status": "RUNNING"}
     return obj
 
