@@ -299,7 +299,9 @@ def create_resource(ctx: Ctx, kind: str, key: str, obj: dict[str, Any], what: st
     if ctx.state.get(kind, key) is not None:
         raise Fail(1, gcloud_error(ctx, f"Could not create {what}: The resource '{what}' already exists"))
     ctx.work()
-    obj.setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()))
+    # Compute's RFC 3339 with milliseconds and the offset its API answers in (US Pacific), not UTC
+    pacific = time.gmtime(time.time() - 8 * 3600)
+    obj.setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%S.000-08:00", pacific))
     obj.setdefault("_created", time.time())
     with ctx.state.locked():
         if ctx.state.get(kind, key) is not None:
@@ -312,13 +314,6 @@ def require(ctx: Ctx, kind: str, key: str, what: str) -> dict[str, Any]:
     obj = ctx.state.get(kind, key)
     if obj is None:
         raise Fail(1, gcloud_error(ctx, f"NOT_FOUND: The resource '{what}' was not found"))
-    return obj
-
-
-def describe_resource(ctx: Ctx, kind: str, key: str, what: str) -> dict[str, Any]:
-    obj = require(ctx, kind, key, what)
-    ctx.work()
-    ctx.emit(public(obj))
     return obj
 
 

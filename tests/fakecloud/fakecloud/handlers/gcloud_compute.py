@@ -10,7 +10,6 @@ from ..core import (
     command,
     create_resource,
     delete_resource,
-    describe_resource,
     gcloud_error,
     public,
     require,
@@ -44,16 +43,29 @@ def network_create(ctx: Ctx) -> None:
     create_resource(ctx, "network", f"{ctx.project}/{name}", obj, _net_path(ctx, name))
 
 
+def _network_view(network: dict) -> dict:
+    """A network as the API shows it (compute v1 Network): selfLink and networkProfile as URLs; an unset
+    networkProfile is left out, as the API leaves out every unset field."""
+    out = {**public(network), "selfLink": f"{API}/{network['selfLink']}"}
+    profile = out.pop("networkProfile", "")
+    if profile:
+        project = network["selfLink"].split("/")[1]
+        out["networkProfile"] = f"{API}/projects/{project}/global/networkProfiles/{profile}"
+    return out
+
+
 @command("gcloud", "compute", "networks", "describe", latency=1)
 def network_describe(ctx: Ctx) -> None:
     name = _name(ctx)
-    describe_resource(ctx, "network", f"{ctx.project}/{name}", _net_path(ctx, name))
+    network = require(ctx, "network", f"{ctx.project}/{name}", _net_path(ctx, name))
+    ctx.work()
+    ctx.emit(_network_view(network))
 
 
 @command("gcloud", "compute", "networks", "list", latency=1)
 def network_list(ctx: Ctx) -> None:
     ctx.work()
-    ctx.emit(filtered(ctx, [public(n) for key, n in ctx.state.items("network").items()
+    ctx.emit(filtered(ctx, [_network_view(n) for key, n in ctx.state.items("network").items()
                             if key.startswith(f"{ctx.project}/")]))
 
 
@@ -101,7 +113,7 @@ def subnet_create(ctx: Ctx) -> None:
 def _subnet_view(subnet: dict) -> dict:
     """A subnet as the API shows it: region and network as URLs, a selfLink."""
     project, region, name = subnet["project"], subnet["region"], subnet["name"]
-    return {**public(subnet), "region": f"{API}/projects/{project}/regions/{region}",
+    return {**_unscoped(subnet), "region": f"{API}/projects/{project}/regions/{region}",
             "network": f"{API}/projects/{project}/global/networks/{subnet['network']}",
             "selfLink": f"{API}/projects/{project}/regions/{region}/subnetworks/{name}"}
 
@@ -158,8 +170,21 @@ def firewall_describe(ctx: Ctx) -> None:
 
 
 def _firewall_view(rule: dict) -> dict:
-    """A rule as gcloud prints it: its network as the VPC's URL (the state keeps the name)."""
-    return {**public(rule), "network": f"{API}/projects/{rule['project']}/global/networks/{rule['network']}"}
+    """A rule as gcloud prints it (compute v1 Firewall): its network as the VPC's URL (the state keeps the name),
+    `allowed` as [{IPProtocol, ports}] and `sourceRanges` as a list (the state keeps the flags' text)."""
+    allowed: dict[str, list[str]] = {}
+    for rule_text in str(rule.get("allowed") or "").split(","):
+        if rule_text:
+            protocol, _, ports = rule_text.partition(":")
+            allowed.setdefault(protocol, []).extend([ports] if ports else [])
+    return {**_unscoped(rule), "network": f"{API}/projects/{rule['project']}/global/networks/{rule['network']}",
+            "allowed": [{"IPProtocol": p, **({"ports": ports} if ports else {})} for p, ports in allowed.items()],
+            "sourceRanges": [r for r in str(rule.get("sourceRanges") or "").split(",") if r]}
+
+
+def _unscoped(obj: dict) -> dict:
+    """public(obj) without the project the state keeps for scoping (no compute v1 resource has that field)."""
+    return {k: v for k, v in public(obj).items() if k != "project"}
 
 
 @command("gcloud", "compute", "firewall-rules", "list", latency=1)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import time
 
-from ..core import Ctx, Fail, command, create_resource, delete_resource, describe_resource, public
+from ..core import Ctx, Fail, command, create_resource, delete_resource, public, require
 from ..core import gcloud_error as _error
+from .gcloud_compute import API
 from .gcloud_filter import filtered
 
 SERVICE = "servicenetworking.googleapis.com"
@@ -46,11 +47,21 @@ def address_create(ctx: Ctx) -> None:
     create_resource(ctx, "address", f"{ctx.project}/{name}", obj, _address_path(ctx, name))
 
 
+def address_view(address: dict) -> dict:
+    """An address as the API shows it (compute v1 Address): its network and selfLink as URLs; no project field."""
+    project = address["project"]
+    return {**{k: v for k, v in public(address).items() if k != "project"},
+            "selfLink": f"{API}/{address['selfLink']}",
+            "network": f"{API}/projects/{project}/global/networks/{address['network']}"}
+
+
 @command("gcloud", "compute", "addresses", "describe", latency=1)
 def address_describe(ctx: Ctx) -> None:
     name = _name(ctx)
     _require_global(ctx)
-    describe_resource(ctx, "address", f"{ctx.project}/{name}", _address_path(ctx, name))
+    address = require(ctx, "address", f"{ctx.project}/{name}", _address_path(ctx, name))
+    ctx.work()
+    ctx.emit(address_view(address))
 
 
 @command("gcloud", "compute", "addresses", "list", latency=1)
@@ -58,7 +69,7 @@ def address_list(ctx: Ctx) -> None:
     ctx.work()
     # The fake keeps global ranges only: --regions lists none of them, --global or no scope all of them.
     scope = [a for a in ctx.state.list("address") if a["project"] == ctx.project and not ctx.flag("--regions")]
-    ctx.emit(filtered(ctx, [public(a) for a in scope]))
+    ctx.emit(filtered(ctx, [address_view(a) for a in scope]))
 
 
 @command("gcloud", "compute", "addresses", "delete", mutating=True, latency=10)
@@ -135,7 +146,7 @@ def peering_update(ctx: Ctx) -> None:
 def peering_list(ctx: Ctx) -> None:
     network = _network(ctx)
     ctx.work()
-    ctx.emit([public(c) for c in ctx.state.list("peering")
+    ctx.emit([{k: v for k, v in public(c).items() if k != "project"} for c in ctx.state.list("peering")
               if c["project"] == ctx.project and c["_network"] == network
               and c["service"] == f"services/{ctx.flag('--service', SERVICE)}"])
 
