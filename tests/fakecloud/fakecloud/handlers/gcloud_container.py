@@ -6,6 +6,8 @@ ending in ':<context>', such as 'k8s:<context>' and 'helm:<context>')."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from .. import kubeconfig
 from ..core import (
     Ctx,
@@ -136,10 +138,28 @@ def cluster_create_auto(ctx: Ctx) -> None:
     _create(ctx, autopilot=True)
 
 
+def pool_view(pool: dict) -> dict:
+    """A node pool as the API shows it (container v1 NodePool): config.accelerators as [AcceleratorConfig] (the
+    state keeps the --accelerator text), int64 counts as the strings gcloud prints; without the fake's own
+    `cluster` and `reservation` keys (the reservation is in config.reservationAffinity)."""
+    out = {k: v for k, v in public(with_status(pool)).items() if k not in ("cluster", "reservation")}
+    config = dict(out.get("config") or {})
+    text = config.pop("accelerators", "") or ""
+    parts = dict(kv.split("=", 1) for kv in str(text).split(",") if "=" in kv)
+    if parts:
+        accelerator: dict[str, Any] = {"acceleratorCount": str(parts.get("count", "1")),
+                                       "acceleratorType": parts.get("type", "")}
+        if "gpu-driver-version" in parts:
+            accelerator["gpuDriverInstallationConfig"] = {"gpuDriverVersion": parts["gpu-driver-version"].upper()}
+        config["accelerators"] = [accelerator]
+    return {**out, "config": config}
+
+
 def _cluster_view(ctx: Ctx, key: str, cluster: dict) -> dict:
-    """A cluster as the API shows it: with its node pools (GKE's Cluster carries `nodePools`)."""
-    pools = [public(with_status(p)) for k, p in sorted(ctx.state.items("nodepool").items()) if k.startswith(key + "/")]
-    return {**public(with_status(cluster)), "nodePools": pools,
+    """A cluster as the API shows it: with its node pools (GKE's Cluster carries `nodePools`); no `project`
+    field (the state keeps it for scoping)."""
+    pools = [pool_view(p) for k, p in sorted(ctx.state.items("nodepool").items()) if k.startswith(key + "/")]
+    return {**{k: v for k, v in public(with_status(cluster)).items() if k != "project"}, "nodePools": pools,
             "selfLink": f"https://container.googleapis.com/v1/projects/{cluster['project']}/locations/"
                         f"{cluster['location']}/clusters/{cluster['name']}"}
 
@@ -315,7 +335,7 @@ def node_pool_describe(ctx: Ctx) -> None:
     name = ctx.positionals[0]
     pool = require(ctx, "nodepool", _pool_key(ctx, name), f"nodePools/{name}")
     ctx.work()
-    ctx.emit(public(with_status(pool)))
+    ctx.emit(pool_view(pool))
 
 
 @command("gcloud", "container", "node-pools", "list", latency=1)
@@ -324,7 +344,7 @@ def node_pool_list(ctx: Ctx) -> None:
     cluster = str(ctx.flag("--cluster") or "")
     require(ctx, "cluster", _cluster_key(ctx, cluster), _cluster_path(ctx, cluster))
     prefix = f"{ctx.project}/{_location(ctx)}/{cluster}/"
-    ctx.emit(filtered(ctx, [public(with_status(p)) for k, p in ctx.state.items("nodepool").items()
+    ctx.emit(filtered(ctx, [pool_view(p) for k, p in ctx.state.items("nodepool").items()
                             if k.startswith(prefix)]))
 
 
