@@ -26,6 +26,8 @@ from ..settings import Settings
 from . import context
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..runner import Runner
 
 SIZE_HELP = {
@@ -206,12 +208,13 @@ def status(c: Context) -> None:
     if r.dry:
         r.say("# ray.status reads the cluster; a dry run shows nothing.")
         return
-    with kube_context.watch(r, s):  # a context that outlived its cluster: seconds, not minutes of dialing
-        deployed = r.exists(helm.status(s))
+    # The release and the pods at once; a context that outlived its cluster: seconds, not minutes of dialing.
+    with kube_context.watch(r, s):
+        reads: list[Callable[[], Any]] = [lambda: r.exists(helm.status(s)), lambda: ray_steps.query_pods(r, s)]
+        deployed, states = r.parallel(reads)
     if not deployed:
         r.say(f"Ray cluster {names.RAY_RELEASE} is not deployed in {s.NAMESPACE} (run `invoke ray.deploy`).")
         return
-    states = ray_steps.query_pods(r, s)
     rows = [(p.name, p.node_type, "Ready" if p.ready else "not Ready", p.why) for p in states]
     context.print_table(f"Ray cluster {names.RAY_RELEASE} ({ray_steps.progress_line(states, s.GPU_NODES)})",
                         ("pod", "type", "state", "why"), rows)

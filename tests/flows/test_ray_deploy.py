@@ -255,11 +255,20 @@ def test_ray_dry_deploy_prints_helm_upgrade_install_and_runs_nothing(cloud):
 
 
 def test_ray_status_lists_pods_and_gpus(cloud):
+    import sys
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from rounds import call_rounds
+
     assert cloud.invoke("ray.deploy").code == 0
-    done = cloud.invoke("ray.status")
+    before = len(cloud.calls())
+    done = cloud.invoke("ray.status", process=True, FAKECLOUD_TIME_SCALE="0.2")
     assert done.code == 0, done.output
     assert "Ray sees 16 of 16 GPUs" in done.stdout
     assert "nemo-rl-head-" in done.stdout
+    # helm's release and the pods at once, then Ray's GPUs in the head: 2 rounds (the pods waited for helm).
+    calls = cloud.calls()[before:]
+    assert len(calls) == 3 and call_rounds(calls) == 2, [(c["argv"][:3], c["launched"], c["end"]) for c in calls]
 
 
 def test_ray_status_says_when_nothing_is_deployed(cloud):
