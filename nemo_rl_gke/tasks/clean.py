@@ -45,12 +45,21 @@ def kept_for_data(steps: list[Any], delete_data: bool, delete_bucket: bool = Fal
 
 def layer_teardown_steps(steps: list[Any], layer: str, delete_data: bool, delete_bucket: bool = False,
                          live: set[str] | None = None) -> list[Any]:
-    """The layer's steps, with those that kept data needs (judged over the whole graph) marked as kept."""
+    """The layer's steps, with those that kept data needs (judged over the whole graph) marked as kept; with
+    the inventory of steps (`all_steps`), restricted to what they ask: the teardown's plan then reads the other
+    deployments from its cluster listing and takes the guards' reads beside it, as `down` does."""
+    from ..resources.inventory import StepList, inventory_of
+
     kept = kept_for_data(steps, delete_data, delete_bucket, live)
     # holds_data=True (consent "delete_data") makes graph.destroy keep a step the kept data needs, unless
     # delete_data; the data steps keep their own consent.
-    return [replace(step, holds_data=True) if step.name in kept and not step.needs() else step for step in steps
-            if step.layer == layer]
+    chosen = [replace(step, holds_data=True) if step.name in kept and not step.needs() else step for step in steps
+              if step.layer == layer]
+    inv = inventory_of(steps)
+    if inv is None:
+        return chosen
+    inv.restrict(chosen)
+    return StepList(chosen, inv)
 
 
 def live_data(c: Context, s: Settings, steps: list[Any], layer: str) -> set[str] | None:

@@ -290,6 +290,24 @@ def test_a_layers_teardown_scans_that_layer_only(cloud):
     assert "helm uninstall" in " ".join(calls) and len(calls) <= 8, calls
 
 
+@pytest.mark.parametrize(("task", "rounds"), [("clean.ray", 2), ("clean.cluster", 3)])
+def test_a_layers_teardown_reads_from_its_listing_before_its_first_delete(cloud, task, rounds):
+    # A layer's steps lost the run's inventory: the plan listed every cluster of the project unfiltered for the
+    # other deployments, asked the cluster's objects one describe at a time, and took the guards' reads only
+    # after it (clean.cluster: 13 reads in 4 rounds before its delete; clean.ray: 3 rounds).
+    _ok(cloud.invoke("up", "--yes"), "up")
+    before = len(cloud.calls())
+    _ok(cloud.invoke(task, "--yes", process=True, FAKECLOUD_TIME_SCALE="0.1"), task)
+    calls = cloud.calls()[before:]
+    first = min(c["launched"] for c in calls if c["mutating"]) + 1 / os.sysconf("SC_CLK_TCK")
+    reads = [c for c in calls if c["end"] <= first and not c["mutating"]]
+    words = [_words(c) for c in reads]
+    assert not [w for w in words if w.startswith("gcloud container clusters list") and "--filter=" not in w], words
+    assert not [w for w in words if " describe " in w], words
+    assert call_rounds(reads) <= rounds, [(w[:80], c["launched"], c["end"]) for w, c in zip(words, reads,
+                                                                                          strict=True)]
+
+
 @pytest.mark.parametrize("kind", ["compute networks subnets list", "compute addresses list"])
 def test_inventory_a_list_that_exits_0_after_a_failed_request_is_no_answer(cloud, kind):
     # Real gcloud: these two lists warn "Some requests did not succeed" and exit 0 with what they got (here
