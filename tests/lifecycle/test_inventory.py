@@ -297,7 +297,10 @@ def test_a_layers_teardown_reads_from_its_listing_before_its_first_delete(cloud,
     # after it (clean.cluster: 13 reads in 4 rounds before its delete; clean.ray: 3 rounds).
     _ok(cloud.invoke("up", "--yes"), "up")
     before = len(cloud.calls())
-    _ok(cloud.invoke(task, "--yes", process=True, FAKECLOUD_TIME_SCALE="0.1"), task)
+    # The first delete fails at once (an injected permanent fault): what matters is what was read before it.
+    stop = {"FAKECLOUD_FAIL": f"{'helm uninstall' if task == 'clean.ray' else 'clusters delete'}:1:permanent"}
+    done = cloud.invoke(task, "--yes", process=True, FAKECLOUD_TIME_SCALE="0.1", **stop)
+    assert done.code == 1 and "injected permanent failure" in done.stderr, done.output[-3000:]
     calls = cloud.calls()[before:]
     first = min(c["launched"] for c in calls if c["mutating"]) + 1 / os.sysconf("SC_CLK_TCK")
     reads = [c for c in calls if c["end"] <= first and not c["mutating"]]

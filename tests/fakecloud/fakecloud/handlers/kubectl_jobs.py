@@ -176,7 +176,7 @@ def _delete(ctx: Ctx) -> int:
             ctx.err(_not_found(name))
             code = 1
     if not names:
-        ctx.err("No resources found")
+        ctx.out("No resources found")  # kubectl delete: on stdout (o.Out), unlike get's "No resources found in …"
     return code
 
 

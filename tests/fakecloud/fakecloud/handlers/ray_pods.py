@@ -271,7 +271,7 @@ def _delete_pods(ctx: Ctx) -> int:
             ctx.err(f'Error from server (NotFound): pods "{name}" not found')
             code = 1
     if not names:
-        ctx.err("No resources found")
+        ctx.out("No resources found")  # kubectl delete: on stdout (o.Out), unlike get's "No resources found in …"
     for cluster in sorted(clusters):
         made_again(ctx, context, namespace, cluster)
     return code
