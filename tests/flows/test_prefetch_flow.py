@@ -114,7 +114,7 @@ def test_prefetch_flow_submit_reads_the_head_and_the_prefetch_job_at_once(cloud:
     fake = cloud
     ok(fake.invoke("up", "--yes"), "up")
     start = len(fake.calls())
-    submit_and_finish(fake, "gemma3-gsm8k", "at-once", process=True, FAKECLOUD_TIME_SCALE="0.2")
+    submit_and_finish(fake, "gemma3-gsm8k", "at-once", process=True, FAKECLOUD_TIME_SCALE="1")
     calls = fake.calls()[start:]
     words = [" ".join([c["tool"], *c["argv"]]) for c in calls]
     sent = next(c for c, w in zip(calls, words, strict=True) if " exec -i " in w and w.endswith(" -- bash"))

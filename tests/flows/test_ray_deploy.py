@@ -113,8 +113,11 @@ def test_ray_deploy_again_describes_the_pool_once_and_reads_at_once_before_helm(
 
     assert cloud.invoke("ray.deploy").code == 0
     before = len(cloud.calls())
-    again = cloud.invoke("ray.deploy", process=True, FAKECLOUD_TIME_SCALE="0.2")
-    assert again.code == 0, again.output
+    # Typical latencies (kubectl get 0.3 s: a loaded machine's slow process start cannot pass for a wait); helm's
+    # upgrade then fails at once (an injected fault): what matters is what was read before it.
+    again = cloud.invoke("ray.deploy", process=True, FAKECLOUD_TIME_SCALE="1",
+                         FAKECLOUD_FAIL="helm upgrade:1:permanent")
+    assert again.code == 1 and "injected permanent failure" in again.stderr, again.output
     calls = cloud.calls()[before:]
     words = [" ".join([c["tool"], *c["argv"]]) for c in calls]
     assert sum("node-pools describe" in w for w in words) == 1, words
@@ -262,7 +265,7 @@ def test_ray_status_lists_pods_and_gpus(cloud):
 
     assert cloud.invoke("ray.deploy").code == 0
     before = len(cloud.calls())
-    done = cloud.invoke("ray.status", process=True, FAKECLOUD_TIME_SCALE="0.2")
+    done = cloud.invoke("ray.status", process=True, FAKECLOUD_TIME_SCALE="1")
     assert done.code == 0, done.output
     assert "Ray sees 16 of 16 GPUs" in done.stdout
     assert "nemo-rl-head-" in done.stdout

@@ -331,7 +331,7 @@ def test_storage_status_reads_everything_at_once(made):
     from rounds import call_rounds
 
     before = len(made.calls())
-    done = made.invoke("storage.status", process=True, FAKECLOUD_TIME_SCALE="0.2")
+    done = made.invoke("storage.status", process=True, FAKECLOUD_TIME_SCALE="1")
     assert done.code == 0, done.output
     calls = made.calls()[before:]
     assert len(calls) == 3 and call_rounds(calls) == 1, [(c["argv"][:3], c["launched"], c["end"]) for c in calls]
