@@ -387,10 +387,10 @@ def status_rows(r: Runner, s: Settings) -> list[tuple[str, str]]:
         lines = result.stderr.strip().splitlines()
         return f"unknown: {lines[-1] if lines else f'kubectl exit {result.exit_code}'}"
 
+    phase = (pvc.stdout.strip() if pvc else "") or "present"
     return [(f"bucket gs://{s.bucket}", "absent" if bucket is None else
              f"{bucket['location']}, {bucket['objects']} objects, {data_guard.size_text(bucket['bytes'])}"),
             (f"Lustre {s.LUSTRE_NAME}", "absent" if info is None else
              f"{info['state']}, {info['capacity_gib']} GiB, IP {info['ip'] or '-'}"),
-            (f"PVC {s.NAMESPACE}/{names.LUSTRE_PVC}", in_cluster(pvc, pvc.stdout.strip() if pvc else "")
-             or "present"),
+            (f"PVC {s.NAMESPACE}/{names.LUSTRE_PVC}", in_cluster(pvc, phase)),
             (f"Secret {s.NAMESPACE}/{names.SECRET_NAME}", in_cluster(secret, "present"))]

@@ -328,3 +328,9 @@ def delete_resource(ctx: Ctx, kind: str, key: str, what: str) -> None:
 def public(obj: dict[str, Any]) -> dict[str, Any]:
     """The object without the fake's private bookkeeping keys (those starting with '_')."""
     return {k: v for k, v in obj.items() if not k.startswith("_")}
+
+
+def unscoped(obj: dict[str, Any]) -> dict[str, Any]:
+    """public(obj) without the `project` the state keeps for scoping (no Compute, GKE or Service Networking v1
+    resource has that field)."""
+    return {k: v for k, v in public(obj).items() if k != "project"}

@@ -13,6 +13,7 @@ from ..core import (
     gcloud_error,
     public,
     require,
+    unscoped,
 )
 from .gcloud_filter import filtered
 
@@ -113,7 +114,7 @@ def subnet_create(ctx: Ctx) -> None:
 def _subnet_view(subnet: dict) -> dict:
     """A subnet as the API shows it: region and network as URLs, a selfLink."""
     project, region, name = subnet["project"], subnet["region"], subnet["name"]
-    return {**_unscoped(subnet), "region": f"{API}/projects/{project}/regions/{region}",
+    return {**unscoped(subnet), "region": f"{API}/projects/{project}/regions/{region}",
             "network": f"{API}/projects/{project}/global/networks/{subnet['network']}",
             "selfLink": f"{API}/projects/{project}/regions/{region}/subnetworks/{name}"}
 
@@ -177,14 +178,9 @@ def _firewall_view(rule: dict) -> dict:
         if rule_text:
             protocol, _, ports = rule_text.partition(":")
             allowed.setdefault(protocol, []).extend([ports] if ports else [])
-    return {**_unscoped(rule), "network": f"{API}/projects/{rule['project']}/global/networks/{rule['network']}",
+    return {**unscoped(rule), "network": f"{API}/projects/{rule['project']}/global/networks/{rule['network']}",
             "allowed": [{"IPProtocol": p, **({"ports": ports} if ports else {})} for p, ports in allowed.items()],
             "sourceRanges": [r for r in str(rule.get("sourceRanges") or "").split(",") if r]}
-
-
-def _unscoped(obj: dict) -> dict:
-    """public(obj) without the project the state keeps for scoping (no compute v1 resource has that field)."""
-    return {k: v for k, v in public(obj).items() if k != "project"}
 
 
 @command("gcloud", "compute", "firewall-rules", "list", latency=1)

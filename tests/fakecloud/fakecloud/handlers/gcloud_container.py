@@ -18,6 +18,7 @@ from ..core import (
     public,
     require,
     time_scale,
+    unscoped,
 )
 from .gcloud_filter import filtered
 
@@ -159,7 +160,7 @@ def _cluster_view(ctx: Ctx, key: str, cluster: dict) -> dict:
     """A cluster as the API shows it: with its node pools (GKE's Cluster carries `nodePools`); no `project`
     field (the state keeps it for scoping)."""
     pools = [pool_view(p) for k, p in sorted(ctx.state.items("nodepool").items()) if k.startswith(key + "/")]
-    return {**{k: v for k, v in public(with_status(cluster)).items() if k != "project"}, "nodePools": pools,
+    return {**unscoped(with_status(cluster)), "nodePools": pools,
             "selfLink": f"https://container.googleapis.com/v1/projects/{cluster['project']}/locations/"
                         f"{cluster['location']}/clusters/{cluster['name']}"}
 

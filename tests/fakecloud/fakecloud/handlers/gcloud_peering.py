@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from ..core import Ctx, Fail, command, create_resource, delete_resource, public, require
+from ..core import Ctx, Fail, command, create_resource, delete_resource, require, unscoped
 from ..core import gcloud_error as _error
 from .gcloud_compute import API
 from .gcloud_filter import filtered
@@ -50,7 +50,7 @@ def address_create(ctx: Ctx) -> None:
 def address_view(address: dict) -> dict:
     """An address as the API shows it (compute v1 Address): its network and selfLink as URLs; no project field."""
     project = address["project"]
-    return {**{k: v for k, v in public(address).items() if k != "project"},
+    return {**unscoped(address),
             "selfLink": f"{API}/{address['selfLink']}",
             "network": f"{API}/projects/{project}/global/networks/{address['network']}"}
 
@@ -146,7 +146,7 @@ def peering_update(ctx: Ctx) -> None:
 def peering_list(ctx: Ctx) -> None:
     network = _network(ctx)
     ctx.work()
-    ctx.emit([{k: v for k, v in public(c).items() if k != "project"} for c in ctx.state.list("peering")
+    ctx.emit([unscoped(c) for c in ctx.state.list("peering")
               if c["project"] == ctx.project and c["_network"] == network
               and c["service"] == f"services/{ctx.flag('--service', SERVICE)}"])
 
