@@ -234,7 +234,7 @@ class _Part:
         import sys
 
         if self.error is not None:
-            print(f"{name}: could not read status: {self.error or type(self.error).__name__}", file=sys.stderr)
+            print(f"{name}: could not read status: {str(self.error) or type(self.error).__name__}", file=sys.stderr)
             return
         for line in self.value:
             print(line)
