@@ -347,7 +347,12 @@ def test_down_with_yes_reads_everything_its_guards_need_before_the_first_delete_
     # guard's `kubectl get pods` used to wait for the others, a third round before the first delete.
     _ok(cloud.invoke("up", "--yes"), "up")
     before = len(cloud.calls())
-    _ok(cloud.invoke("down", "--yes", process=True, FAKECLOUD_TIME_SCALE="0.01"), "down")
+    # At the typical latencies (a list 1 s, kubectl get 0.3 s; the bucket's lease is taken beside them): a loaded
+    # machine slow to start a dozen processes cannot make a call look as if it waited for one that ended first.
+    # The first deletes fail at once, so the run ends there instead of waiting out the teardown.
+    first_deletes = "firewall-rules delete:1:permanent;helm uninstall:1:permanent;delete jobs:1:permanent"
+    done = cloud.invoke("down", "--yes", process=True, FAKECLOUD_TIME_SCALE="1", FAKECLOUD_FAIL=first_deletes)
+    assert done.code == 1 and "injected permanent failure" in done.stderr, done.output[-3000:]
     calls = cloud.calls()[before:]
     # `launched` is /proc's start time in clock ticks (10 ms), rounded down: a read that ended just before the
     # first delete started may look as if it ended up to a tick after it.

@@ -173,6 +173,19 @@ def test_owner_lock_held_on_another_machine_refuses_down(cloud, tmp_path):
     assert cloud.mutating_calls(before) == []
 
 
+def test_owner_lock_taken_beside_a_teardowns_reads_is_released_when_a_read_fails(cloud):
+    # The teardown takes the bucket's lease beside its plan's read-only lists (off the path to the first delete).
+    # A list that fails ends the run before anything is deleted; the lease it took must not outlive it (another
+    # machine would be refused for three hours).
+    assert cloud.invoke("up", "--yes").code == 0
+    before = len(cloud.calls())
+    done = cloud.invoke("down", "--yes", process=True, FAKECLOUD_FAIL="container clusters list:9:permanent")
+    assert done.code == 1 and "injected permanent failure" in done.stderr, done.output[-3000:]
+    assert cloud.mutating_calls(before) == []
+    assert _client(cloud).bucket(BUCKET).get_blob("nemo-rl-gke/lock-nemo-rl.json") is None
+    assert cloud.invoke("down", "--yes", "--delete-data").code == 0  # and the next run takes it
+
+
 def test_owner_lock_force_unlock_says_what_it_overrides(cloud):
     assert cloud.invoke("up", "--yes").code == 0
     _plant_lease(cloud, expires_in=3600)
