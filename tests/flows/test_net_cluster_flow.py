@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from support.fake import TEST_HF_TOKEN, TEST_WANDB_KEY, FakeCloud
+from support.fake import TEST_HF_TOKEN, TEST_WANDB_KEY, FakeCloud, gke_ends_creates_once
 
 MUTATING_STEPS = [
     "gcloud compute networks create default",
@@ -137,9 +137,34 @@ def test_fake_cluster_delete_whose_client_is_gone_removes_cluster_and_pool_toget
 
 
 SCALE = {"FAKECLOUD_TIME_SCALE": "0.005"}  # the tasks' commands
-# The interrupted create's own scale: cluster 8.4 s, pool 12 s of PROVISIONING, so a loaded machine still reaches
-# the create or delete that meets it before GKE is done.
-CREATE_SCALE = {"FAKECLOUD_TIME_SCALE": "0.02"}
+# The interrupted create's own scale: 7 minutes (cluster), 10 (pool) of PROVISIONING, which GKE ends when the test
+# says (`gke_ends_creates_once`): the run meets it PROVISIONING however loaded the machine, and waits no longer.
+CREATE_SCALE = {"FAKECLOUD_TIME_SCALE": "1"}
+
+
+def _gke(call, group, verb):
+    return call["tool"] == "gcloud" and call["argv"][:3] == ["container", group, verb]
+
+
+def described_after_a_refused_create(group):
+    """The run met GKE's create: its own create was refused (it exists), then a describe found it PROVISIONING."""
+    def met(calls):
+        refused = next((i for i, c in enumerate(calls) if _gke(c, group, "create") and c["exit"]), None)
+        return refused is not None and any(_gke(c, group, "describe") for c in calls[refused + 1:])
+
+    return met
+
+
+def polled_after_refused_deletes(calls):
+    """The teardown waits on GKE's create: GKE refused more deletes (it is still working on the cluster) than the
+    runner's own tries of one call, so the wait has begun and polls."""
+    from nemo_rl_gke.runner import Runner
+
+    refused = [c for c in calls if (_gke(c, "clusters", "delete") or _gke(c, "node-pools", "delete")) and c["exit"]]
+    return len(refused) > Runner.attempts
+
+
+GROUPS = {"cluster": "clusters", "node pool": "node-pools"}  # gcloud's
 
 
 def interrupted_create(fake, kind, **gke):
@@ -161,7 +186,7 @@ def interrupted_create(fake, kind, **gke):
     argv = gcloud.cluster_create(s) if kind == "cluster" else gcloud.node_pool_create(s)
     asked = subprocess.Popen([str(FAKE_BIN / "gcloud"), *argv[1:]], env={**fake.process_env(), **CREATE_SCALE, **gke},
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    states = {"cluster": "cluster", "node pool": "nodepool"}
+    states = {"cluster": "cluster", "node pool": "nodepool"}  # the fake's kinds
     deadline = time.monotonic() + 30
     while not fake.resources().get(states[kind]) and time.monotonic() < deadline:  # GKE took the create
         time.sleep(0.05)
@@ -178,23 +203,22 @@ def test_rerun_after_an_interrupted_create_waits_for_gke_instead_of_failing(fake
     PROVISIONING when `up` runs again. That run must wait for it, not count it done and fail on the next step
     ("Operation ... is currently creating cluster") nor create it twice."""
     s = interrupted_create(fake, kind)
-    done = fake.invoke("cluster.create", "--gpu=b200", **SCALE)
+    with gke_ends_creates_once(fake, described_after_a_refused_create(GROUPS[kind])):
+        done = fake.invoke("cluster.create", "--gpu=b200", **SCALE)
     assert done.code == 0, done.output[-3000:]
     title = f"cluster {s.CLUSTER_NAME}" if kind == "cluster" else "GPU node pool gpu-pool"
     assert f"{title} is PROVISIONING: an earlier run's create goes on in GKE; waiting for it" in done.stderr
     assert len(fake.resources()["cluster"]) == 1 and len(fake.resources()["nodepool"]) == 1
 
 
-@pytest.mark.parametrize("kind", ["cluster"])  # a node pool's takes the same path (12 s more of the suite)
+@pytest.mark.parametrize("kind", ["cluster", "node pool"])
 def test_rerun_after_an_interrupted_create_that_failed_in_gke_says_gkes_reason(fake, kind):
     """The create went on in GKE and ended in ERROR: the re-run says so with GKE's words, which v1 puts in the
     conditions (statusMessage is deprecated), and stops instead of waiting an hour."""
     why = "Instances in zone us-central1-b are currently unavailable (injected stockout)"
     s = interrupted_create(fake, kind, FAKECLOUD_GKE_CREATE_ERROR=why)
-    import time
-
-    time.sleep(12 * 0.02 + 0.5)  # until GKE's create has ended (the fake's 12 s for a pool, 8.4 s for a cluster)
-    done = fake.invoke("cluster.create", "--gpu=b200", **SCALE)
+    with gke_ends_creates_once(fake, described_after_a_refused_create(GROUPS[kind])):  # in ERROR
+        done = fake.invoke("cluster.create", "--gpu=b200", **SCALE)
     assert done.code == 1, done.output[-3000:]
     title = f"cluster {s.CLUSTER_NAME}" if kind == "cluster" else "GPU node pool gpu-pool"
     assert f"{title} is ERROR: {why};" in done.stderr, done.stderr[-3000:]
@@ -208,7 +232,8 @@ def test_teardown_after_an_interrupted_create_waits_for_gke_then_deletes(fake, k
     creating cluster", "Cluster is running incompatible operation"), for minutes: the runner's 30 s of retries
     are not enough. The teardown waits for GKE, then deletes, instead of failing with the cluster billing."""
     s = interrupted_create(fake, kind)
-    done = fake.invoke(*teardown, **SCALE)
+    with gke_ends_creates_once(fake, polled_after_refused_deletes):
+        done = fake.invoke(*teardown, **SCALE)
     assert done.code == 0, done.output[-3000:]
     waiting = done.stderr.split(f"cluster {s.CLUSTER_NAME}: GKE is still working on it", 1)
     assert len(waiting) == 2, done.stderr[-3000:]

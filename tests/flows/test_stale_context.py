@@ -19,8 +19,16 @@ CONTEXT = "gke_my-nemo-project_us-central1_nemo-rl"
 TIMEOUT = 60
 
 
-def on(fake: FakeCloud, machine: Path, *args: str):
-    return fake.invoke(*args, process=True, timeout=TIMEOUT, HOME=str(machine), FAKECLOUD_MACHINE=machine.name)
+def on(fake: FakeCloud, machine: Path, *args: str, process: bool = True):
+    """`invoke ARGS` on a machine (its HOME, its kubeconfig). process=False: in-process, for the runs that only set
+    the scene (no stale context in them; the same fake cloud and kubeconfig files, seconds less each)."""
+    return fake.invoke(*args, process=process, timeout=TIMEOUT, HOME=str(machine), FAKECLOUD_MACHINE=machine.name)
+
+
+def setting(fake: FakeCloud, machine: Path, *args: str):
+    done = on(fake, machine, *args, process=False)
+    assert done.code == 0, done.output[-3000:]
+    return done
 
 
 def contexts(machine: Path) -> list[str]:
@@ -33,10 +41,9 @@ def contexts(machine: Path) -> list[str]:
 
 def test_stale_context_of_a_cluster_deleted_elsewhere(fake, tmp_path):
     here, there = tmp_path / "here", tmp_path / "there"
-    assert on(fake, here, "up", "--yes").code == 0
+    setting(fake, here, "up", "--yes")
     assert CONTEXT in contexts(here)
-    gone = on(fake, there, "down", "--yes")  # the other machine never had the context
-    assert gone.code == 0, gone.output
+    setting(fake, there, "down", "--yes")  # the other machine never had the context
     assert CONTEXT in contexts(here)  # gcloud left this machine's entry alone
 
     status = on(fake, here, "status")
@@ -54,8 +61,8 @@ def test_stale_context_of_a_cluster_deleted_elsewhere(fake, tmp_path):
 def test_stale_context_down_from_this_machine_after_a_delete_elsewhere(fake, tmp_path):
     """down's own direct reads (helm status, the prefetch Jobs, the head pod) dial the context too."""
     here, there = tmp_path / "here", tmp_path / "there"
-    assert on(fake, here, "up", "--yes").code == 0
-    assert on(fake, there, "cluster.delete", "--yes").code == 0
+    setting(fake, here, "up", "--yes")
+    setting(fake, there, "cluster.delete", "--yes")
     down = on(fake, here, "down", "--yes")
     assert down.code == 0, down.output
     assert "removed it" in down.stderr and "i/o timeout" not in down.output
@@ -64,9 +71,9 @@ def test_stale_context_down_from_this_machine_after_a_delete_elsewhere(fake, tmp
 
 def test_stale_context_of_a_cluster_recreated_elsewhere(fake, tmp_path):
     here, there = tmp_path / "here", tmp_path / "there"
-    assert on(fake, here, "up", "--yes").code == 0
-    assert on(fake, there, "cluster.delete", "--yes").code == 0
-    assert on(fake, there, "up", "--yes").code == 0  # the same name, a new endpoint
+    setting(fake, here, "up", "--yes")
+    setting(fake, there, "cluster.delete", "--yes")
+    setting(fake, there, "up", "--yes")  # the same name, a new endpoint
 
     up = on(fake, here, "up", "--yes")
     assert up.code == 0, up.output
@@ -80,8 +87,8 @@ def test_stale_context_job_tasks_say_why_in_seconds(fake, tmp_path):
     """The job tasks list no clusters: their first kubectl call is watched, and gcloud asked only once it has not
     answered for kube_context.STALE_CHECK_SECONDS (5 s; the dial timeout is 30 s, five attempts)."""
     here, there = tmp_path / "here", tmp_path / "there"
-    assert on(fake, here, "up", "--yes").code == 0
-    assert on(fake, there, "cluster.delete", "--yes").code == 0
+    setting(fake, here, "up", "--yes")
+    setting(fake, there, "cluster.delete", "--yes")
     status = on(fake, here, "job.status")
     assert status.code != 0
     assert "stopped: cluster nemo-rl is not in my-nemo-project/us-central1 any more" in status.stderr
@@ -94,8 +101,8 @@ def test_stale_context_job_tasks_say_why_in_seconds(fake, tmp_path):
 
 def test_stale_context_ray_status_says_why_in_seconds(fake, tmp_path):
     here, there = tmp_path / "here", tmp_path / "there"
-    assert on(fake, here, "up", "--yes").code == 0
-    assert on(fake, there, "cluster.delete", "--yes").code == 0
+    setting(fake, here, "up", "--yes")
+    setting(fake, there, "cluster.delete", "--yes")
     status = on(fake, here, "ray.status")
     assert "removed it" in status.stderr and "i/o timeout" not in status.output, status.output
     assert CONTEXT not in contexts(here)
@@ -104,8 +111,8 @@ def test_stale_context_ray_status_says_why_in_seconds(fake, tmp_path):
 def test_stale_context_ray_dashboard_says_why_in_seconds(fake, tmp_path):
     """The port-forward itself would dial for 30 s: the Ray pods are listed first, under the watch."""
     here, there = tmp_path / "here", tmp_path / "there"
-    assert on(fake, here, "up", "--yes").code == 0
-    assert on(fake, there, "cluster.delete", "--yes").code == 0
+    setting(fake, here, "up", "--yes")
+    setting(fake, there, "cluster.delete", "--yes")
     with socket.socket() as probe:  # a port free on this machine
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]

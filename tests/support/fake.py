@@ -13,6 +13,8 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -202,6 +204,38 @@ def leave_gpu_pool_provisioning(cloud: FakeCloud) -> None:
         creating.kill()
         creating.wait()
     assert next(iter(cloud.resources()["nodepool"].values()))["status"] == "PROVISIONING"
+
+
+@contextmanager
+def gke_ends_creates_once(cloud: FakeCloud, met: Callable[[list[dict[str, Any]]], bool]) -> Iterator[None]:
+    """GKE's creates of an interrupted run (PROVISIONING for minutes, `leave_gpu_pool_provisioning`) end when the
+    test says so, not at a time a loaded machine may reach first or long after: once met(the calls logged since)
+    is true (the call that found one PROVISIONING and made the run wait), a watcher thread ends them (their
+    operation's end, `_ready_at`, is now: RUNNING, or ERROR with FAKECLOUD_GKE_CREATE_ERROR)."""
+    import time
+
+    from fakecloud import core
+
+    stop = threading.Event()
+    start = len(cloud.calls())
+
+    def watch() -> None:
+        while not stop.wait(0.02):
+            if met(cloud.calls()[start:]):
+                with core.State(cloud.state_dir).locked() as data:
+                    for kind in ("cluster", "nodepool"):
+                        for obj in data.get(kind, {}).values():
+                            if obj.get("status") == "PROVISIONING":
+                                obj["_ready_at"] = time.time()
+                return
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        watcher.join()
 
 
 def follow(stream: Any, until: str = "") -> tuple[list[str], threading.Event, threading.Thread]:
