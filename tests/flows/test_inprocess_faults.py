@@ -54,7 +54,23 @@ def test_inprocess_faults_every_transient_text_matches_the_runners_pattern_and_p
 
     texts = {(kind, tool): text for kind, by_tool in FAULT_TEXT.items() for tool, text in by_tool.items()}
     assert {key: bool(TRANSIENT.search(text)) for key, text in texts.items()} == {
-        key: key[0] != "permanent" for key in texts}
+        key: key[0] not in ("permanent", "refused") for key in texts}
+
+
+@pytest.mark.parametrize("kind", ["permanent", "refused"])
+def test_inprocess_faults_refused_answers_at_once_and_permanent_after_the_calls_work(cloud, kind):
+    # A network's create: 25 s of work, a failure after 5 of them (1 s at scale 0.2), a refusal at once.
+    import subprocess
+
+    from support.fake import FAKE_BIN
+
+    done = subprocess.run([str(FAKE_BIN / "gcloud"), "compute", "networks", "create", "nemo-gvnic-net",
+                           "--project=my-nemo-project", "--subnet-mode=custom"], capture_output=True, text=True,
+                          env=cloud.process_env(FAKECLOUD_FAIL=f"networks create:1:{kind}", FAKECLOUD_TIME_SCALE="0.2"))
+    (failed,) = cloud.calls()
+    seconds = failed["end"] - failed["start"]
+    assert (done.returncode, "injected permanent failure" in done.stderr, seconds >= 1.0, cloud.resources()) == (
+        1, True, kind == "permanent", {}), done.stderr
 
 
 def test_inprocess_faults_unknown_kind_is_a_loud_error_of_the_fake(cloud):

@@ -143,7 +143,7 @@ def test_doctor_with_too_little_spot_quota_fails_naming_the_metric(cloud):
 
 
 def test_up_runs_independent_steps_overlapping_in_time(cloud):
-    _up(cloud, FAKECLOUD_TIME_SCALE="0.01")
+    _up(cloud, FAKECLOUD_TIME_SCALE="0.003")  # the cluster's create 1.3 s; the range and peering 0.4 s
     calls = cloud.calls()
     # The graph starts with the first create; the existence checks before it are up's plan.
     begin = min(c["start"] for c in calls if c["mutating"])

@@ -299,8 +299,8 @@ def test_a_layers_teardown_reads_from_its_listing_before_its_first_delete(cloud,
     # after it (clean.cluster: 13 reads in 4 rounds before its delete; clean.ray: 3 rounds).
     _ok(cloud.invoke("up", "--yes"), "up")
     before = len(cloud.calls())
-    # The first delete fails at once (an injected permanent fault): what matters is what was read before it.
-    stop = {"FAKECLOUD_FAIL": f"{'helm uninstall' if task == 'clean.ray' else 'clusters delete'}:1:permanent"}
+    # The first delete is refused at once (an injected fault): what matters is what was read before it.
+    stop = {"FAKECLOUD_FAIL": f"{'helm uninstall' if task == 'clean.ray' else 'clusters delete'}:1:refused"}
     done = cloud.invoke(task, "--yes", process=True, FAKECLOUD_TIME_SCALE="1", **stop)
     assert done.code == 1 and "injected permanent failure" in done.stderr, done.output[-3000:]
     calls = cloud.calls()[before:]
@@ -350,7 +350,7 @@ def test_down_with_yes_reads_everything_its_guards_need_before_the_first_delete_
     # At the typical latencies (a list 1 s, kubectl get 0.3 s; the bucket's lease is taken beside them): a loaded
     # machine slow to start a dozen processes cannot make a call look as if it waited for one that ended first.
     # The first deletes fail at once, so the run ends there instead of waiting out the teardown.
-    first_deletes = "firewall-rules delete:1:permanent;helm uninstall:1:permanent;delete jobs:1:permanent"
+    first_deletes = "firewall-rules delete:1:refused;helm uninstall:1:refused;delete jobs:1:refused"
     done = cloud.invoke("down", "--yes", process=True, FAKECLOUD_TIME_SCALE="1", FAKECLOUD_FAIL=first_deletes)
     assert done.code == 1 and "injected permanent failure" in done.stderr, done.output[-3000:]
     calls = cloud.calls()[before:]

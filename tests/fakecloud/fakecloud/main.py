@@ -60,6 +60,11 @@ FAULT_TEXT = {
     },
 }
 
+# `refused`: the permanent failure's words at once, as a request the API refuses on its own checks comes back (a
+# 400 in one round trip); the others answer after the call's work (up to 5 s × scale), as a failed operation does.
+FAULT_TEXT["refused"] = FAULT_TEXT["permanent"]
+AT_ONCE = ("refused",)
+
 _loaded = threading.Lock()
 _LOADED = False
 
@@ -74,7 +79,7 @@ def load_handlers() -> None:
             _LOADED = True
 
 
-def _injected_failure(state: core.State, ctx: core.Ctx) -> tuple[int, str] | None:
+def _injected_failure(state: core.State, ctx: core.Ctx) -> tuple[int, str, str] | None:
     """FAKECLOUD_FAIL="PATTERN:COUNT:KIND;...": the first COUNT calls whose words contain PATTERN fail.
 
     KIND is one of FAULT_TEXT's keys; an unknown kind is an error of the test (exit 3), not a silent default."""
@@ -87,7 +92,7 @@ def _injected_failure(state: core.State, ctx: core.Ctx) -> tuple[int, str] | Non
         pattern, count, kind = entry.rsplit(":", 2)
         kind = kind.strip()
         if kind not in FAULT_TEXT:
-            return 3, f"fakecloud: FAKECLOUD_FAIL kind {kind!r} is unknown; use one of {', '.join(FAULT_TEXT)}"
+            return 3, f"fakecloud: FAKECLOUD_FAIL kind {kind!r} is unknown; use one of {', '.join(FAULT_TEXT)}", kind
         if pattern.strip() not in words:
             continue
         with state.locked():
@@ -101,9 +106,9 @@ def _injected_failure(state: core.State, ctx: core.Ctx) -> tuple[int, str] | Non
             # These lists warn and exit 0 with what they got (nothing here) when a request of theirs fails.
             ctx.out("[]")
             reason = text.split(")", 1)[-1].strip().removeprefix("Could not fetch resource:").strip(" -\n")
-            return 0, f"WARNING: Some requests did not succeed.\n - {reason}\n"
+            return 0, f"WARNING: Some requests did not succeed.\n - {reason}\n", kind
         # gcloud names the failing command: ERROR: (gcloud.compute.networks.create) ...
-        return 1, text.replace("(gcloud)", f"({ctx.command_name()})", 1)
+        return 1, text.replace("(gcloud)", f"({ctx.command_name()})", 1), kind
     return None
 
 
@@ -148,8 +153,9 @@ def dispatch(tool: str, argv: list[str], *, stdin: str | None, stdout: TextIO, s
         ctx.latency = registered.latency
         failure = _injected_failure(state, ctx)
         if failure:
-            ctx.work(min(registered.latency, 5.0))
-            code, message = failure
+            code, message, kind = failure
+            if kind not in AT_ONCE:
+                ctx.work(min(registered.latency, 5.0))
             stderr.write(message + "\n")
         else:
             try:
