@@ -114,9 +114,9 @@ def test_ray_deploy_again_describes_the_pool_once_and_reads_at_once_before_helm(
     assert cloud.invoke("ray.deploy").code == 0
     before = len(cloud.calls())
     # Typical latencies (kubectl get 0.3 s: a loaded machine's slow process start cannot pass for a wait); helm's
-    # upgrade then fails at once (an injected fault): what matters is what was read before it.
+    # upgrade is then refused at once (an injected fault): what matters is what was read before it.
     again = cloud.invoke("ray.deploy", process=True, FAKECLOUD_TIME_SCALE="1",
-                         FAKECLOUD_FAIL="helm upgrade:1:permanent")
+                         FAKECLOUD_FAIL="helm upgrade:1:refused")
     assert again.code == 1 and "injected permanent failure" in again.stderr, again.output
     calls = cloud.calls()[before:]
     words = [" ".join([c["tool"], *c["argv"]]) for c in calls]
