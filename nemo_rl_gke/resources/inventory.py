@@ -36,7 +36,7 @@ class Listing:
     kind: str
     layer: str
     argv: list[str]
-    missing_ok: bool = False  # "not found" means an empty list (peerings of a network that is gone)
+    missing_ok: bool = False  # "not found" means an empty list (peerings of a network that is gone, if 404)
 
 
 def _literal(name: str) -> str:

@@ -20,7 +20,8 @@ KIND = "VPC peering"  # the inventory's listing of the network's Service Network
 
 def existing_peering_ranges(r: Runner, s: Settings) -> list[str] | None:
     """Our network's Service Networking ranges; None without a peering, or without the network itself (after a
-    complete `down`, `vpc-peerings list --network=…` says the network is not found: then there is no peering)."""
+    complete `down`, `vpc-peerings list --network=…` lists nothing, or if Service Networking answers 404, says
+    "not found": either way there is no peering)."""
     result = r.query(lustre.peering_list(s), ok_codes=range(256))
     if result is None or result.not_found:
         return None

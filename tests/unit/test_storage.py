@@ -23,6 +23,28 @@ def make_settings(**overrides) -> Settings:
     return validate(Settings(**{**base, **overrides}))
 
 
+@pytest.mark.parametrize("answer", [
+    (0, "[]", ""),  # what Service Networking lists for a network that is gone
+    (1, "", "ERROR: (gcloud.services.vpc-peerings.list) NOT_FOUND: Network projects/123/global/networks/default "
+            "not found"),  # and what a 404 would read as
+])
+def test_peering_of_a_network_that_is_gone_is_no_peering_in_the_step_and_in_the_listing(answer):
+    import io
+
+    from nemo_rl_gke.resources import inventory, peering
+    from nemo_rl_gke.runner import Runner
+    from nemo_rl_gke.tools import Ran
+
+    class Answers:
+        def run(self, argv, *, stdin, timeout):
+            return Ran(*answer)
+
+    s = make_settings()
+    r = Runner(out=io.StringIO(), err=io.StringIO(), tools=Answers())
+    (listing,) = [item for item in inventory.listings(s) if item.kind == peering.KIND]
+    assert (peering.existing_peering_ranges(r, s), inventory._ask(r, listing.argv, listing.missing_ok)) == (None, [])
+
+
 def test_peering_plan_without_peering_connects():
     assert lustre.peering_plan(None, "ours") == ("connect", ["ours"])
 

@@ -144,7 +144,13 @@ def peering_update(ctx: Ctx) -> None:
 
 @command("gcloud", "services", "vpc-peerings", "list", latency=1)
 def peering_list(ctx: Ctx) -> None:
-    network = _network(ctx)
+    # Of a network that is gone, an empty list: gcloud sends the name without checking it, and Service Networking
+    # lists no connection for it (terraform-provider-google's acceptance tests list the connections of their
+    # deleted VPC and fail on any error). A 404 would read "not found" too (gcloud re-raises 403 and 404 as its
+    # ListConnectionsPermissionDeniedException, with the API's message); we take either as no peering.
+    network = str(ctx.flag("--network") or "")
+    if not network:
+        raise Fail(2, _error(ctx, "argument --network: Must be specified."))
     ctx.work()
     ctx.emit([unscoped(c) for c in ctx.state.list("peering")
               if c["project"] == ctx.project and c["_network"] == network
