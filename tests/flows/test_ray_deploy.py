@@ -507,6 +507,19 @@ def test_job_submit_while_ray_is_still_starting_in_a_running_head_is_refused_the
         kill_runs(cloud)
 
 
+def test_fake_kubectl_get_by_names_asks_one_name_after_the_other(cloud):
+    # kubectl's builder makes one GET per name and visits them in order: five names cost four round trips more
+    # than the call's own 0.3 s (an inventory listing names fifteen objects).
+    from fakecloud.handlers.kubectl_objects import GET_SECONDS
+
+    before = len(cloud.calls())
+    subprocess.run([str(FAKE_BIN / "kubectl"), f"--context={CONTEXT}", "get", *(f"secret/n{i}" for i in range(5)),
+                    "--namespace=default", "--ignore-not-found", "--output=json"], capture_output=True, check=True,
+                   env={**cloud.process_env(), "FAKECLOUD_TIME_SCALE": "1"})
+    (call,) = cloud.calls()[before:]
+    assert call["end"] - call["start"] >= 0.3 + 4 * GET_SECONDS
+
+
 def test_fake_kubectl_wait_waits_for_the_ready_condition_not_the_running_phase(cloud):
     # kubectl wait --for=condition=Ready reads the Ready condition: a pod whose container runs while Ray in it
     # still starts (readiness probe failing) is waited for, and each pod still waited for is named at the end.
