@@ -5,7 +5,7 @@ then scan for leftovers and say what is still there (exit 1) or that nothing of 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from invoke.context import Context
@@ -108,11 +108,9 @@ def tear_down(c: Context, s: Settings, steps: list[Step], *, delete_data: bool, 
               layers: tuple[str, ...] = (), delete_unexported: bool = False, delete_bucket: bool = False,
               force_unlock: bool = False) -> None:
     """`down` and `clean.*`: list what will go, confirm, destroy in parallel with the board, scan for leftovers."""
-    from contextlib import ExitStack
-
     from .. import graph
     from ..board import Board
-    from ..lock import bucket_lease, state_lock
+    from ..lock import deployment_lock
     from ..resources import leftovers
     from ..steps import GraphError
 
@@ -139,14 +137,9 @@ def tear_down(c: Context, s: Settings, steps: list[Step], *, delete_data: bool, 
     if not yes and not sys.stdin.isatty():
         context.confirm(c, question, yes=False)  # no terminal and no --yes: exit 2 before any external call
     failure = None
-    with state_lock(s, what), ExitStack() as leased:
-        # The bucket's lease, which every machine sees, is taken beside the plan's read-only lists, as `up` takes
-        # it after its own: its import and request are off the path to the first delete, and nothing is deleted
-        # (nor asked) before it is held. Nothing is asked between the plan and the deletes with --yes: the
-        # export check reads beside the lists.
-        present, shared, going = _teardown_plan(
-            r, s, steps, given, what, read_ahead=yes,
-            lease=lambda: leased.enter_context(bucket_lease(s, what, force=force_unlock)))
+    with deployment_lock(s, what, force=force_unlock):
+        # Nothing is asked between the plan and the deletes with --yes: the export check reads beside the lists.
+        present, shared, going = _teardown_plan(r, s, steps, given, what, read_ahead=yes)
         _add_claim_guard(r, s, steps, present)
         if going:
             context.confirm(c, question, yes=yes)
@@ -279,12 +272,9 @@ def _both(first: Listener, second: Listener) -> Listener:
 
 
 def _teardown_plan(r: Runner, s: Settings, steps: list[Step], given: Consent, what: str, *,
-                   read_ahead: bool = False, lease: Callable[[], object] | None = None
-                   ) -> tuple[dict[str, bool | None], list[str], bool]:
+                   read_ahead: bool = False) -> tuple[dict[str, bool | None], list[str], bool]:
     """Ask what exists and which other deployments share the project; say what will go and what stays.
-    read_ahead: also take the data guard's read of /data/runs now (`data_guard.read_ahead`). lease: takes the
-    deployment's lease, beside the reads; its refusal (another run holds it) is raised first, before the plan says
-    anything.
+    read_ahead: also take the data guard's read of /data/runs now (`data_guard.read_ahead`).
     Returns (step -> present, the shared steps to keep, whether anything will be deleted)."""
     from .. import graph
     from ..resources import cluster_steps, data_guard, ray_steps, storage_steps
@@ -296,8 +286,6 @@ def _teardown_plan(r: Runner, s: Settings, steps: list[Step], given: Consent, wh
     inv = inventory_of(steps)
     reads = [lambda: found.update(others=cluster_steps.other_deployments(r, s, steps)),
              lambda: found.update(present=present_map(r, steps, any_state=True))]
-    if lease is not None:  # first: Runner.parallel raises the first failure in this order
-        reads.insert(0, lease)
     # The guards' read of /data/runs: the Lustre step's (with --delete-data), the Ray release's (it records it).
     readers = (storage_steps.LUSTRE, ray_steps.RELEASE) if given.delete_data else (ray_steps.RELEASE,)
     guard = read_ahead and inv is not None and any(step.name in readers for step in steps)

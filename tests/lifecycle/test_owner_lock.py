@@ -174,9 +174,8 @@ def test_owner_lock_held_on_another_machine_refuses_down(cloud, tmp_path):
 
 
 def test_owner_lock_taken_beside_a_teardowns_reads_is_released_when_a_read_fails(cloud):
-    # The teardown takes the bucket's lease beside its plan's read-only lists (off the path to the first delete).
-    # A list that fails ends the run before anything is deleted; the lease it took must not outlive it (another
-    # machine would be refused for three hours).
+    # A list of the teardown's plan that fails ends the run before anything is deleted; the lease it took first
+    # must not outlive it (another machine would be refused for three hours).
     assert cloud.invoke("up", "--yes").code == 0
     before = len(cloud.calls())
     done = cloud.invoke("down", "--yes", process=True, FAKECLOUD_FAIL="container clusters list:9:permanent")
