@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from support.fake import TEST_HF_TOKEN, TEST_WANDB_KEY, FakeCloud, gke_ends_creates_once
+from support.fake import TEST_HF_TOKEN, TEST_WANDB_KEY, FakeCloud, end_gke_creates, gke_ends_creates_once
 
 MUTATING_STEPS = [
     "gcloud compute networks create default",
@@ -211,17 +211,24 @@ def test_rerun_after_an_interrupted_create_waits_for_gke_instead_of_failing(fake
     assert len(fake.resources()["cluster"]) == 1 and len(fake.resources()["nodepool"]) == 1
 
 
+@pytest.mark.parametrize("ended", ["before the re-run", "while it waits"])
 @pytest.mark.parametrize("kind", ["cluster", "node pool"])
-def test_rerun_after_an_interrupted_create_that_failed_in_gke_says_gkes_reason(fake, kind):
+def test_rerun_after_an_interrupted_create_that_failed_in_gke_says_gkes_reason(fake, kind, ended):
     """The create went on in GKE and ended in ERROR: the re-run says so with GKE's words, which v1 puts in the
-    conditions (statusMessage is deprecated), and stops instead of waiting an hour."""
+    conditions (statusMessage is deprecated), and stops instead of waiting an hour: at its first look, or at the
+    poll that finds it."""
     why = "Instances in zone us-central1-b are currently unavailable (injected stockout)"
     s = interrupted_create(fake, kind, FAKECLOUD_GKE_CREATE_ERROR=why)
-    with gke_ends_creates_once(fake, described_after_a_refused_create(GROUPS[kind])):  # in ERROR
+    if ended == "before the re-run":
+        end_gke_creates(fake)
         done = fake.invoke("cluster.create", "--gpu=b200", **SCALE)
+    else:
+        with gke_ends_creates_once(fake, described_after_a_refused_create(GROUPS[kind])):
+            done = fake.invoke("cluster.create", "--gpu=b200", **SCALE)
     assert done.code == 1, done.output[-3000:]
     title = f"cluster {s.CLUSTER_NAME}" if kind == "cluster" else "GPU node pool gpu-pool"
     assert f"{title} is ERROR: {why};" in done.stderr, done.stderr[-3000:]
+    assert ("waiting for it" in done.stderr) == (ended == "while it waits"), done.stderr[-3000:]
 
 
 @pytest.mark.parametrize(("kind", "teardown"), [("cluster", ("down", "--yes")), ("node pool", ("down", "--yes")),

@@ -16,8 +16,8 @@ def test_second_up_while_first_runs_refuses_and_nothing_is_created_twice(tmp_pat
     with ExitStack() as stack:
         fake = make_cloud(stack, tmp_path)
         # Slow enough that the first run still holds the lock when the second has refused: its critical path
-        # lasts about 5 s after the first change, the second's refusal about a second on a loaded machine.
-        env = fake.process_env(FAKECLOUD_TIME_SCALE="0.003")
+        # lasts about 9 s after the first change, the second's refusal a second or two on a loaded machine.
+        env = fake.process_env(FAKECLOUD_TIME_SCALE="0.005")
         argv = [sys.executable, "-m", "invoke", "--search-root", str(REPO), "up", "--yes"]
         first = subprocess.Popen(argv, cwd=fake.workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  text=True)

@@ -212,21 +212,18 @@ def gke_ends_creates_once(cloud: FakeCloud, met: Callable[[list[dict[str, Any]]]
     test says so, not at a time a loaded machine may reach first or long after: once met(the calls logged since)
     is true (the call that found one PROVISIONING and made the run wait), a watcher thread ends them (their
     operation's end, `_ready_at`, is now: RUNNING, or ERROR with FAKECLOUD_GKE_CREATE_ERROR)."""
-    import time
-
-    from fakecloud import core
-
-    stop = threading.Event()
+    stop, fired = threading.Event(), threading.Event()
     start = len(cloud.calls())
 
     def watch() -> None:
         while not stop.wait(0.02):
-            if met(cloud.calls()[start:]):
-                with core.State(cloud.state_dir).locked() as data:
-                    for kind in ("cluster", "nodepool"):
-                        for obj in data.get(kind, {}).values():
-                            if obj.get("status") == "PROVISIONING":
-                                obj["_ready_at"] = time.time()
+            try:
+                calls = cloud.calls()[start:]
+            except ValueError:  # a line a fake tool is writing right now: read again
+                continue
+            if met(calls):
+                end_gke_creates(cloud)
+                fired.set()
                 return
 
     watcher = threading.Thread(target=watch, daemon=True)
@@ -236,6 +233,20 @@ def gke_ends_creates_once(cloud: FakeCloud, met: Callable[[list[dict[str, Any]]]
     finally:
         stop.set()
         watcher.join()
+    assert fired.is_set(), "the run never met GKE's create as the test expected (its condition never held)"
+
+
+def end_gke_creates(cloud: FakeCloud) -> None:
+    """GKE's creates still going (PROVISIONING) end now: RUNNING, or ERROR with FAKECLOUD_GKE_CREATE_ERROR."""
+    import time
+
+    from fakecloud import core
+
+    with core.State(cloud.state_dir).locked() as data:
+        for kind in ("cluster", "nodepool"):
+            for obj in data.get(kind, {}).values():
+                if obj.get("status") == "PROVISIONING":
+                    obj["_ready_at"] = time.time()
 
 
 def follow(stream: Any, until: str = "") -> tuple[list[str], threading.Event, threading.Thread]:
