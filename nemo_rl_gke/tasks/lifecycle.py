@@ -103,6 +103,8 @@ def bring_up(c: Context, s: Settings, *, yes: bool, force_unlock: bool = False, 
         graph.apply(r, steps)
         return
     context.require_tools(c, "up")
+    from contextlib import ExitStack
+
     from ..lock import bucket_lease, state_lock
     from ..resources import storage_steps
     from ..steps import GraphError
@@ -115,22 +117,29 @@ def bring_up(c: Context, s: Settings, *, yes: bool, force_unlock: bool = False, 
                     lambda: found.update(present=present_map(r, steps))])
         present = found["present"]
         resizing = _drift_check(r, s, present, resize=resize, steps=steps)  # exit 2 on a difference, before any change
-        _announce_up(c, r, s, steps, present, resizing, est, yes=yes)
         bucket = next((step for step in steps if step.name == storage_steps.BUCKET), None)
-        if bucket is not None and not present[bucket.name]:
-            # The bucket first (seconds): it holds the lease every machine sees, so even a first `up` is locked.
-            bucket.create(r)
-            present[bucket.name] = True
-        with bucket_lease(s, "up", force=force_unlock), Board(steps, title=f"up {s.CLUSTER_NAME}", runner=r) as board:
-            if resizing:
-                _resize(r, s, present, resizing)
-            try:
-                graph.apply(r, steps, listener=board.listener, known=present)
-            except GraphError:
-                r.say("up stopped: steps already running were let finish; nothing new was started. Fix the "
-                      "cause above, then run `invoke up` again: it keeps what exists and continues "
-                      "(`invoke plan` shows what is left).", err=True)
-                raise
+        first = bucket is not None and not present[bucket.name]
+        with ExitStack() as held:
+            if not first:
+                # The lease before the question: an answer may come minutes later, and no other machine's run may
+                # change what the lists found meanwhile (a teardown asks under its lease too).
+                held.enter_context(bucket_lease(s, "up", force=force_unlock))
+            _announce_up(c, r, s, steps, present, resizing, est, yes=yes)
+            if bucket is not None and first:
+                # The bucket first (seconds): it holds the lease every machine sees, so even a first `up` is locked.
+                bucket.create(r)
+                present[bucket.name] = True
+                held.enter_context(bucket_lease(s, "up", force=force_unlock))
+            with Board(steps, title=f"up {s.CLUSTER_NAME}", runner=r) as board:
+                if resizing:
+                    _resize(r, s, present, resizing)
+                try:
+                    graph.apply(r, steps, listener=board.listener, known=present)
+                except GraphError:
+                    r.say("up stopped: steps already running were let finish; nothing new was started. Fix the "
+                          "cause above, then run `invoke up` again: it keeps what exists and continues "
+                          "(`invoke plan` shows what is left).", err=True)
+                    raise
     r.say(f"up: done. Next: `invoke status`, `invoke job.submit NAME`; `invoke down` when finished "
           f"(about {cost.money(est.total)}/hour until then).", err=True)
 

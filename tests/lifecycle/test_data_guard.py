@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from support.fake import FakeCloud, read_env_example
+from support.fake import FakeCloud, in_a_terminal, read_env_example
 
 PROJECT = read_env_example()["PROJECT_ID"]
 BUCKET = f"nemo-rl-{PROJECT}"
@@ -188,46 +188,12 @@ def test_data_guard_down_lists_what_it_will_delete_before_deleting(ran):
     assert "will keep" in done.stderr and "Lustre instance" in done.stderr
 
 
-def _in_a_terminal(cloud: FakeCloud, argv: list[str], answer: str) -> tuple[int, str, float]:
-    """`invoke ARGV` on a pseudo-terminal (a real process, as a user's), answering the first [y/N] question.
-    Returns (exit code, everything it printed, time.time() when the answer was typed)."""
-    import pty
-    import select
-    import time
-
-    main, child = pty.openpty()
-    proc = cloud.start(*argv, stdin=child, stdout=child, stderr=child, close_fds=True)
-    os.close(child)
-    printed, answered, deadline = b"", 0.0, time.monotonic() + 120
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([main], [], [], 0.5)
-            if ready:
-                try:
-                    chunk = os.read(main, 4096)
-                except OSError:  # the child closed the terminal: it has ended
-                    break
-                if not chunk:
-                    break
-                printed += chunk
-            if not answered and b"[y/N]" in printed:
-                answered = time.time()
-                os.write(main, answer.encode() + b"\n")
-            if proc.poll() is not None and not ready:
-                break
-        return proc.wait(timeout=60), printed.decode(errors="replace"), answered
-    finally:
-        os.close(main)
-        if proc.poll() is None:
-            proc.kill()
-
-
 def test_data_guard_that_asks_first_reads_the_runs_after_the_answer(ran):
     # With --yes nothing is asked between the listing round and the deletes, so the export check reads
     # /data/runs beside the lists. A question can wait for minutes (a job may start meanwhile): then the
     # guard reads after the answer, and still refuses what is not in the bucket.
     before = len(ran.calls())
-    code, printed, answered = _in_a_terminal(ran, ["down", "--delete-data"], "y")
+    code, printed, answered = in_a_terminal(ran, ["down", "--delete-data"], "y")
     calls = ran.calls()[before:]
     pods = [c for c in calls if c["tool"] == "kubectl" and "pods" in c["argv"] and "get" in c["argv"]]
     assert (code, answered > 0, "refusing to delete Lustre instance" in printed) == (1, True, True), printed

@@ -185,6 +185,28 @@ def test_owner_lock_taken_beside_a_teardowns_reads_is_released_when_a_read_fails
     assert cloud.invoke("down", "--yes", "--delete-data").code == 0  # and the next run takes it
 
 
+def test_owner_lock_up_asks_its_question_under_the_lease(cloud, tmp_path):
+    # An answer may come minutes after up's lists. up asked before it took the lease: another machine's teardown
+    # could then delete what the lists had found, and the answer applied the stale plan (skipping what was gone,
+    # failing on what needed it). Now the lease is held while up asks: the other machine is refused.
+    from support.fake import in_a_terminal
+
+    assert cloud.invoke("up", "--yes").code == 0
+    assert cloud.invoke("clean.ray", "--yes").code == 0  # something for up to create, so it asks
+    other = {}
+
+    def another_machines_down():
+        before = len(cloud.calls())
+        other["done"] = cloud.invoke("down", "--yes", XDG_CACHE_HOME=str(tmp_path / "another-home"))
+        other["changes"] = cloud.mutating_calls(before)
+
+    code, printed, _ = in_a_terminal(cloud, ["up"], "y", before_answer=another_machines_down)
+    refused = other["done"]
+    assert (refused.code, "another run holds the lock" in refused.stderr, "`invoke up`" in refused.stderr,
+            other["changes"]) == (1, True, True, []), refused.output[-2000:]
+    assert code == 0 and "up: done" in printed, printed[-3000:]
+
+
 def test_owner_lock_force_unlock_says_what_it_overrides(cloud):
     assert cloud.invoke("up", "--yes").code == 0
     _plant_lease(cloud, expires_in=3600)

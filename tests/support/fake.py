@@ -249,6 +249,44 @@ def end_gke_creates(cloud: FakeCloud) -> None:
                     obj["_ready_at"] = time.time()
 
 
+def in_a_terminal(cloud: FakeCloud, argv: list[str], answer: str,
+                  before_answer: Callable[[], None] | None = None) -> tuple[int, str, float]:
+    """`invoke ARGV` on a pseudo-terminal (a real process, as a user's), answering the first [y/N] question
+    (after before_answer(), what happens while the user reads it). Returns (exit code, everything it printed,
+    time.time() when the answer was typed)."""
+    import pty
+    import select
+    import time
+
+    main, child = pty.openpty()
+    proc = cloud.start(*argv, stdin=child, stdout=child, stderr=child, close_fds=True)
+    os.close(child)
+    printed, answered, deadline = b"", 0.0, time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([main], [], [], 0.5)
+            if ready:
+                try:
+                    chunk = os.read(main, 4096)
+                except OSError:  # the child closed the terminal: it has ended
+                    break
+                if not chunk:
+                    break
+                printed += chunk
+            if not answered and b"[y/N]" in printed:
+                if before_answer is not None:
+                    before_answer()
+                answered = time.time()
+                os.write(main, answer.encode() + b"\n")
+            if proc.poll() is not None and not ready:
+                break
+        return proc.wait(timeout=60), printed.decode(errors="replace"), answered
+    finally:
+        os.close(main)
+        if proc.poll() is None:
+            proc.kill()
+
+
 def follow(stream: Any, until: str = "") -> tuple[list[str], threading.Event, threading.Thread]:
     """A started process's output read as it comes, by a reader thread: (its lines so far, set once a line holds
     `until` (never when ""), the thread, to join once the process has ended)."""
