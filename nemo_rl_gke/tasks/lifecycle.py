@@ -103,6 +103,7 @@ def bring_up(c: Context, s: Settings, *, yes: bool, force_unlock: bool = False, 
         graph.apply(r, steps)
         return
     context.require_tools(c, "up")
+    import sys
     from contextlib import ExitStack
 
     from ..lock import bucket_lease, state_lock
@@ -119,16 +120,20 @@ def bring_up(c: Context, s: Settings, *, yes: bool, force_unlock: bool = False, 
         resizing = _drift_check(r, s, present, resize=resize, steps=steps)  # exit 2 on a difference, before any change
         bucket = next((step for step in steps if step.name == storage_steps.BUCKET), None)
         first = bucket is not None and not present[bucket.name]
+        # The lease before a question on a terminal: an answer may come minutes later, and no other machine's run
+        # may change what the lists found meanwhile (a teardown asks under its lease too). Not with
+        # --force-unlock (a "no" must not have taken over another run's lease), nor without a terminal (exit 2,
+        # having written nothing), nor for a first `up` (no bucket yet to hold it).
+        early = not (first or force_unlock or yes) and sys.stdin.isatty()
         with ExitStack() as held:
-            if not first:
-                # The lease before the question: an answer may come minutes later, and no other machine's run may
-                # change what the lists found meanwhile (a teardown asks under its lease too).
+            if early:
                 held.enter_context(bucket_lease(s, "up", force=force_unlock))
             _announce_up(c, r, s, steps, present, resizing, est, yes=yes)
             if bucket is not None and first:
                 # The bucket first (seconds): it holds the lease every machine sees, so even a first `up` is locked.
                 bucket.create(r)
                 present[bucket.name] = True
+            if not early:
                 held.enter_context(bucket_lease(s, "up", force=force_unlock))
             with Board(steps, title=f"up {s.CLUSTER_NAME}", runner=r) as board:
                 if resizing:

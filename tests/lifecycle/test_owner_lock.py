@@ -201,10 +201,23 @@ def test_owner_lock_up_asks_its_question_under_the_lease(cloud, tmp_path):
         other["changes"] = cloud.mutating_calls(before)
 
     code, printed, _ = in_a_terminal(cloud, ["up"], "y", before_answer=another_machines_down)
+    assert "done" in other, printed[-3000:]  # up asked
     refused = other["done"]
     assert (refused.code, "another run holds the lock" in refused.stderr, "`invoke up`" in refused.stderr,
             other["changes"]) == (1, True, True, []), refused.output[-2000:]
     assert code == 0 and "up: done" in printed, printed[-3000:]
+
+
+def test_owner_lock_up_answered_no_lets_go_of_the_lease_it_asked_under(cloud):
+    from support.fake import in_a_terminal
+
+    assert cloud.invoke("up", "--yes").code == 0
+    assert cloud.invoke("clean.ray", "--yes").code == 0
+    held = {}
+    code, printed, _ = in_a_terminal(cloud, ["up"], "n", before_answer=lambda: held.update(
+        lease=_client(cloud).bucket(BUCKET).get_blob("nemo-rl-gke/lock-nemo-rl.json") is not None))
+    assert (code, "cancelled" in printed, held) == (1, True, {"lease": True}), printed[-3000:]
+    assert _client(cloud).bucket(BUCKET).get_blob("nemo-rl-gke/lock-nemo-rl.json") is None
 
 
 def test_owner_lock_force_unlock_says_what_it_overrides(cloud):
