@@ -162,10 +162,35 @@ def bucket_lease(s: Settings, what: str, *, force: bool = False) -> Iterator[int
 
 
 @contextmanager
-def deployment_lock(s: Settings, what: str, *, force: bool = False) -> Iterator[None]:
-    """Both locks: this machine's, then the bucket's lease (every machine sees it)."""
-    with state_lock(s, what), bucket_lease(s, what, force=force):
-        yield
+def deployment_lock(s: Settings, what: str, *, force: bool = False) -> Iterator[int | None]:
+    """Both locks: this machine's, then the bucket's lease (every machine sees it). Yields the lease's generation
+    (None without a bucket yet)."""
+    with state_lock(s, what), bucket_lease(s, what, force=force) as generation:
+        yield generation
+
+
+def stop_if_taken_over(s: Settings, generation: int | None, what: str) -> None:
+    """After a question answered under the lease: stop (exit 1, nothing changed) if the lease is no longer this
+    run's. An answer may come hours later: past the lease's expiry another machine may take it over, and
+    `--force-unlock` takes over a live one. Without a lease, or when it cannot be read, nothing is said."""
+    import json
+
+    if generation is None:
+        return
+    try:
+        from . import gcs_client
+
+        bounded = {"timeout": gcs_client.CALL_TIMEOUT, "retry": gcs_client.retry()}
+        blob = gcs_client.client(s).bucket(s.bucket).get_blob(lease_name(s), **bounded)
+        if blob is not None and int(blob.generation or 0) == generation:
+            return
+        body: LeaseBody = json.loads(blob.download_as_bytes(**bounded) or b"{}") if blob is not None else {}
+    except Exception:  # noqa: BLE001 - an unreadable lease is no proof it was taken over
+        return
+    holder = holder_text(body) if isinstance(body, dict) and body else "no one (the lease is gone)"
+    raise Exit(f"error: while the question waited, the lock of {s.PROJECT_ID}/{s.CLUSTER_NAME} was taken over; it "
+               f"is now held by {holder}. Nothing was changed by `invoke {what}`: run it again once that run has "
+               f"ended.", code=1)
 
 
 TEARDOWN = ("down", "clean", "delete")  # the commands that delete (`down`, `clean.*`, `*.delete`)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
 from google.api_core import exceptions
 
 from nemo_rl_gke import lock
@@ -218,6 +219,28 @@ def test_owner_lock_up_answered_no_lets_go_of_the_lease_it_asked_under(cloud):
         lease=_client(cloud).bucket(BUCKET).get_blob("nemo-rl-gke/lock-nemo-rl.json") is not None))
     assert (code, "cancelled" in printed, held) == (1, True, {"lease": True}), printed[-3000:]
     assert _client(cloud).bucket(BUCKET).get_blob("nemo-rl-gke/lock-nemo-rl.json") is None
+
+
+@pytest.mark.parametrize("argv", [["up"], ["down"]])
+def test_owner_lock_taken_over_while_the_question_waits_stops_the_run_after_the_answer(cloud, argv):
+    # An answer may come hours later: past the lease's 3 hours another machine takes it over (or --force-unlock
+    # takes a live one). The run then must not go on as if it still held it.
+    from support.fake import in_a_terminal
+
+    assert cloud.invoke("up", "--yes").code == 0
+    assert cloud.invoke("clean.ray", "--yes").code == 0  # something for up to create, so it asks
+    marks = {}
+
+    def taken_over():
+        _plant_lease(cloud, expires_in=3600)  # ci-runner-7's lease now
+        marks["before"] = len(cloud.calls())
+
+    code, printed, _ = in_a_terminal(cloud, argv, "y", before_answer=taken_over)
+    assert (code, "the lock of my-nemo-project/nemo-rl was taken over" in printed, "ci-runner-7" in printed,
+            cloud.mutating_calls(marks["before"])) == (1, True, True, []), printed[-3000:]
+    # ... and its lease is left to its holder.
+    held = json.loads(_client(cloud).bucket(BUCKET).blob("nemo-rl-gke/lock-nemo-rl.json").download_as_bytes())
+    assert held["host"] == "ci-runner-7"
 
 
 def test_owner_lock_force_unlock_says_what_it_overrides(cloud):
