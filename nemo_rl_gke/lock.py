@@ -173,24 +173,35 @@ def stop_if_taken_over(s: Settings, generation: int | None, what: str) -> None:
     """After a question answered under the lease: stop (exit 1, nothing changed) if the lease is no longer this
     run's. An answer may come hours later: past the lease's expiry another machine may take it over, and
     `--force-unlock` takes over a live one. Without a lease, or when it cannot be read, nothing is said."""
-    import json
-
     if generation is None:
         return
     try:
-        from . import gcs_client
-
-        bounded = {"timeout": gcs_client.CALL_TIMEOUT, "retry": gcs_client.retry()}
-        blob = gcs_client.client(s).bucket(s.bucket).get_blob(lease_name(s), **bounded)
-        if blob is not None and int(blob.generation or 0) == generation:
-            return
-        body: LeaseBody = json.loads(blob.download_as_bytes(**bounded) or b"{}") if blob is not None else {}
+        now = _lease_now(s)
     except Exception:  # noqa: BLE001 - an unreadable lease is no proof it was taken over
         return
-    holder = holder_text(body) if isinstance(body, dict) and body else "no one (the lease is gone)"
+    if now is not None and now[0] == generation:
+        return
+    holder = holder_text(now[1]) if now is not None and now[1] else "no one (the lease is gone)"
     raise Exit(f"error: while the question waited, the lock of {s.PROJECT_ID}/{s.CLUSTER_NAME} was taken over; it "
                f"is now held by {holder}. Nothing was changed by `invoke {what}`: run it again once that run has "
                f"ended.", code=1)
+
+
+def _lease_now(s: Settings) -> tuple[int, LeaseBody] | None:
+    """The deployment's lease object as it is now: (its generation, its body; {} if that is not a lease), or None
+    when there is none (nor a bucket). Raises what google-cloud-storage raises: the callers decide what a lease
+    they cannot read means."""
+    import json
+
+    from . import gcs_client
+
+    bounded = {"timeout": gcs_client.CALL_TIMEOUT, "retry": gcs_client.retry()}
+    blob = gcs_client.client(s).bucket(s.bucket).get_blob(lease_name(s), **bounded)
+    if blob is None:
+        return None
+    generation = int(blob.generation or 0)  # before the download, which sets it from the response's headers
+    body: LeaseBody = json.loads(blob.download_as_bytes(**bounded) or b"{}")
+    return generation, body if isinstance(body, dict) else {}
 
 
 TEARDOWN = ("down", "clean", "delete")  # the commands that delete (`down`, `clean.*`, `*.delete`)
@@ -223,13 +234,8 @@ def teardown_holding(s: Settings) -> str | None:
                 if deleting(str(local.get("what", ""))):
                     return f"`invoke {local['what']}` (pid {local.get('pid', '?')}, since {local.get('since', '?')})"
     try:
-        from . import gcs, gcs_client
-
-        bucket = gcs.get_bucket(gcs_client.client(s), s)
-        bounded = {"timeout": gcs_client.CALL_TIMEOUT, "retry": gcs_client.retry()}
-        blob = bucket.get_blob(lease_name(s), **bounded) if bucket is not None else None
-        lease: LeaseBody = json.loads(blob.download_as_bytes(**bounded) or b"{}") if blob is not None else {}
-        lease = lease if isinstance(lease, dict) else {}
+        now = _lease_now(s)
+        lease: LeaseBody = now[1] if now is not None else {}
         live = float(lease.get("expires") or 0) > time.time()
     except Exception:  # noqa: BLE001 - unreadable (or not a lease): not a reason to refuse
         return None

@@ -319,7 +319,7 @@ class Runner:
                 break
             delay = self.backoff_seconds * (2 ** (attempt - 1))
             self.say(f"  transient error from {argv[0]} (attempt {attempt}/{attempts}), retrying in {delay:.0f} s: "
-                     f"{_last_lines(result.stderr, 1)}", err=True)
+                     f"{last_lines(result.stderr, 1)}", err=True)
             self.wait_for(delay)
         result.seconds = time.monotonic() - started
         with self._lock:
@@ -328,7 +328,7 @@ class Runner:
         return result
 
     def failure(self, result: Result) -> ToolError:
-        tail = _last_lines(result.stderr or result.stdout, 6)
+        tail = last_lines(result.stderr or result.stdout, 6)
         message = f"{result.argv[0]} failed with exit code {result.exit_code}: {shlex.join(result.argv)}"
         if result.attempts > 1:
             message += f" (after {result.attempts} attempts)"
@@ -424,6 +424,7 @@ class Runner:
                         break
 
 
-def _last_lines(text: str, count: int) -> str:
+def last_lines(text: str, count: int) -> str:
+    """A tool's last count non-blank lines (its own words on why it failed)."""
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return "\n".join(lines[-count:])

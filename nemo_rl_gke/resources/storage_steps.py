@@ -18,7 +18,7 @@ from typing import Any
 
 from .. import gcs, gcs_client, names
 from ..commands import buckets, gcloud, kube_objects, kubectl, lustre
-from ..runner import ALREADY_EXISTS, Result, Runner
+from ..runner import ALREADY_EXISTS, Result, Runner, last_lines
 from ..settings import Settings
 from ..steps import Action, Check, Step
 from ..tools import ToolError
@@ -384,8 +384,7 @@ def status_rows(r: Runner, s: Settings) -> list[tuple[str, str]]:
             return here
         if result is None or result.not_found:
             return "absent"
-        lines = result.stderr.strip().splitlines()
-        return f"unknown: {lines[-1] if lines else f'kubectl exit {result.exit_code}'}"
+        return f"unknown: {last_lines(result.stderr, 1) or f'kubectl exit {result.exit_code}'}"
 
     phase = (pvc.stdout.strip() if pvc else "") or "present"
     return [(f"bucket gs://{s.bucket}", "absent" if bucket is None else
