@@ -154,37 +154,42 @@ def bucket_lease(s: Settings, what: str, *, force: bool = False) -> Iterator[int
     if note:
         print(f"--force-unlock: took over the {note}." if force else f"note: took over the {note}.",
               file=sys.stderr)
+    held = (s, what, generation)
+    HELD.append(held)
     try:
         yield generation
     finally:
+        HELD.remove(held)
         with gcs_client.calling("releasing the lock"):
             release_lease(blob_of(), generation)
 
 
+# The leases this process holds now (bucket_lease): (settings, command, generation).
+HELD: list[tuple[Settings, str, int]] = []
+
+
 @contextmanager
-def deployment_lock(s: Settings, what: str, *, force: bool = False) -> Iterator[int | None]:
-    """Both locks: this machine's, then the bucket's lease (every machine sees it). Yields the lease's generation
-    (None without a bucket yet)."""
-    with state_lock(s, what), bucket_lease(s, what, force=force) as generation:
-        yield generation
+def deployment_lock(s: Settings, what: str, *, force: bool = False) -> Iterator[None]:
+    """Both locks: this machine's, then the bucket's lease (every machine sees it)."""
+    with state_lock(s, what), bucket_lease(s, what, force=force):
+        yield
 
 
-def stop_if_taken_over(s: Settings, generation: int | None, what: str) -> None:
-    """After a question answered under the lease: stop (exit 1, nothing changed) if the lease is no longer this
-    run's. An answer may come hours later: past the lease's expiry another machine may take it over, and
-    `--force-unlock` takes over a live one. Without a lease, or when it cannot be read, nothing is said."""
-    if generation is None:
-        return
-    try:
-        now = _lease_now(s)
-    except Exception:  # noqa: BLE001 - an unreadable lease is no proof it was taken over
-        return
-    if now is not None and now[0] == generation:
-        return
-    holder = holder_text(now[1]) if now is not None and now[1] else "no one (the lease is gone)"
-    raise Exit(f"error: while the question waited, the lock of {s.PROJECT_ID}/{s.CLUSTER_NAME} was taken over; it "
-               f"is now held by {holder}. Nothing was changed by `invoke {what}`: run it again once that run has "
-               f"ended.", code=1)
+def stop_if_taken_over() -> None:
+    """After a question was answered (context.confirm): stop (exit 1) if a lease this run holds is no longer its
+    own. An answer may come hours later: past the lease's expiry another machine may take it over, and
+    `--force-unlock` takes over a live one. A lease that cannot be read is no proof: nothing is said."""
+    for s, what, generation in list(HELD):
+        try:
+            now = _lease_now(s)
+        except Exception:  # noqa: BLE001 - an unreadable lease is no proof it was taken over
+            continue
+        if now is not None and now[0] == generation:
+            continue
+        holder = holder_text(now[1]) if now is not None and now[1] else "no one (the lease is gone)"
+        raise Exit(f"error: while the question waited, the lock of {s.PROJECT_ID}/{s.CLUSTER_NAME} was taken over; "
+                   f"it is now held by {holder}. `invoke {what}` stops here: run it again once that run has "
+                   f"ended.", code=1)
 
 
 def _lease_now(s: Settings) -> tuple[int, LeaseBody] | None:

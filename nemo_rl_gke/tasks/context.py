@@ -120,6 +120,9 @@ def confirm(c: Context, question: str, *, yes: bool) -> None:
     answer = input(f"{question} [y/N] ").strip().lower()
     if answer not in ("y", "yes"):
         raise Exit("cancelled; nothing was changed.", code=1)
+    from ..lock import stop_if_taken_over
+
+    stop_if_taken_over()  # the lock held while the question waited may have been taken over
 
 
 UNLOCK_HELP = ("Take over the deployment's lock even if another run (on any machine) holds it; says whose. Only "

@@ -106,7 +106,7 @@ def bring_up(c: Context, s: Settings, *, yes: bool, force_unlock: bool = False, 
     import sys
     from contextlib import ExitStack
 
-    from ..lock import bucket_lease, state_lock, stop_if_taken_over
+    from ..lock import bucket_lease, state_lock
     from ..resources import storage_steps
     from ..steps import GraphError
 
@@ -126,9 +126,9 @@ def bring_up(c: Context, s: Settings, *, yes: bool, force_unlock: bool = False, 
         # having written nothing), nor for a first `up` (no bucket yet to hold it).
         early = not (first or force_unlock or yes) and sys.stdin.isatty()
         with ExitStack() as held:
-            generation = held.enter_context(bucket_lease(s, "up", force=force_unlock)) if early else None
+            if early:
+                held.enter_context(bucket_lease(s, "up", force=force_unlock))
             _announce_up(c, r, s, steps, present, resizing, est, yes=yes)
-            stop_if_taken_over(s, generation, "up")
             if bucket is not None and first:
                 # The bucket first (seconds): it holds the lease every machine sees, so even a first `up` is locked.
                 bucket.create(r)

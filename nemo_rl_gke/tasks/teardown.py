@@ -110,7 +110,7 @@ def tear_down(c: Context, s: Settings, steps: list[Step], *, delete_data: bool, 
     """`down` and `clean.*`: list what will go, confirm, destroy in parallel with the board, scan for leftovers."""
     from .. import graph
     from ..board import Board
-    from ..lock import deployment_lock, stop_if_taken_over
+    from ..lock import deployment_lock
     from ..resources import leftovers
     from ..steps import GraphError
 
@@ -137,14 +137,12 @@ def tear_down(c: Context, s: Settings, steps: list[Step], *, delete_data: bool, 
     if not yes and not sys.stdin.isatty():
         context.confirm(c, question, yes=False)  # no terminal and no --yes: exit 2 before any external call
     failure = None
-    with deployment_lock(s, what, force=force_unlock) as generation:
+    with deployment_lock(s, what, force=force_unlock):
         # Nothing is asked between the plan and the deletes with --yes: the export check reads beside the lists.
         present, shared, going = _teardown_plan(r, s, steps, given, what, read_ahead=yes)
         _add_claim_guard(r, s, steps, present)
         if going:
             context.confirm(c, question, yes=yes)
-            if not yes:
-                stop_if_taken_over(s, generation, what)
         rescan, early = _rescan(r, s, steps, layers)
         with Board(steps, title=f"{what} {s.CLUSTER_NAME}", runner=r) as board:
             try:
