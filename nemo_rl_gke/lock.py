@@ -8,7 +8,9 @@ machines.
   created only if absent (`ifGenerationMatch=0`) and replaced or released only at the generation read, so two
   machines can never both hold it; an expired lease (a crashed holder) is taken over; `--force-unlock` takes
   over a live one and says whose. Without a bucket yet (the first `up`), only the local lock applies until
-  the bucket exists.
+  the bucket exists. A lease this machine's own run left behind (killed, a closed terminal, a second Ctrl-C
+  while it let go) is taken over by this machine's next run, with a note: the generation it took is kept
+  beside the local lock file until it is released, and only that generation of that host's lease matches.
 A second run refuses at once (exit 1) and says who holds the lock.
 """
 
@@ -45,6 +47,11 @@ def lock_path(s: Settings) -> Path:
     return base / f"{s.PROJECT_ID}-{s.CLUSTER_NAME}.lock"
 
 
+def left_record(s: Settings) -> Path:
+    """Beside the lock file: the generation of the lease this machine's run holds, until it lets go of it."""
+    return lock_path(s).with_suffix(".lease")
+
+
 LEASE_SECONDS = 3 * 3600  # longer than any one task (Lustre and a cluster: under an hour each)
 
 
@@ -68,9 +75,13 @@ def holder_text(body: LeaseBody) -> str:
             f"{body.get('since', '?')}, lease until {until})")
 
 
-def take_lease(blob_of: Callable[[], Blob], body: LeaseBody, now: float, *,
-               force: bool) -> tuple[int | None, str]:
+def take_lease(blob_of: Callable[[], Blob], body: LeaseBody, now: float, *, force: bool,
+               left_here: int | None = None) -> tuple[int | None, str]:
     """Create the lease object, or replace an expired one (or any, with force), at the generation read.
+
+    left_here: the generation of a lease this machine took and did not release (its run ended without letting
+    go; the caller holds this machine's lock, so that run is over): replaced too, if the lease held is that very
+    generation, written by this host.
 
     blob_of(): a fresh google-cloud-storage Blob for the lease. Returns (our generation or None if someone else
     holds it, a note: whose lease was overridden, or who holds it). Pure over the Blob API. The create comes
@@ -89,23 +100,29 @@ def take_lease(blob_of: Callable[[], Blob], body: LeaseBody, now: float, *,
     try:
         held.reload()
     except exceptions.NotFound:  # released between our create and our read: start again
-        return take_lease(blob_of, body, now, force=force)
+        return take_lease(blob_of, body, now, force=force, left_here=left_here)
+    read = int(held.generation or 0)  # the generation every later request is conditioned on
     try:
-        current: LeaseBody = json.loads(held.download_as_bytes(if_generation_match=held.generation) or b"{}")
+        current: LeaseBody = json.loads(held.download_as_bytes(if_generation_match=read) or b"{}")
     except exceptions.NotFound:  # released meanwhile: start again
-        return take_lease(blob_of, body, now, force=force)
+        return take_lease(blob_of, body, now, force=force, left_here=left_here)
     except (exceptions.PreconditionFailed, ValueError):
         current = {}
     expired = float(current.get("expires") or 0) <= now
-    if not (expired or force):
+    left = (left_here is not None and read == left_here
+            and current.get("host") == body.get("host"))
+    if not (expired or force or left):
         return None, holder_text(current)
     replacing = blob_of()
     try:
         replacing.upload_from_string(json.dumps(body), content_type="application/json",
-                                     if_generation_match=held.generation)
+                                     if_generation_match=read)
     except exceptions.PreconditionFailed:  # another machine took it between our read and write
         return None, "another run took the lock at this moment"
-    note = f"{'expired' if expired else 'live'} lock of {holder_text(current)}"
+    if left and not expired:
+        note = f"lock this machine's {holder_text(current)} left: that run ended without letting go of it"
+    else:
+        note = f"{'expired' if expired else 'live'} lock of {holder_text(current)}"
     return int(replacing.generation or 0), note
 
 
@@ -120,7 +137,9 @@ def release_lease(blob: Blob, generation: int) -> None:
 
 @contextmanager
 def bucket_lease(s: Settings, what: str, *, force: bool = False) -> Iterator[int | None]:
-    """Hold the deployment's lease in its bucket (nothing if the bucket does not exist yet)."""
+    """Hold the deployment's lease in its bucket (nothing if the bucket does not exist yet). Under state_lock: the
+    record of the lease taken (left_record) is this machine's, one run at a time."""
+    import json
     import os
     import socket
     import time
@@ -135,10 +154,16 @@ def bucket_lease(s: Settings, what: str, *, force: bool = False) -> Iterator[int
         return bucket.blob(lease_name(s))
 
     now = time.time()
+    record = left_record(s)
+    try:
+        left_here: int | None = int(json.loads(record.read_text())["generation"])
+    except (OSError, ValueError, KeyError, TypeError):
+        left_here = None  # none (the last run let go), or unreadable: no lease is taken for this machine's
     try:
         with gcs_client.calling("taking the lock"):
             generation, note = take_lease(blob_of, lease_body(what, now, host=socket.gethostname(),
-                                                              pid=os.getpid()), now, force=force)
+                                                              pid=os.getpid()), now, force=force,
+                                          left_here=left_here)
     except exceptions.NotFound:  # no bucket yet (a first `up` creates it): nothing to hold
         yield None
         return
@@ -157,11 +182,13 @@ def bucket_lease(s: Settings, what: str, *, force: bool = False) -> Iterator[int
     held = (s, what, generation)
     HELD.append(held)
     try:
+        record.write_text(json.dumps({"generation": generation, "lease": f"gs://{s.bucket}/{lease_name(s)}"}))
         yield generation
     finally:
         HELD.remove(held)
         with gcs_client.calling("releasing the lock"):
             release_lease(blob_of(), generation)
+        record.unlink(missing_ok=True)  # only once let go: a run ended before (a second Ctrl-C) leaves it
 
 
 # The leases this process holds now (bucket_lease): (settings, command, generation).

@@ -89,6 +89,15 @@ def test_owner_lock_release_after_a_take_over_leaves_the_new_holders_lease():
     assert json.loads(store.data)["host"] == "laptop-2"
 
 
+def test_owner_lock_a_lease_this_machine_left_is_taken_over_by_its_generation_and_host_only():
+    store, now = Store(), time.time()
+    left, _ = lock.take_lease(store.blob, body("laptop", now), now, force=False)  # its run never let go
+    for host, generation in (("laptop", left + 1), ("laptop-of-someone-else", left), ("laptop", None)):
+        assert lock.take_lease(store.blob, body(host, now), now, force=False, left_here=generation)[0] is None
+    generation, note = lock.take_lease(store.blob, body("laptop", now), now, force=False, left_here=left)
+    assert generation == left + 1 and note.startswith("lock this machine's `invoke up` on laptop"), note
+
+
 def test_owner_lock_free_lock_is_taken_in_one_request():
     store, now, asked = Store(), time.time(), []
 
@@ -149,6 +158,21 @@ def _race_and_stale_release(client, GcsBlob) -> None:  # noqa: N803 - the class
     assert json.loads(bucket.blob(name).download_as_bytes())["host"] == "laptop-2"
     lock.release_lease(bucket.blob(name), forced)
     assert bucket.get_blob(name) is None
+    # A download names the generation it read, as GCS's headers do (the Blob's generation was None after it).
+    bucket.blob(name).upload_from_string(json.dumps(body("laptop-3", now, expires_in=-1)))
+    read = bucket.blob(name)
+    read.download_as_bytes()
+    assert read.generation == bucket.get_blob(name).generation
+
+    class TakenMeanwhile(GcsBlob):  # another machine replaces the expired lease between our read and our write
+        def download_as_bytes(self, *args, **kwargs):
+            data = super().download_as_bytes(*args, **kwargs)
+            bucket.blob(name).upload_from_string(json.dumps(body("laptop-4", now)))
+            return data
+
+    assert lock.take_lease(lambda: TakenMeanwhile(name, bucket), body("laptop-5", now), now, force=False) == (
+        None, "another run took the lock at this moment")
+    assert json.loads(bucket.blob(name).download_as_bytes())["host"] == "laptop-4"
 
 
 def _client(cloud: FakeCloud):
@@ -241,6 +265,31 @@ def test_owner_lock_taken_over_while_the_question_waits_stops_the_run_after_the_
     # ... and its lease is left to its holder.
     held = json.loads(_client(cloud).bucket(BUCKET).blob("nemo-rl-gke/lock-nemo-rl.json").download_as_bytes())
     assert held["host"] == "ci-runner-7"
+
+
+def test_owner_lock_a_run_killed_holding_the_lease_does_not_lock_this_machine_out(cloud, tmp_path):
+    # A run killed while it holds the lease (SIGKILL, a closed terminal's SIGHUP, a second Ctrl-C while it lets go)
+    # leaves it for 3 hours, and every later run was refused, on this very machine too. This machine's next run
+    # now takes it over: the run that took it is over (this machine's lock is free). Another machine is still
+    # refused, even one with the same host name.
+    import signal
+    import subprocess
+
+    assert cloud.invoke("up", "--yes").code == 0
+    lease = _client(cloud).bucket(BUCKET).blob("nemo-rl-gke/lock-nemo-rl.json")
+    record = tmp_path / "cache" / "nemo-rl-gke" / "my-nemo-project-nemo-rl.lease"  # the taken lease's generation
+    killed = cloud.start("down", "--yes", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not record.exists() and killed.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    killed.send_signal(signal.SIGKILL)
+    assert killed.wait() == -signal.SIGKILL and lease.exists()  # killed while it held the lease
+    same_name = cloud.invoke("down", "--yes", XDG_CACHE_HOME=str(tmp_path / "another-home"))
+    assert (same_name.code, "another run holds the lock" in same_name.stderr) == (1, True), same_name.output[-2000:]
+    done = cloud.invoke("down", "--yes")
+    assert done.code == 0, done.output[-3000:]
+    assert "note: took over the lock this machine's `invoke down` on " in done.stderr, done.stderr[-2000:]
+    assert (lease.exists(), record.exists()) == (False, False)
 
 
 def test_owner_lock_force_unlock_says_what_it_overrides(cloud):

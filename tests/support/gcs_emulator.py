@@ -8,7 +8,8 @@ fake-cloud flows) get it through their environment.
 The emulator keeps what IAM policies it is given and lists with prefix/delimiter, but it drops bucket
 location, uniform access and hierarchical namespace at creation: tests assert those on the request. It also
 ignores `ifGenerationMatch`, which GCS answers with 412 when it does not hold (0: the object must not exist):
-`running_emulator` makes its object reads, writes and deletes honour it, as the lock's lease relies on it.
+`running_emulator` makes its object reads, writes and deletes honour it, as the lock's lease relies on it. Nor
+does it name the object's generation in a download's headers (x-goog-generation), as GCS does: added too.
 """
 
 from __future__ import annotations
@@ -69,17 +70,22 @@ def _honour_generation_preconditions() -> None:
     def guarded(handler):
         def wrapped(request, response, storage, *args, **kwargs):
             wanted = (request.query.get("ifGenerationMatch") or [None])[0]
-            if wanted is not None:
-                try:
-                    current = str(storage.get_file_obj(request.params["bucket_name"], object_name(request))
-                                  .get("generation") or "0")
-                except NotFound:
-                    current = "0"
-                if current != str(wanted):
-                    response.status = HTTPStatus.PRECONDITION_FAILED
-                    response.json(PRECONDITION_FAILED)
-                    return None
-            return handler(request, response, storage, *args, **kwargs)
+            current = None
+            try:
+                current = storage.get_file_obj(request.params["bucket_name"], object_name(request))
+            except (NotFound, KeyError):
+                pass
+            if wanted is not None and str((current or {}).get("generation") or "0") != str(wanted):
+                response.status = HTTPStatus.PRECONDITION_FAILED
+                response.json(PRECONDITION_FAILED)
+                return None
+            answer = handler(request, response, storage, *args, **kwargs)
+            if handler is objects.download and current and response.status == HTTPStatus.OK:
+                # GCS names the object's generation in a download's headers, and google-cloud-storage sets the
+                # Blob's generation from them (None without): a precondition on it after a download holds.
+                response["x-goog-generation"] = str(current.get("generation"))
+                response["x-goog-metageneration"] = str(current.get("metageneration", "1"))
+            return answer
 
         return wrapped
 
