@@ -17,7 +17,8 @@ import io
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, cast
 
@@ -279,6 +280,7 @@ class Board:
                               redirect_stdout=_isatty(sys.stdout), redirect_stderr=True,
                               vertical_overflow="crop")
             self._live.__enter__()
+            ON_SCREEN.append(self)
             self._hook()
         elif self._runner is not None and hasattr(self._runner, "wait_display"):
             # Plain mode: waits are plain lines too (no spinner on a log file).
@@ -290,8 +292,33 @@ class Board:
                  traceback: TracebackType | None) -> None:
         self.stream.flush()
         if self._live is not None:
+            ON_SCREEN.remove(self)
             self._live.refresh()
             self._live.__exit__(kind, exc, traceback)
             self._live = None
         self._unhook()
         print(self.tally(), file=self.out, flush=True)
+
+
+ON_SCREEN: list[Board] = []  # the live board on the terminal now (at most one), for a question to pause
+
+
+@contextmanager
+def paused() -> Iterator[None]:
+    """While a question waits for its answer (context.confirm): the live board stops redrawing (its rows so far
+    stay on the screen) and gives the terminal back, so the question with its [y/N] and what is typed are plain
+    lines; it goes on below them once answered. Live, the question would be printed through rich's redirected
+    stdout as markup ("[y/N]" read as a style and dropped) into a region redrawn four times a second."""
+    board = ON_SCREEN[-1] if ON_SCREEN else None
+    live = board._live if board is not None else None
+    if board is None or live is None:
+        yield
+        return
+    board.stream.flush()
+    live.stop()
+    try:
+        yield
+    finally:
+        if board._live is live:
+            live.vertical_overflow = "crop"  # stop() shows the whole board one last time
+            live.start(refresh=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -117,12 +118,18 @@ def confirm(c: Context, question: str, *, yes: bool) -> None:
         return
     if not sys.stdin.isatty():
         raise Exit(f"{question}\nrefusing without confirmation: no terminal to ask on. Re-run with --yes.", code=2)
-    answer = input(f"{question} [y/N] ").strip().lower()
+    from ..board import paused
+
+    with ASKING, paused():  # one question at a time (parallel steps may both ask), never inside the live board
+        answer = input(f"{question} [y/N] ").strip().lower()
     if answer not in ("y", "yes"):
         raise Exit("cancelled; nothing was changed.", code=1)
     from ..lock import stop_if_taken_over
 
     stop_if_taken_over()  # the lock held while the question waited may have been taken over
+
+
+ASKING = threading.Lock()
 
 
 UNLOCK_HELP = ("Take over the deployment's lock even if another run (on any machine) holds it; says whose. Only "

@@ -4,12 +4,9 @@ delete (down, clean, clean.storage, storage.delete) refuses runs that are not in
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
-from support.fake import FakeCloud, in_a_terminal, read_env_example
+from support.fake import FakeCloud, in_a_terminal, lustre_runs, plant_run, read_env_example
 
 PROJECT = read_env_example()["PROJECT_ID"]
 BUCKET = f"nemo-rl-{PROJECT}"
@@ -18,22 +15,6 @@ BUCKET = f"nemo-rl-{PROJECT}"
 def _up(cloud: FakeCloud) -> None:
     done = cloud.invoke("up", "--yes")
     assert done.code == 0, done.output[-3000:]
-
-
-def _runs(cloud: FakeCloud) -> Path:
-    (root,) = (cloud.state_dir / "lustre").iterdir()
-    return root / "runs"
-
-
-def _plant_run(cloud: FakeCloud, run: str, *, running: bool = False) -> None:
-    """A finished run (pid and exit code) with one checkpoint; `running`: a live pid and no exit code."""
-    step = _runs(cloud) / run / "step_10"
-    step.mkdir(parents=True)
-    (step / "model.pt").write_bytes(b"w" * 2048)
-    (step.parent / "driver.log").write_text("step 10\n")
-    (step.parent / "pid").write_text(f"{os.getpid()}\n")
-    if not running:
-        (step.parent / "exit_code").write_text("0\n")
 
 
 def buckets(cloud: FakeCloud) -> list[str]:
@@ -58,7 +39,7 @@ def _objects(cloud: FakeCloud) -> dict[str, int]:
 def ran(cloud):
     """After `up`, with one finished run r1 on Lustre that is not in the bucket."""
     _up(cloud)
-    _plant_run(cloud, "r1")
+    plant_run(cloud, "r1")
     return cloud
 
 
@@ -88,7 +69,7 @@ def test_data_guard_export_then_down_delete_data_leaves_the_bucket_with_every_ex
 def test_data_guard_an_export_of_nothing_does_not_count(cloud):
     _up(cloud)
     assert cloud.invoke("storage.export").code == 0  # Lustre empty: the export writes nothing
-    _plant_run(cloud, "late")
+    plant_run(cloud, "late")
     done = cloud.invoke("down", "--yes", "--delete-data")
     assert done.code == 1 and "late" in done.stderr
     assert cloud.resources().get("lustre")
@@ -122,7 +103,7 @@ def test_data_guard_an_export_of_nothing_after_ray_went_leaves_its_listing_to_an
 
 def test_data_guard_refuses_a_run_still_running_even_after_an_export(cloud):
     _up(cloud)
-    _plant_run(cloud, "live", running=True)
+    plant_run(cloud, "live", running=True)
     assert cloud.invoke("storage.export").code == 0
     done = cloud.invoke("down", "--yes", "--delete-data")
     assert done.code == 1 and "live: still running" in done.stderr
@@ -130,8 +111,8 @@ def test_data_guard_refuses_a_run_still_running_even_after_an_export(cloud):
 
 def test_data_guard_a_file_written_after_the_export_is_caught(ran):
     assert ran.invoke("storage.export").code == 0
-    (_runs(ran) / "r1" / "step_20").mkdir()
-    (_runs(ran) / "r1" / "step_20" / "model.pt").write_bytes(b"x")
+    (lustre_runs(ran) / "r1" / "step_20").mkdir()
+    (lustre_runs(ran) / "r1" / "step_20" / "model.pt").write_bytes(b"x")
     done = ran.invoke("storage.delete", "--yes", "--delete-data")
     assert done.code == 1 and "r1: 1 file(s) not in the bucket" in done.stderr
 
@@ -219,9 +200,9 @@ def test_data_guard_runs_written_after_the_export_are_seen_once_ray_is_gone(ran,
     # export's record alone said "verified" and Lustre went with the new checkpoints. The Ray release's guard
     # now records /data/runs as Ray goes, and that newer listing answers.
     assert ran.invoke("storage.export").code == 0
-    _plant_run(ran, "r2")  # written after the export
-    (_runs(ran) / "r1" / "step_20").mkdir()
-    (_runs(ran) / "r1" / "step_20" / "model.pt").write_bytes(b"w" * 4096)
+    plant_run(ran, "r2")  # written after the export
+    (lustre_runs(ran) / "r1" / "step_20").mkdir()
+    (lustre_runs(ran) / "r1" / "step_20" / "model.pt").write_bytes(b"w" * 4096)
     removed = ran.invoke(*gone, "--yes")
     assert removed.code == 0, removed.output[-3000:]
     for task in (("storage.delete",), ("down",)):
@@ -246,7 +227,7 @@ def test_data_guard_ray_gone_without_a_listing_trusts_no_older_export(ran):
 def test_ray_deploy_with_fewer_workers_asks_before_stopping_a_running_run(ran):
     # `ray.deploy --nodes=1` under a running run: KubeRay deletes a worker, and the run on it stops. It used to
     # go on without a word (the pods' spec hash leaves the count out, so nothing looked "stale").
-    _plant_run(ran, "live", running=True)
+    plant_run(ran, "live", running=True)
     before = len(ran.calls())
     refused = ran.invoke("ray.deploy", "--nodes=1", "--timeout=60")  # no terminal, no --yes: nobody to ask
     assert refused.code == 2, refused.output[-3000:]
@@ -273,7 +254,7 @@ def test_data_guard_a_listing_taken_as_ray_went_no_longer_answers_once_ray_is_ba
     assert ran.invoke("clean.ray", "--yes").code == 0
     deployed = ran.invoke("ray.deploy", "--timeout=60")
     assert deployed.code == 0, deployed.output[-3000:]
-    _plant_run(ran, "r2")
+    plant_run(ran, "r2")
     _delete_cluster_outside(ran)
     done = ran.invoke("storage.delete", "--yes", "--delete-data")
     assert done.code == 1 and "Ray was deployed again" in done.stderr, done.output[-3000:]
@@ -282,11 +263,11 @@ def test_data_guard_a_listing_taken_as_ray_went_no_longer_answers_once_ray_is_ba
 
 def test_data_guard_a_run_running_as_ray_went_blocks_until_an_export_after_it(ran):
     # What a run writes between the listing and its pod's end (a checkpoint on SIGTERM) is in no record.
-    _plant_run(ran, "live", running=True)
+    plant_run(ran, "live", running=True)
     assert ran.invoke("storage.export").code == 0
     assert ran.invoke("clean.ray", "--yes").code == 0
-    (_runs(ran) / "live" / "step_20").mkdir()
-    (_runs(ran) / "live" / "step_20" / "model.pt").write_bytes(b"w" * 512)
+    (lustre_runs(ran) / "live" / "step_20").mkdir()
+    (lustre_runs(ran) / "live" / "step_20" / "model.pt").write_bytes(b"w" * 512)
     done = ran.invoke("storage.delete", "--yes", "--delete-data")
     assert done.code == 1 and "live: running as Ray went away" in done.stderr, done.output[-3000:]
     assert ran.invoke("storage.export").code == 0  # an export after Ray went copies it all: that answers

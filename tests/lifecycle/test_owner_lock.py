@@ -245,21 +245,37 @@ def test_owner_lock_up_answered_no_lets_go_of_the_lease_it_asked_under(cloud):
     assert _client(cloud).bucket(BUCKET).get_blob("nemo-rl-gke/lock-nemo-rl.json") is None
 
 
-@pytest.mark.parametrize("argv", [["up"], ["down"]])
-def test_owner_lock_taken_over_while_the_question_waits_stops_the_run_after_the_answer(cloud, argv):
+# Each question asked under the lease: (argv, its answers in turn; the lease is taken over before the last one,
+# the scene after `up`).
+QUESTIONS = {
+    "up": (["up"], "y", "ray gone"),  # something for up to create, so it asks
+    "down": (["down"], "y", "ray gone"),
+    "the data guard's, mid-teardown": (["down", "--delete-data", "--delete-unexported"], ["y", "y"],
+                                       "a run not in the bucket"),
+    "ray.deploy's, before it restarts runs": (["ray.deploy", "--head-cpu=10"], "y", "a run running"),
+}
+
+
+@pytest.mark.parametrize("question", list(QUESTIONS))
+def test_owner_lock_taken_over_while_the_question_waits_stops_the_run_after_the_answer(cloud, question):
     # An answer may come hours later: past the lease's 3 hours another machine takes it over (or --force-unlock
     # takes a live one). The run then must not go on as if it still held it.
-    from support.fake import in_a_terminal
+    from support.fake import in_a_terminal, plant_run
 
+    argv, answers, scene = QUESTIONS[question]
     assert cloud.invoke("up", "--yes").code == 0
-    assert cloud.invoke("clean.ray", "--yes").code == 0  # something for up to create, so it asks
+    if scene == "ray gone":
+        assert cloud.invoke("clean.ray", "--yes").code == 0
+    else:
+        plant_run(cloud, "r1", running=scene == "a run running")
     marks = {}
 
     def taken_over():
         _plant_lease(cloud, expires_in=3600)  # ci-runner-7's lease now
         marks["before"] = len(cloud.calls())
 
-    code, printed, _ = in_a_terminal(cloud, argv, "y", before_answer=taken_over)
+    code, printed, _ = in_a_terminal(cloud, argv, answers, before_answer=taken_over)
+    assert "before" in marks and printed.count("[y/N]") == len(answers), printed[-3000:]  # asked each question
     assert (code, "the lock of my-nemo-project/nemo-rl was taken over" in printed, "ci-runner-7" in printed,
             cloud.mutating_calls(marks["before"])) == (1, True, True, []), printed[-3000:]
     # ... and its lease is left to its holder.

@@ -249,11 +249,28 @@ def end_gke_creates(cloud: FakeCloud) -> None:
                     obj["_ready_at"] = time.time()
 
 
-def in_a_terminal(cloud: FakeCloud, argv: list[str], answer: str,
+def lustre_runs(cloud: FakeCloud) -> Path:
+    """/data/runs of the one Lustre instance, as the fake keeps it."""
+    (root,) = (cloud.state_dir / "lustre").iterdir()
+    return root / "runs"
+
+
+def plant_run(cloud: FakeCloud, run: str, *, running: bool = False) -> None:
+    """A finished run (pid and exit code) with one checkpoint; `running`: a live pid and no exit code."""
+    step = lustre_runs(cloud) / run / "step_10"
+    step.mkdir(parents=True)
+    (step / "model.pt").write_bytes(b"w" * 2048)
+    (step.parent / "driver.log").write_text("step 10\n")
+    (step.parent / "pid").write_text(f"{os.getpid()}\n")
+    if not running:
+        (step.parent / "exit_code").write_text("0\n")
+
+
+def in_a_terminal(cloud: FakeCloud, argv: list[str], answer: str | list[str],
                   before_answer: Callable[[], None] | None = None) -> tuple[int, str, float]:
-    """`invoke ARGV` on a pseudo-terminal (a real process, as a user's), answering the first [y/N] question
-    (after before_answer(), what happens while the user reads it). Returns (exit code, everything it printed,
-    time.time() when the answer was typed)."""
+    """`invoke ARGV` on a pseudo-terminal (a real process, as a user's), answering its [y/N] questions in turn
+    (answer: the first's, or a list; before the last one, before_answer(): what happens while the user reads
+    it). Returns (exit code, everything it printed, time.time() when the last answer was typed)."""
     import pty
     import select
     import time
@@ -261,7 +278,8 @@ def in_a_terminal(cloud: FakeCloud, argv: list[str], answer: str,
     main, child = pty.openpty()
     proc = cloud.start(*argv, stdin=child, stdout=child, stderr=child, close_fds=True)
     os.close(child)
-    printed, answered, deadline = b"", 0.0, time.monotonic() + 120
+    answers = [answer] if isinstance(answer, str) else list(answer)
+    printed, answered, given, deadline = b"", 0.0, 0, time.monotonic() + 120
     try:
         while time.monotonic() < deadline:
             ready, _, _ = select.select([main], [], [], 0.5)
@@ -273,11 +291,11 @@ def in_a_terminal(cloud: FakeCloud, argv: list[str], answer: str,
                 if not chunk:
                     break
                 printed += chunk
-            if not answered and b"[y/N]" in printed:
-                if before_answer is not None:
+            if answers and printed.count(b"[y/N]") > given:
+                if before_answer is not None and len(answers) == 1:
                     before_answer()
-                answered = time.time()
-                os.write(main, answer.encode() + b"\n")
+                answered, given = time.time(), given + 1
+                os.write(main, answers.pop(0).encode() + b"\n")
             if proc.poll() is not None and not ready:
                 break
         return proc.wait(timeout=60), printed.decode(errors="replace"), answered

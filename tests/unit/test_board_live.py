@@ -149,3 +149,23 @@ def test_board_live_prints_the_runner_echo_above_the_region_and_gives_the_stream
     assert text.count("$ gcloud compute networks create default") == 1
     assert text.rfind("create nemo-rl") > echo
     assert err.getvalue() == ""  # nothing went around the board
+
+
+def test_board_live_stops_redrawing_while_a_question_waits_then_goes_on_below_it():
+    # Asked inside the live region, a question went through rich's redirected stdout as markup: its "[y/N]" was
+    # taken for a style and dropped, and the region was redrawn over what was typed.
+    from nemo_rl_gke.board import paused
+
+    screen = io.StringIO()
+    console = Console(file=screen, width=80, height=24, force_terminal=True, color_system=None)
+    with Board(STEPS[:3], live=True, console=console, title="down nemo-rl") as board:
+        live = board._live
+        with paused():
+            assert live is not None and not live.is_started
+            screen.write("Delete Lustre instance nemo-lustre? [y/N] y\n")
+        assert live.is_started
+        board.listener(STEPS[0], "running", 0.0)
+    text = screen.getvalue()
+    assert text.rfind("down nemo-rl") > text.index("Delete Lustre instance nemo-lustre? [y/N] y\n")
+    with paused():  # no board on the screen: nothing to stop
+        pass
