@@ -10,7 +10,8 @@ machines.
   over a live one and says whose. Without a bucket yet (the first `up`), only the local lock applies until
   the bucket exists. A lease this machine's own run left behind (killed, a closed terminal, a second Ctrl-C
   while it let go) is taken over by this machine's next run, with a note: the generation it took is kept
-  beside the local lock file until it is released, and only that generation of that host's lease matches.
+  beside the local lock file until it is released (left_record), and only that generation of a lease of this
+  host whose pid is gone matches (and, on Linux, only if /etc/machine-id is this machine's).
 A second run refuses at once (exit 1) and says who holds the lock.
 """
 
@@ -76,12 +77,11 @@ def holder_text(body: LeaseBody) -> str:
 
 
 def take_lease(blob_of: Callable[[], Blob], body: LeaseBody, now: float, *, force: bool,
-               left_here: int | None = None) -> tuple[int | None, str]:
+               left: Callable[[int, LeaseBody], bool] | None = None) -> tuple[int | None, str]:
     """Create the lease object, or replace an expired one (or any, with force), at the generation read.
 
-    left_here: the generation of a lease this machine took and did not release (its run ended without letting
-    go; the caller holds this machine's lock, so that run is over): replaced too, if the lease held is that very
-    generation, written by this host.
+    left(generation, body): whether the lease held is one a run of this machine took and left (it ended without
+    letting go; left_by_a_run_here): replaced too.
 
     blob_of(): a fresh google-cloud-storage Blob for the lease. Returns (our generation or None if someone else
     holds it, a note: whose lease was overridden, or who holds it). Pure over the Blob API. The create comes
@@ -100,18 +100,17 @@ def take_lease(blob_of: Callable[[], Blob], body: LeaseBody, now: float, *, forc
     try:
         held.reload()
     except exceptions.NotFound:  # released between our create and our read: start again
-        return take_lease(blob_of, body, now, force=force, left_here=left_here)
+        return take_lease(blob_of, body, now, force=force, left=left)
     read = int(held.generation or 0)  # the generation every later request is conditioned on
     try:
         current: LeaseBody = json.loads(held.download_as_bytes(if_generation_match=read) or b"{}")
     except exceptions.NotFound:  # released meanwhile: start again
-        return take_lease(blob_of, body, now, force=force, left_here=left_here)
+        return take_lease(blob_of, body, now, force=force, left=left)
     except (exceptions.PreconditionFailed, ValueError):
         current = {}
     expired = float(current.get("expires") or 0) <= now
-    left = (left_here is not None and read == left_here
-            and current.get("host") == body.get("host"))
-    if not (expired or force or left):
+    ours = left is not None and left(read, current)
+    if not (expired or force or ours):
         return None, holder_text(current)
     replacing = blob_of()
     try:
@@ -119,8 +118,8 @@ def take_lease(blob_of: Callable[[], Blob], body: LeaseBody, now: float, *, forc
                                      if_generation_match=read)
     except exceptions.PreconditionFailed:  # another machine took it between our read and write
         return None, "another run took the lock at this moment"
-    if left and not expired:
-        note = f"lock this machine's {holder_text(current)} left: that run ended without letting go of it"
+    if ours and not expired:
+        note = f"lock left by this machine's {holder_text(current)}: that run ended without releasing it"
     else:
         note = f"{'expired' if expired else 'live'} lock of {holder_text(current)}"
     return int(replacing.generation or 0), note
@@ -155,15 +154,18 @@ def bucket_lease(s: Settings, what: str, *, force: bool = False) -> Iterator[int
 
     now = time.time()
     record = left_record(s)
+    where = f"gs://{s.bucket}/{lease_name(s)}"
     try:
-        left_here: int | None = int(json.loads(record.read_text())["generation"])
-    except (OSError, ValueError, KeyError, TypeError):
-        left_here = None  # none (the last run let go), or unreadable: no lease is taken for this machine's
+        kept = json.loads(record.read_text())
+    except (OSError, ValueError):
+        kept = None  # none (the last run let go), or unreadable: no lease is taken for this machine's
+
+    def left(generation: int, body: LeaseBody) -> bool:
+        return left_by_a_run_here(kept, where, generation, body)
     try:
         with gcs_client.calling("taking the lock"):
             generation, note = take_lease(blob_of, lease_body(what, now, host=socket.gethostname(),
-                                                              pid=os.getpid()), now, force=force,
-                                          left_here=left_here)
+                                                              pid=os.getpid()), now, force=force, left=left)
     except exceptions.NotFound:  # no bucket yet (a first `up` creates it): nothing to hold
         yield None
         return
@@ -182,7 +184,11 @@ def bucket_lease(s: Settings, what: str, *, force: bool = False) -> Iterator[int
     held = (s, what, generation)
     HELD.append(held)
     try:
-        record.write_text(json.dumps({"generation": generation, "lease": f"gs://{s.bucket}/{lease_name(s)}"}))
+        try:
+            record.write_text(json.dumps({"generation": generation, "lease": where, "machine": _machine()}))
+        except OSError as exc:  # a convenience for a run that ends without letting go: not worth stopping for
+            print(f"note: could not write {record} ({exc.strerror}): if this run is killed, its lease refuses "
+                  f"the next run here too until it expires (or --force-unlock).", file=sys.stderr)
         yield generation
     finally:
         HELD.remove(held)
@@ -274,6 +280,28 @@ def teardown_holding(s: Settings) -> str | None:
     if lease.get("host") == socket.gethostname() and not _alive(lease.get("pid")):
         return None  # this machine's teardown was killed (its lease outlives it): nothing deletes Ray now
     return holder_text(lease) if live and deleting(str(lease.get("command", ""))) else None
+
+
+def left_by_a_run_here(kept: object, where: str, generation: int, body: LeaseBody) -> bool:
+    """Whether the lease `where` at `generation` (its body) is one a run of this machine took and left: this
+    machine's record of the lease its run took (kept: left_record's JSON, None if none) names that very lease and
+    generation, on this machine, and the lease's host is this one and its pid is gone. The caller holds this
+    machine's lock: no run here holds the lease now, and a killed run's pid is gone (a pid alive again refuses)."""
+    import socket
+
+    if not isinstance(kept, dict):
+        return False
+    return (kept.get("lease") == where and kept.get("generation") == generation and kept.get("machine") == _machine()
+            and body.get("host") == socket.gethostname() and not _alive(body.get("pid")))
+
+
+def _machine() -> str:
+    """This machine (Linux's machine id, kept across reboots; '' elsewhere): a record written by another machine
+    that shares this home directory is not this one's."""
+    try:
+        return Path("/etc/machine-id").read_text().strip()
+    except OSError:
+        return ""
 
 
 def _alive(pid: object) -> bool:

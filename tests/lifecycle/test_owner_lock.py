@@ -6,6 +6,7 @@ through google-cloud-storage on the emulator (tests/support/gcs_emulator makes i
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import pytest
@@ -89,13 +90,25 @@ def test_owner_lock_release_after_a_take_over_leaves_the_new_holders_lease():
     assert json.loads(store.data)["host"] == "laptop-2"
 
 
-def test_owner_lock_a_lease_this_machine_left_is_taken_over_by_its_generation_and_host_only():
-    store, now = Store(), time.time()
-    left, _ = lock.take_lease(store.blob, body("laptop", now), now, force=False)  # its run never let go
-    for host, generation in (("laptop", left + 1), ("laptop-of-someone-else", left), ("laptop", None)):
-        assert lock.take_lease(store.blob, body(host, now), now, force=False, left_here=generation)[0] is None
-    generation, note = lock.take_lease(store.blob, body("laptop", now), now, force=False, left_here=left)
-    assert generation == left + 1 and note.startswith("lock this machine's `invoke up` on laptop"), note
+def test_owner_lock_a_lease_this_machine_left_is_taken_over_only_when_it_is_that_very_lease():
+    import socket
+
+    store, now, where = Store(), time.time(), "gs://b/nemo-rl-gke/lock-nemo-rl.json"
+    here, dead = socket.gethostname(), 2 ** 22 + 12345  # above any pid this machine hands out
+    left, _ = lock.take_lease(store.blob, {**body(here, now), "pid": dead}, now, force=False)  # never let go
+    kept = {"generation": left, "lease": where, "machine": lock._machine()}
+    assert lock.left_by_a_run_here(kept, where, left, {**body(here, now), "pid": dead})
+    for record, lease in (({**kept, "generation": left + 1}, {}),  # a later lease than the one kept
+                          ({**kept, "lease": "gs://other/nemo-rl-gke/lock-nemo-rl.json"}, {}),  # another bucket
+                          ({**kept, "machine": "another-machine-sharing-this-home"}, {}),
+                          (None, {}),  # the last run here let go
+                          (kept, {"host": "laptop-of-someone-else"}),
+                          (kept, {"pid": os.getpid()})):  # its run is alive (the lock file was deleted under it)
+        assert not lock.left_by_a_run_here(record, where, left, {**body(here, now), "pid": dead, **lease})
+    assert lock.take_lease(store.blob, body(here, now), now, force=False, left=lambda *_: False)[0] is None
+    generation, note = lock.take_lease(store.blob, body(here, now), now, force=False,
+                                       left=lambda g, held: g == left and held["pid"] == dead)
+    assert generation == left + 1 and note.startswith(f"lock left by this machine's `invoke up` on {here}"), note
 
 
 def test_owner_lock_free_lock_is_taken_in_one_request():
@@ -304,7 +317,7 @@ def test_owner_lock_a_run_killed_holding_the_lease_does_not_lock_this_machine_ou
     assert (same_name.code, "another run holds the lock" in same_name.stderr) == (1, True), same_name.output[-2000:]
     done = cloud.invoke("down", "--yes")
     assert done.code == 0, done.output[-3000:]
-    assert "note: took over the lock this machine's `invoke down` on " in done.stderr, done.stderr[-2000:]
+    assert "note: took over the lock left by this machine's `invoke down` on " in done.stderr, done.stderr[-2000:]
     assert (lease.exists(), record.exists()) == (False, False)
 
 
