@@ -218,16 +218,17 @@ class Board:
     def render(self, height: int | None = None) -> Table:
         from rich import box
         from rich.table import Table
+        from rich.text import Text
 
         if height is None:
             height = self._live.console.height if self._live is not None else 10_000
-        table = Table(title=self.title or None, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
-                      pad_edge=False, expand=False)
+        table = Table(title=Text(self.title) if self.title else None, title_justify="left", box=box.SIMPLE_HEAD,
+                      show_edge=False, pad_edge=False, expand=False)
         table.add_column("step", overflow="ellipsis", no_wrap=True, max_width=56)
         table.add_column("state", no_wrap=True)
         table.add_column("elapsed", justify="right", no_wrap=True)
         for row in self.visible_rows(height):
-            table.add_row(*row)
+            table.add_row(*(Text(cell) for cell in row))  # titles and waits' labels as they are, never markup
         table.caption = f"{self.clock() - self._began:.0f} s"
         table.caption_justify = "left"
         return table

@@ -64,14 +64,15 @@ def showing(label: str, *, dry: bool, display: WaitDisplay | None, err: IO[str],
         return
     if _isatty(err):
         from rich.console import Console
+        from rich.text import Text
 
         console = Console(file=err)
-        with console.status(f"{label}…") as status:
+        with console.status(Text(f"{label}…")) as status:  # the label as it is, never markup
             stop = threading.Event()
 
             def tick() -> None:
                 while not stop.wait(1.0):
-                    status.update(f"{label}… {wait.elapsed():.0f} s")
+                    status.update(Text(f"{label}… {wait.elapsed():.0f} s"))
 
             ticker = threading.Thread(target=tick, daemon=True)
             ticker.start()

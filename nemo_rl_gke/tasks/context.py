@@ -203,8 +203,11 @@ def print_table(title: str, header: tuple[str, ...], rows: Sequence[tuple[str, .
     ids and one line per row."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=title, title_justify="left")
+    # Every text as it is (rich.Text), never read as markup: a tool's reason in a cell ("[alice@example.com]",
+    # "[/data/runs]") would lose its brackets' content, or end the task on a MarkupError.
+    table = Table(title=Text(title), title_justify="left")
     for index, name in enumerate(header):
         if name in ids:
             longest = max([len(name), *(len(str(row[index])) for row in rows)])
@@ -212,7 +215,7 @@ def print_table(title: str, header: tuple[str, ...], rows: Sequence[tuple[str, .
         else:
             table.add_column(name, overflow="fold", min_width=len(name))
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(Text(str(cell)) for cell in row))
     console = Console(file=file, width=terminal_width)
     wide = Console(file=console.file, width=100_000)  # measures what the table needs, nothing real reaches it
     needed = wide.measure(table)

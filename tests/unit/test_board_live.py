@@ -169,3 +169,13 @@ def test_board_live_stops_redrawing_while_a_question_waits_then_goes_on_below_it
     assert text.rfind("down nemo-rl") > text.index("Delete Lustre instance nemo-lustre? [y/N] y\n")
     with paused():  # no board on the screen: nothing to stop
         pass
+
+
+def test_board_live_shows_a_label_with_brackets_as_it_is():
+    # A row's text read as rich markup lost what its brackets held, and a "[/…" ended the run on a MarkupError.
+    screen = io.StringIO()
+    console = Console(file=screen, width=120, height=24, force_terminal=True, color_system=None)
+    label = "claim [lustre-pvc] bound, /data as [/data/runs]"
+    with Board(STEPS[:2], live=True, console=console, title="up [nemo-rl]") as board:
+        board.wait_display(label, 0.0, False)
+    assert label in screen.getvalue() and "up [nemo-rl]" in screen.getvalue()

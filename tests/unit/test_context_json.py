@@ -98,3 +98,14 @@ def test_context_print_table_piped_is_as_wide_as_its_content(monkeypatch):
     lines = text.splitlines()
     assert any(RUN_ID in line and "step 12 of 500" in line for line in lines)  # one row, one line
     assert "…" not in text
+
+
+def test_context_print_table_shows_brackets_as_they_are():
+    # A tool's reason in a cell, read as rich markup, lost what its brackets held ("[alice@example.com]"), and a
+    # "[/…" ended the task on a MarkupError.
+    stream = io.StringIO()
+    rows = [("Secret default/nemo-rl-secrets", "unknown: account [alice@example.com] has no valid credentials"),
+            ("PVC default/lustre-pvc", "unknown: see [/data/runs]")]
+    context.print_table("storage [us-central1]", ("resource", "state"), rows, file=stream)
+    text = stream.getvalue()
+    assert "[alice@example.com]" in text and "[/data/runs]" in text and "storage [us-central1]" in text
