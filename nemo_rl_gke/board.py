@@ -101,6 +101,8 @@ class Board:
         self._runner = runner
         self._saved: dict[str, object] = {}  # the runner's attributes the board replaced
         self.stream = AboveLive(self)
+        self._held: list[str] | None = None  # while a question pauses the board: the lines printed meanwhile
+        self._pausing = threading.Lock()  # a pause's stop and its restart against the board's end
 
     # ---- the graph's listener ----------------------------------------------------------------
     def listener(self, step: Step, state: str, seconds: float) -> None:
@@ -144,7 +146,12 @@ class Board:
             self.out.flush()
 
     def print_above(self, line: str) -> None:
-        """A line of output (a `$ …` echo, a note) above the live region; a plain line without one."""
+        """A line of output (a `$ …` echo, a note) above the live region; a plain line without one. While a
+        question pauses the board, held until it is answered (not printed onto the question's line)."""
+        with self._lock:
+            if self._held is not None:
+                self._held.append(line)
+                return
         live = self._live
         if live is not None:
             from rich.text import Text
@@ -222,8 +229,9 @@ class Board:
 
         if height is None:
             height = self._live.console.height if self._live is not None else 10_000
-        table = Table(title=Text(self.title) if self.title else None, title_justify="left", box=box.SIMPLE_HEAD,
-                      show_edge=False, pad_edge=False, expand=False)
+        title = Text(self.title, style="table.title") if self.title else None
+        table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+                      expand=False)
         table.add_column("step", overflow="ellipsis", no_wrap=True, max_width=56)
         table.add_column("state", no_wrap=True)
         table.add_column("elapsed", justify="right", no_wrap=True)
@@ -269,17 +277,19 @@ class Board:
         self._saved = {}
 
     # ---- lifetime ------------------------------------------------------------------------------
+    def _new_live(self) -> Live:
+        from rich.console import Console
+        from rich.live import Live
+
+        console = self._console = self._console or Console(file=self.out)
+        return Live(console=console, refresh_per_second=4, transient=False,
+                    get_renderable=lambda: self.render(console.height),
+                    redirect_stdout=_isatty(sys.stdout), redirect_stderr=True, vertical_overflow="crop")
+
     def __enter__(self) -> Board:
         self._began = self.clock()
         if self.live:
-            from rich.console import Console
-            from rich.live import Live
-
-            console = self._console or Console(file=self.out)
-            self._live = Live(console=console, refresh_per_second=4, transient=False,
-                              get_renderable=lambda: self.render(console.height),
-                              redirect_stdout=_isatty(sys.stdout), redirect_stderr=True,
-                              vertical_overflow="crop")
+            self._live = self._new_live()
             self._live.__enter__()
             ON_SCREEN.append(self)
             self._hook()
@@ -292,11 +302,16 @@ class Board:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:
         self.stream.flush()
-        if self._live is not None:
-            ON_SCREEN.remove(self)
-            self._live.refresh()
-            self._live.__exit__(kind, exc, traceback)
-            self._live = None
+        with self._pausing:
+            if self._live is not None:
+                ON_SCREEN.remove(self)
+                self._live.refresh()
+                self._live.__exit__(kind, exc, traceback)
+                self._live = None
+            with self._lock:
+                held, self._held = self._held or [], None  # ended while a question waited (a second Ctrl-C)
+        for line in held:
+            self._plain(line)
         self._unhook()
         print(self.tally(), file=self.out, flush=True)
 
@@ -311,15 +326,26 @@ def paused() -> Iterator[None]:
     lines; it goes on below them once answered. Live, the question would be printed through rich's redirected
     stdout as markup ("[y/N]" read as a style and dropped) into a region redrawn four times a second."""
     board = ON_SCREEN[-1] if ON_SCREEN else None
-    live = board._live if board is not None else None
-    if board is None or live is None:
+    if board is None:
         yield
         return
     board.stream.flush()
-    live.stop()
+    with board._pausing:
+        live = board._live
+        if live is not None:
+            with board._lock:
+                board._held = []
+            live.stop()
     try:
         yield
     finally:
-        if board._live is live:
-            live.vertical_overflow = "crop"  # stop() shows the whole board one last time
-            live.start(refresh=True)
+        with board._pausing:
+            if live is not None and board._live is live:  # not ended meanwhile
+                # A new Live: the stopped one would start by moving the cursor up over the height of the board it
+                # drew last, erasing the question and its answer.
+                board._live = board._new_live()
+                board._live.start(refresh=True)
+            with board._lock:
+                held, board._held = board._held or [], None
+        for line in held:
+            board.print_above(line)

@@ -207,7 +207,7 @@ def print_table(title: str, header: tuple[str, ...], rows: Sequence[tuple[str, .
 
     # Every text as it is (rich.Text), never read as markup: a tool's reason in a cell ("[alice@example.com]",
     # "[/data/runs]") would lose its brackets' content, or end the task on a MarkupError.
-    table = Table(title=Text(title), title_justify="left")
+    table = Table(title=Text(title, style="table.title"), title_justify="left")
     for index, name in enumerate(header):
         if name in ids:
             longest = max([len(name), *(len(str(row[index])) for row in rows)])

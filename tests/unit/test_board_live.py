@@ -153,20 +153,32 @@ def test_board_live_prints_the_runner_echo_above_the_region_and_gives_the_stream
 
 def test_board_live_stops_redrawing_while_a_question_waits_then_goes_on_below_it():
     # Asked inside the live region, a question went through rich's redirected stdout as markup: its "[y/N]" was
-    # taken for a style and dropped, and the region was redrawn over what was typed.
+    # taken for a style and dropped, and the region was redrawn over what was typed. Replayed on a terminal
+    # emulator: the question and its answer stay on the screen, a line printed meanwhile comes after the answer
+    # (not onto the question's line), and the board goes on below them.
+    import pyte
+
     from nemo_rl_gke.board import paused
 
     screen = io.StringIO()
     console = Console(file=screen, width=80, height=24, force_terminal=True, color_system=None)
-    with Board(STEPS[:3], live=True, console=console, title="down nemo-rl") as board:
+    with Board(STEPS[:6], live=True, console=console, title="down nemo-rl") as board:
+        board.listener(STEPS[0], "running", 0.0)
         live = board._live
         with paused():
             assert live is not None and not live.is_started
-            screen.write("Delete Lustre instance nemo-lustre? [y/N] y\n")
-        assert live.is_started
-        board.listener(STEPS[0], "running", 0.0)
-    text = screen.getvalue()
-    assert text.rfind("down nemo-rl") > text.index("Delete Lustre instance nemo-lustre? [y/N] y\n")
+            screen.write("Delete Lustre instance nemo-lustre? [y/N] ")
+            board.print_above("$ gcloud container clusters delete nemo-rl")  # another step's echo meanwhile
+            screen.write("y\n")  # what the terminal echoes of the answer
+        assert board._live is not None and board._live.is_started
+        board.listener(STEPS[0], "deleted", 1.0)
+    terminal = pyte.Screen(80, 200)
+    pyte.Stream(terminal).feed(screen.getvalue().replace("\n", "\r\n"))
+    lines = [line.rstrip() for line in terminal.display]
+    asked = lines.index("Delete Lustre instance nemo-lustre? [y/N] y")
+    echo = lines.index("$ gcloud container clusters delete nemo-rl")
+    last_board = max(i for i, line in enumerate(lines) if line.startswith("down nemo-rl"))
+    assert asked < echo < last_board, "\n".join(lines[:60])
     with paused():  # no board on the screen: nothing to stop
         pass
 
