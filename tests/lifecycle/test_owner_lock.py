@@ -273,7 +273,7 @@ QUESTIONS = {
 def test_owner_lock_taken_over_while_the_question_waits_stops_the_run_after_the_answer(cloud, question):
     # An answer may come hours later: past the lease's 3 hours another machine takes it over (or --force-unlock
     # takes a live one). The run then must not go on as if it still held it.
-    from support.fake import in_a_terminal, plant_run
+    from support.fake import in_a_terminal, on_screen, plant_run
 
     argv, answers, scene = QUESTIONS[question]
     assert cloud.invoke("up", "--yes").code == 0
@@ -289,6 +289,7 @@ def test_owner_lock_taken_over_while_the_question_waits_stops_the_run_after_the_
 
     code, printed, _ = in_a_terminal(cloud, argv, answers, before_answer=taken_over)
     assert "before" in marks and printed.count("[y/N]") == len(answers), printed[-3000:]  # asked each question
+    assert on_screen(printed).count("[y/N] y") == len(answers), on_screen(printed)  # and they stay on the screen
     assert (code, "the lock of my-nemo-project/nemo-rl was taken over" in printed, "ci-runner-7" in printed,
             cloud.mutating_calls(marks["before"])) == (1, True, True, []), printed[-3000:]
     # ... and its lease is left to its holder.

@@ -305,6 +305,18 @@ def in_a_terminal(cloud: FakeCloud, argv: list[str], answer: str | list[str],
             proc.kill()
 
 
+def on_screen(printed: str, width: int = 80) -> str:
+    """What a terminal shows after `printed` (a pseudo-terminal's bytes, decoded: cursor moves and erases
+    applied, by pyte), as one line of text with runs of blanks made one space (so wrapped lines read on)."""
+    import re
+
+    import pyte
+
+    screen = pyte.Screen(width, 2000)
+    pyte.Stream(screen).feed(printed)
+    return re.sub(r"\s+", " ", "".join(screen.display))
+
+
 def follow(stream: Any, until: str = "") -> tuple[list[str], threading.Event, threading.Thread]:
     """A started process's output read as it comes, by a reader thread: (its lines so far, set once a line holds
     `until` (never when ""), the thread, to join once the process has ended)."""
