@@ -336,11 +336,14 @@ def paused() -> Iterator[None]:
             with board._lock:
                 board._held = []
             live.stop()
+    answered = False
     try:
         yield
+        answered = True
     finally:
         with board._pausing:
-            if live is not None and board._live is live:  # not ended meanwhile
+            # Not after an interrupted question (Ctrl-C): the run is ending, and the board's end prints its tally.
+            if answered and live is not None and board._live is live:  # not ended meanwhile
                 # A new Live: the stopped one would start by moving the cursor up over the height of the board it
                 # drew last, erasing the question and its answer.
                 board._live = board._new_live()

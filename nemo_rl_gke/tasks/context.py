@@ -121,7 +121,11 @@ def confirm(c: Context, question: str, *, yes: bool) -> None:
     from ..board import paused
 
     with ASKING, paused():  # one question at a time (parallel steps may both ask), never inside the live board
-        answer = input(f"{question} [y/N] ").strip().lower()
+        try:
+            answer = input(f"{question} [y/N] ").strip().lower()
+        except BaseException:  # Ctrl-C, end of input: the prompt's line ends, what follows starts on its own
+            print(flush=True)
+            raise
     if answer not in ("y", "yes"):
         raise Exit("cancelled; nothing was changed.", code=1)
     from ..lock import stop_if_taken_over

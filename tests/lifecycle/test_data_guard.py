@@ -273,3 +273,19 @@ def test_data_guard_a_run_running_as_ray_went_blocks_until_an_export_after_it(ra
     assert ran.invoke("storage.export").code == 0  # an export after Ray went copies it all: that answers
     again = ran.invoke("storage.delete", "--yes", "--delete-data")
     assert again.code == 0, again.output[-3000:]
+
+
+def test_data_guard_ctrl_c_at_its_question_mid_teardown_ends_the_run_and_keeps_the_data(ran):
+    # The question is asked by a step of the teardown while its board is paused. Ctrl-C there ends the run (130)
+    # with Lustre and the cluster kept, and the screen keeps the question: the board is not drawn again over it
+    # (it restarted as the question ended, on the prompt's line, then was erased by the run's end).
+    from support.fake import on_screen
+
+    before = len(ran.calls())
+    code, printed, _ = in_a_terminal(ran, ["down", "--delete-data", "--delete-unexported"], ["y", "^C"])
+    screen = on_screen(printed)
+    asked = screen.index("Delete Lustre instance nemo-lustre and lose the 1 run(s) listed above? [y/N]")
+    assert (code, "interrupted" in screen[asked:], "step state elapsed" in screen[asked:]) == (130, True, False), \
+        screen[-3000:]
+    assert ran.resources().get("lustre") and ran.resources().get("cluster")
+    assert not [c for c in ran.mutating_calls(before) if "lustre" in c["argv"]]

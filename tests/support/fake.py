@@ -269,10 +269,12 @@ def plant_run(cloud: FakeCloud, run: str, *, running: bool = False) -> None:
 def in_a_terminal(cloud: FakeCloud, argv: list[str], answer: str | list[str],
                   before_answer: Callable[[], None] | None = None) -> tuple[int, str, float]:
     """`invoke ARGV` on a pseudo-terminal (a real process, as a user's), answering its [y/N] questions in turn
-    (answer: the first's, or a list; before the last one, before_answer(): what happens while the user reads
-    it). Returns (exit code, everything it printed, time.time() when the last answer was typed)."""
+    (answer: the first's, or a list; "^C" is Ctrl-C, SIGINT to the process; before the last one,
+    before_answer(): what happens while the user reads it). Returns (exit code, everything it printed,
+    time.time() when the last answer was typed)."""
     import pty
     import select
+    import signal
     import time
 
     main, child = pty.openpty()
@@ -294,8 +296,11 @@ def in_a_terminal(cloud: FakeCloud, argv: list[str], answer: str | list[str],
             if answers and printed.count(b"[y/N]") > given:
                 if before_answer is not None and len(answers) == 1:
                     before_answer()
-                answered, given = time.time(), given + 1
-                os.write(main, answers.pop(0).encode() + b"\n")
+                answered, given, typed = time.time(), given + 1, answers.pop(0)
+                if typed == "^C":
+                    proc.send_signal(signal.SIGINT)
+                else:
+                    os.write(main, typed.encode() + b"\n")
             if proc.poll() is not None and not ready:
                 break
         return proc.wait(timeout=60), printed.decode(errors="replace"), answered
