@@ -102,7 +102,9 @@ class Board:
         self._saved: dict[str, object] = {}  # the runner's attributes the board replaced
         self.stream = AboveLive(self)
         self._held: list[str] | None = None  # while a question pauses the board: the lines printed meanwhile
-        self._pausing = threading.Lock()  # a pause's stop and its restart against the board's end
+        # A pause's stop and restart, the board's end, and each line printed above it: one at a time, so no line
+        # lands on a question's line and the held ones come out first, in order (re-entered by the drains).
+        self._pausing = threading.RLock()
 
     # ---- the graph's listener ----------------------------------------------------------------
     def listener(self, step: Step, state: str, seconds: float) -> None:
@@ -148,19 +150,25 @@ class Board:
     def print_above(self, line: str) -> None:
         """A line of output (a `$ …` echo, a note) above the live region; a plain line without one. While a
         question pauses the board, held until it is answered (not printed onto the question's line)."""
-        with self._lock:
+        with self._pausing:
             if self._held is not None:
                 self._held.append(line)
                 return
-        live = self._live
-        if live is not None:
-            from rich.text import Text
+            live = self._live
+            if live is not None:
+                from rich.text import Text
 
-            # Not under the board's lock: rich's Live holds its own lock while it renders the board, which
-            # takes the board's lock; the console serialises prints itself.
-            live.console.print(Text(line), soft_wrap=True)
-        else:
-            self._plain(line)
+                # Not under the board's lock: rich's Live holds its own lock while it renders the board, which
+                # takes the board's lock; the console serialises prints itself.
+                live.console.print(Text(line), soft_wrap=True)
+            else:
+                self._plain(line)
+
+    def _let_go_of_held(self) -> None:
+        """The lines held during a question, printed now (under _pausing: before any newer line)."""
+        held, self._held = self._held or [], None
+        for line in held:
+            self.print_above(line)
 
     # ---- drawing -------------------------------------------------------------------------------
     def elapsed(self, name: str) -> float | None:
@@ -308,10 +316,7 @@ class Board:
                 self._live.refresh()
                 self._live.__exit__(kind, exc, traceback)
                 self._live = None
-            with self._lock:
-                held, self._held = self._held or [], None  # ended while a question waited (a second Ctrl-C)
-        for line in held:
-            self._plain(line)
+            self._let_go_of_held()  # ended while a question waited (Ctrl-C): plain lines now
         self._unhook()
         print(self.tally(), file=self.out, flush=True)
 
@@ -330,14 +335,14 @@ def paused() -> Iterator[None]:
         yield
         return
     board.stream.flush()
-    with board._pausing:
-        live = board._live
-        if live is not None:
-            with board._lock:
-                board._held = []
-            live.stop()
     answered = False
+    live = None
     try:
+        with board._pausing:
+            live = board._live
+            if live is not None:
+                board._held = []
+                live.stop()
         yield
         answered = True
     finally:
@@ -348,7 +353,4 @@ def paused() -> Iterator[None]:
                 # drew last, erasing the question and its answer.
                 board._live = board._new_live()
                 board._live.start(refresh=True)
-            with board._lock:
-                held, board._held = board._held or [], None
-        for line in held:
-            board.print_above(line)
+            board._let_go_of_held()

@@ -53,6 +53,20 @@ def left_record(s: Settings) -> Path:
     return lock_path(s).with_suffix(".lease")
 
 
+def _kept(s: Settings) -> object:
+    """left_record's JSON; None when there is none (the last run here let go) or it cannot be read."""
+    import json
+
+    try:
+        return json.loads(left_record(s).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _where(s: Settings) -> str:
+    return f"gs://{s.bucket}/{lease_name(s)}"
+
+
 LEASE_SECONDS = 3 * 3600  # longer than any one task (Lustre and a cluster: under an hour each)
 
 
@@ -153,15 +167,11 @@ def bucket_lease(s: Settings, what: str, *, force: bool = False) -> Iterator[int
         return bucket.blob(lease_name(s))
 
     now = time.time()
-    record = left_record(s)
-    where = f"gs://{s.bucket}/{lease_name(s)}"
-    try:
-        kept = json.loads(record.read_text())
-    except (OSError, ValueError):
-        kept = None  # none (the last run let go), or unreadable: no lease is taken for this machine's
+    record, kept = left_record(s), _kept(s)
 
     def left(generation: int, body: LeaseBody) -> bool:
-        return left_by_a_run_here(kept, where, generation, body)
+        return left_by_a_run_here(s, kept, generation, body)
+
     try:
         with gcs_client.calling("taking the lock"):
             generation, note = take_lease(blob_of, lease_body(what, now, host=socket.gethostname(),
@@ -184,8 +194,10 @@ def bucket_lease(s: Settings, what: str, *, force: bool = False) -> Iterator[int
     held = (s, what, generation)
     HELD.append(held)
     try:
-        try:
-            record.write_text(json.dumps({"generation": generation, "lease": where, "machine": _machine()}))
+        try:  # whole or not at all (a kill mid-write must not leave an empty record): written aside, then renamed
+            aside = record.with_suffix(f".lease.{os.getpid()}")
+            aside.write_text(json.dumps({"generation": generation, "lease": _where(s), "machine": _machine()}))
+            os.replace(aside, record)
         except OSError as exc:  # a convenience for a run that ends without letting go: not worth stopping for
             print(f"note: could not write {record} ({exc.strerror}): if this run is killed, its lease refuses "
                   f"the next run here too until it expires (or --force-unlock).", file=sys.stderr)
@@ -250,7 +262,6 @@ def teardown_holding(s: Settings) -> str | None:
     taking it; None when no teardown does (or the lease cannot be read: a submit is not refused on a doubt)."""
     import fcntl
     import json
-    import socket
     import time
 
     def deleting(command: str) -> bool:
@@ -277,13 +288,13 @@ def teardown_holding(s: Settings) -> str | None:
         live = float(lease.get("expires") or 0) > time.time()
     except Exception:  # noqa: BLE001 - unreadable (or not a lease): not a reason to refuse
         return None
-    if lease.get("host") == socket.gethostname() and not _alive(lease.get("pid")):
+    if now is not None and left_by_a_run_here(s, _kept(s), now[0], lease):
         return None  # this machine's teardown was killed (its lease outlives it): nothing deletes Ray now
     return holder_text(lease) if live and deleting(str(lease.get("command", ""))) else None
 
 
-def left_by_a_run_here(kept: object, where: str, generation: int, body: LeaseBody) -> bool:
-    """Whether the lease `where` at `generation` (its body) is one a run of this machine took and left: this
+def left_by_a_run_here(s: Settings, kept: object, generation: int, body: LeaseBody) -> bool:
+    """Whether the deployment's lease at `generation` (its body) is one a run of this machine took and left: this
     machine's record of the lease its run took (kept: left_record's JSON, None if none) names that very lease and
     generation, on this machine, and the lease's host is this one and its pid is gone. The caller holds this
     machine's lock: no run here holds the lease now, and a killed run's pid is gone (a pid alive again refuses)."""
@@ -291,8 +302,9 @@ def left_by_a_run_here(kept: object, where: str, generation: int, body: LeaseBod
 
     if not isinstance(kept, dict):
         return False
-    return (kept.get("lease") == where and kept.get("generation") == generation and kept.get("machine") == _machine()
-            and body.get("host") == socket.gethostname() and not _alive(body.get("pid")))
+    return (kept.get("lease") == _where(s) and kept.get("generation") == generation
+            and kept.get("machine") == _machine() and body.get("host") == socket.gethostname()
+            and not _alive(body.get("pid")))
 
 
 def _machine() -> str:

@@ -120,7 +120,8 @@ def confirm(c: Context, question: str, *, yes: bool) -> None:
         raise Exit(f"{question}\nrefusing without confirmation: no terminal to ask on. Re-run with --yes.", code=2)
     from ..board import paused
 
-    with ASKING, paused():  # one question at a time (parallel steps may both ask), never inside the live board
+    with ASKING, paused():  # one question at a time, never inside the live board (questions come from the main
+        # thread today: a step's question asked from a worker thread could not be interrupted by Ctrl-C)
         try:
             answer = input(f"{question} [y/N] ").strip().lower()
         except BaseException:  # Ctrl-C, end of input: the prompt's line ends, what follows starts on its own

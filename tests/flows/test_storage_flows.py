@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from support.fake import FAKE_BIN, REPO, TEST_HF_TOKEN, TEST_WANDB_KEY, FakeCloud
+from support.fake import FAKE_BIN, REPO, TEST_HF_TOKEN, TEST_WANDB_KEY, FakeCloud, plant_run
 from support.gcs_emulator import running_emulator
 
 PROJECT = "my-nemo-project"
@@ -252,16 +252,9 @@ def test_storage_delete_data_without_export_refuses_and_lists_the_loss(made):
     assert LUSTRE_KEY in cloud.resources()["lustre"]
 
 
-def _plant_run(fake: FakeCloud, run: str = "r1") -> None:
-    step = fake.state_dir / "lustre" / "nemo-lustre" / "runs" / run / "step_10"
-    step.mkdir(parents=True)
-    (step / "model.pt").write_bytes(b"w" * 100)
-    (step.parent / "exit_code").write_text("0\n")
-
-
 def test_storage_delete_data_after_export_removes_lustre_and_keeps_the_bucket(made):
     cloud = made
-    _plant_run(cloud)
+    plant_run(cloud, "r1", size=100)
     assert cloud.invoke("storage.export").code == 0
     done = cloud.invoke("storage.delete", "--delete-data", "--yes")
     assert done.code == 0, done.output
@@ -273,7 +266,7 @@ def test_storage_delete_data_after_export_removes_lustre_and_keeps_the_bucket(ma
 
 def test_storage_delete_bucket_deletes_it_after_naming_its_size(made):
     cloud = made
-    _plant_run(cloud)
+    plant_run(cloud, "r1", size=100)
     assert cloud.invoke("storage.export").code == 0
     done = cloud.invoke("storage.delete", "--delete-data", "--delete-bucket", "--yes")
     assert done.code == 0, done.output
@@ -294,7 +287,7 @@ def test_storage_delete_data_keeps_another_services_peering_range(cloud):
                   f"--project={PROJECT}"]):
         assert gcloud(cloud, *argv).returncode == 0
     created(cloud)
-    _plant_run(cloud)
+    plant_run(cloud, "r1", size=100)
     cloud.invoke("storage.export")
     assert cloud.invoke("storage.delete", "--delete-data", "--yes").code == 0
     (peering,) = cloud.resources()["peering"].values()

@@ -93,22 +93,30 @@ def test_owner_lock_release_after_a_take_over_leaves_the_new_holders_lease():
 def test_owner_lock_a_lease_this_machine_left_is_taken_over_only_when_it_is_that_very_lease():
     import socket
 
-    store, now, where = Store(), time.time(), "gs://b/nemo-rl-gke/lock-nemo-rl.json"
+    s, store, now = _settings(), Store(), time.time()
+    where = f"gs://nemo-rl-{PROJECT}/nemo-rl-gke/lock-nemo-rl.json"
     here, dead = socket.gethostname(), 2 ** 22 + 12345  # above any pid this machine hands out
     left, _ = lock.take_lease(store.blob, {**body(here, now), "pid": dead}, now, force=False)  # never let go
     kept = {"generation": left, "lease": where, "machine": lock._machine()}
-    assert lock.left_by_a_run_here(kept, where, left, {**body(here, now), "pid": dead})
+    assert lock.left_by_a_run_here(s, kept, left, {**body(here, now), "pid": dead})
     for record, lease in (({**kept, "generation": left + 1}, {}),  # a later lease than the one kept
                           ({**kept, "lease": "gs://other/nemo-rl-gke/lock-nemo-rl.json"}, {}),  # another bucket
                           ({**kept, "machine": "another-machine-sharing-this-home"}, {}),
                           (None, {}),  # the last run here let go
                           (kept, {"host": "laptop-of-someone-else"}),
                           (kept, {"pid": os.getpid()})):  # its run is alive (the lock file was deleted under it)
-        assert not lock.left_by_a_run_here(record, where, left, {**body(here, now), "pid": dead, **lease})
+        assert not lock.left_by_a_run_here(s, record, left, {**body(here, now), "pid": dead, **lease})
     assert lock.take_lease(store.blob, body(here, now), now, force=False, left=lambda *_: False)[0] is None
     generation, note = lock.take_lease(store.blob, body(here, now), now, force=False,
                                        left=lambda g, held: g == left and held["pid"] == dead)
     assert generation == left + 1 and note.startswith(f"lock left by this machine's `invoke up` on {here}"), note
+
+
+def _settings():
+    from nemo_rl_gke.settings import Settings, coerce, validate
+
+    values = {k: v for k, v in read_env_example().items() if k in Settings.__dataclass_fields__}
+    return validate(Settings(**coerce(values)))
 
 
 def test_owner_lock_free_lock_is_taken_in_one_request():
@@ -311,7 +319,7 @@ def test_owner_lock_a_run_killed_holding_the_lease_does_not_lock_this_machine_ou
     killed = cloud.start("down", "--yes", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while not record.exists() and killed.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
+        time.sleep(0.01)  # the record appears whole (renamed into place)
     killed.send_signal(signal.SIGKILL)
     assert killed.wait() == -signal.SIGKILL and lease.exists()  # killed while it held the lease
     same_name = cloud.invoke("down", "--yes", XDG_CACHE_HOME=str(tmp_path / "another-home"))
@@ -377,15 +385,24 @@ def test_owner_lock_teardown_holding_reads_this_machines_lock_without_taking_it(
         assert lock.teardown_holding(s) is None  # released: its last words stay in the file, not its hold
 
 
-def test_owner_lock_a_killed_teardowns_lease_on_this_machine_does_not_refuse_job_submit(cloud):
+def test_owner_lock_a_killed_teardowns_lease_on_this_machine_does_not_refuse_job_submit(cloud, tmp_path):
     # `down` killed (SIGKILL, a closed laptop lid's SIGHUP) leaves its lease for 3 hours; on the machine it ran on
-    # its pid is gone, so nothing deletes Ray any more: submits go on.
+    # (its record of the lease it took, its pid gone) nothing deletes Ray any more: submits go on. Another machine
+    # with the same host name (no such record) still sees a teardown under way.
     import socket
 
     assert cloud.invoke("up", "--yes").code == 0
     now = time.time()
     dead = 2 ** 22 + 12345  # above any pid this machine hands out
     lease = {**lock.lease_body("down --yes", now, host=socket.gethostname(), pid=dead), "expires": now + 3600}
-    _client(cloud).bucket(BUCKET).blob("nemo-rl-gke/lock-nemo-rl.json").upload_from_string(json.dumps(lease))
+    blob = _client(cloud).bucket(BUCKET).blob("nemo-rl-gke/lock-nemo-rl.json")
+    blob.upload_from_string(json.dumps(lease))
+    (tmp_path / "cache" / "nemo-rl-gke").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "cache" / "nemo-rl-gke" / "my-nemo-project-nemo-rl.lease").write_text(json.dumps(
+        {"generation": blob.generation, "lease": f"gs://{BUCKET}/nemo-rl-gke/lock-nemo-rl.json",
+         "machine": lock._machine()}))
+    elsewhere = cloud.invoke("job.submit", "qwen2.5-1.5b-gsm8k", "--id=beside-a-down", process=True,
+                             XDG_CACHE_HOME=str(tmp_path / "another-home"))
+    assert (elsewhere.code, "a teardown is under way" in elsewhere.stderr) == (1, True), elsewhere.output[-3000:]
     done = cloud.invoke("job.submit", "qwen2.5-1.5b-gsm8k", "--id=after-a-killed-down", process=True)
     assert done.code == 0, done.output[-3000:]

@@ -255,11 +255,12 @@ def lustre_runs(cloud: FakeCloud) -> Path:
     return root / "runs"
 
 
-def plant_run(cloud: FakeCloud, run: str, *, running: bool = False) -> None:
-    """A finished run (pid and exit code) with one checkpoint; `running`: a live pid and no exit code."""
+def plant_run(cloud: FakeCloud, run: str, *, running: bool = False, size: int = 2048) -> None:
+    """A finished run (pid and exit code) with one checkpoint of `size` bytes; `running`: a live pid and no exit
+    code."""
     step = lustre_runs(cloud) / run / "step_10"
     step.mkdir(parents=True)
-    (step / "model.pt").write_bytes(b"w" * 2048)
+    (step / "model.pt").write_bytes(b"w" * size)
     (step.parent / "driver.log").write_text("step 10\n")
     (step.parent / "pid").write_text(f"{os.getpid()}\n")
     if not running:
@@ -298,6 +299,11 @@ def in_a_terminal(cloud: FakeCloud, argv: list[str], answer: str | list[str],
                     before_answer()
                 answered, given, typed = time.time(), given + 1, answers.pop(0)
                 if typed == "^C":
+                    # Once it reads the terminal: between input()'s prompt and its read a SIGINT is noted, not
+                    # acted on, and the read then blocks for good (a user's Ctrl-C comes later than that).
+                    waited = time.monotonic() + 10
+                    while not _reading_the_terminal(proc.pid) and time.monotonic() < waited:
+                        time.sleep(0.01)
                     proc.send_signal(signal.SIGINT)
                 else:
                     os.write(main, typed.encode() + b"\n")
@@ -308,6 +314,15 @@ def in_a_terminal(cloud: FakeCloud, argv: list[str], answer: str | list[str],
         os.close(main)
         if proc.poll() is None:
             proc.kill()
+
+
+def _reading_the_terminal(pid: int) -> bool:
+    """Whether a thread of the process sleeps in a terminal read (Linux's wchan; True where /proc lacks it)."""
+    try:
+        return any((task / "wchan").read_text() in ("wait_woken", "n_tty_read")
+                   for task in Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return not Path("/proc").exists()
 
 
 def on_screen(printed: str, width: int = 80) -> str:
