@@ -168,8 +168,10 @@ def bucket_lease(s: Settings, what: str, *, force: bool = False) -> Iterator[int
 
     now = time.time()
     record, kept = left_record(s), _kept(s)
+    seen: list[LeaseBody] = []  # the lease found held, for the refusal's words
 
     def left(generation: int, body: LeaseBody) -> bool:
+        seen.append(body)
         return left_by_a_run_here(s, kept, generation, body)
 
     try:
@@ -184,10 +186,15 @@ def bucket_lease(s: Settings, what: str, *, force: bool = False) -> Iterator[int
     except exceptions.GoogleAPICallError as exc:
         raise gcs_client.api_error(f"taking the lock in gs://{s.bucket}", exc) from None
     if generation is None:
+        holder = seen[-1] if seen else {}
+        here = (f" It names this host, where pid {holder.get('pid')} is not running: a run of this machine that "
+                f"ended before it noted the lease it took, or another machine with the same host name. If it was "
+                f"yours, run again with --force-unlock."
+                if holder.get("host") == socket.gethostname() and not _alive(holder.get("pid")) else "")
         raise Exit(f"error: another run holds the lock of {s.PROJECT_ID}/{s.CLUSTER_NAME} "
                    f"(gs://{s.bucket}/{lease_name(s)}): {note}. Two runs must not interleave; wait for it to "
                    f"finish. If that run is gone (its machine crashed), run again with --force-unlock, or wait "
-                   f"for the lease to expire.", code=1)
+                   f"for the lease to expire.{here}", code=1)
     if note:
         print(f"--force-unlock: took over the {note}." if force else f"note: took over the {note}.",
               file=sys.stderr)

@@ -216,6 +216,7 @@ def test_owner_lock_held_on_another_machine_refuses_down(cloud, tmp_path):
     before = len(cloud.calls())
     done = cloud.invoke("down", "--yes", XDG_CACHE_HOME=str(tmp_path / "another-home"))
     assert (done.code, "ci-runner-7" in done.stderr, "--force-unlock" in done.stderr) == (1, True, True)
+    assert "It names this host" not in done.stderr
     assert cloud.mutating_calls(before) == []
 
 
@@ -324,6 +325,9 @@ def test_owner_lock_a_run_killed_holding_the_lease_does_not_lock_this_machine_ou
     assert killed.wait() == -signal.SIGKILL and lease.exists()  # killed while it held the lease
     same_name = cloud.invoke("down", "--yes", XDG_CACHE_HOME=str(tmp_path / "another-home"))
     assert (same_name.code, "another run holds the lock" in same_name.stderr) == (1, True), same_name.output[-2000:]
+    # ... and told what it may be: this machine's run that left no record, or a machine with the same host name.
+    assert "It names this host, where pid" in same_name.stderr and "If it was yours, run again with --force-unlock" \
+        in same_name.stderr
     done = cloud.invoke("down", "--yes")
     assert done.code == 0, done.output[-3000:]
     assert "note: took over the lock left by this machine's `invoke down` on " in done.stderr, done.stderr[-2000:]
