@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any, TypeVar
@@ -147,6 +147,8 @@ class Runner:
     calls: list[CallRecord] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _interrupted: threading.Event = field(default_factory=threading.Event, repr=False)
+    # Inside sharing(): the read-only questions asked once for all their askers (argv -> its answer to come).
+    _shared: dict[tuple[str, ...], Future[Result] | None] = field(default_factory=dict, repr=False)
 
     @staticmethod
     def options(section: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -258,10 +260,45 @@ class Runner:
         argv = [str(a) for a in argv]
         if self.verbose:
             self.say("? " + shlex.join(argv), err=True)
-        result = self._execute(argv, stdin=stdin, retry=True, timeout=timeout)
+        result = self._answer(argv, stdin=stdin, timeout=timeout)
         if result.exit_code in tuple(ok_codes):
             return result
         raise self.failure(result)
+
+    @contextmanager
+    def sharing(self, *questions: Sequence[str]) -> Iterator[None]:
+        """Within the block, each of these read-only questions is asked once, however many parts of the task
+        ask it at the same time or later: the others wait for its answer (`status` reads Ray's pods for the
+        Ray part and for the latest run's)."""
+        with self._lock:
+            for argv in questions:
+                self._shared[tuple(str(a) for a in argv)] = None
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._shared.clear()
+
+    def _answer(self, argv: list[str], *, stdin: str | None, timeout: float | None) -> Result:
+        key = tuple(argv)
+        theirs: Future[Result] | None = None
+        mine: Future[Result] | None = None
+        with self._lock:
+            if stdin is None and key in self._shared:
+                theirs = self._shared[key]
+                if theirs is None:
+                    mine = self._shared[key] = Future()
+        if theirs is not None:
+            return theirs.result()  # another part asked it first: its answer
+        try:
+            result = self._execute(argv, stdin=stdin, retry=True, timeout=timeout)
+        except BaseException as exc:
+            if mine is not None:
+                mine.set_exception(exc)
+            raise
+        if mine is not None:
+            mine.set_result(result)
+        return result
 
     def end_calls(self, matches: Callable[[list[str]], bool], why: str) -> int:
         """End the commands running now (launched before this call) whose argv matches: each answers exit

@@ -4,13 +4,16 @@ run for the top-level `status`, and --plot's file checked before anything runs."
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from invoke.context import Context
 
 from ..resources import head_pod
 from ..settings import Settings
 from . import context
+
+if TYPE_CHECKING:
+    from ..runner import Runner
 
 
 def runs_rows(runs: list[dict[str, Any]]) -> list[tuple[str, ...]]:
@@ -95,14 +98,14 @@ def plot_path(plot: str | bool) -> Path:
     return path
 
 
-def latest_run(c: Context, s: Settings) -> dict[str, Any] | None:
+def latest_run(c: Context, s: Settings, *, r: Runner | None = None) -> dict[str, Any] | None:
     """The latest run as `run_document` shapes it; None on a dry run or when there is no run (or no head)."""
     import json
 
     from .. import jobscript
     from ..tools import ToolError
 
-    r = context.runner(c, s)
+    r = r or context.runner(c, s)
     if r.dry:
         return None
     try:
@@ -112,7 +115,7 @@ def latest_run(c: Context, s: Settings) -> dict[str, Any] | None:
     return run_document(json.loads(result.stdout))
 
 
-def latest_summary(c: Context, s: Settings) -> list[str]:
+def latest_summary(c: Context, s: Settings, *, r: Runner | None = None) -> list[str]:
     """One line for the top-level `status`: the latest run's state and step. No run, or no head to ask: none,
     and why; a command that failed (kubectl could not list or reach the pods) is raised: that is no answer."""
     import json
@@ -120,7 +123,7 @@ def latest_summary(c: Context, s: Settings) -> list[str]:
     from .. import jobscript
     from ..tools import CommandFailed, ToolError
 
-    r = context.runner(c, s)
+    r = r or context.runner(c, s)
     if r.dry:
         return []
     try:

@@ -103,7 +103,7 @@ def status(c: Context, json_: bool = False) -> None:
     """One table of every resource: state, age and cost per hour; then the Ray cluster and the latest job."""
     from .. import cost
     from ..resources import all_steps
-    from ..resources.ray_steps import RELEASE
+    from ..resources.ray_steps import RELEASE, pods_argv
     from . import drift
 
     with context.json_output(json_) as out:
@@ -115,11 +115,12 @@ def status(c: Context, json_: bool = False) -> None:
         # After the lists, three reads at once: the GPU pool's size now (the cluster and the pool are listed),
         # the Ray cluster (deployed: helm was asked with the lists) and the latest run in its head.
         deployed = present.get(RELEASE)
-        pool, ray, job = r.parallel([
-            lambda: _extra(lambda: drift.existing(r, s, present, steps)),
-            lambda: _extra(lambda: _ray_part(c, s, deployed, out is not None)),
-            lambda: _extra(lambda: _job_part(c, s, out is not None)),
-        ])
+        with r.sharing(pods_argv(s)):  # Ray's pods, read once for the Ray part and the latest run's
+            pool, ray, job = r.parallel([
+                lambda: _extra(lambda: drift.existing(r, s, present, steps)),
+                lambda: _extra(lambda: _ray_part(c, s, r, deployed, out is not None)),
+                lambda: _extra(lambda: _job_part(c, s, r, out is not None)),
+            ])
         est = cost.estimate(drift.as_found(s, pool.answer()))  # priced as it is, not as set
         hourly = cost.hourly_by_step(est, steps)
         ages = _ages(r, s, steps, present)
@@ -247,16 +248,16 @@ def _extra(read: Callable[[], Any]) -> _Part:
         return _Part(error=exc)
 
 
-def _ray_part(c: Context, s: Settings, deployed: bool | None, as_json: bool) -> Any:
+def _ray_part(c: Context, s: Settings, r: Runner, deployed: bool | None, as_json: bool) -> Any:
     from .ray import cluster_state, cluster_summary
 
-    return cluster_state(c, s, deployed) if as_json else cluster_summary(c, s, deployed)
+    return cluster_state(c, s, deployed, r=r) if as_json else cluster_summary(c, s, deployed, r=r)
 
 
-def _job_part(c: Context, s: Settings, as_json: bool) -> Any:
+def _job_part(c: Context, s: Settings, r: Runner, as_json: bool) -> Any:
     from .job_views import latest_run, latest_summary
 
-    return latest_run(c, s) if as_json else latest_summary(c, s)
+    return latest_run(c, s, r=r) if as_json else latest_summary(c, s, r=r)
 
 
 TASKS = [plan, status]

@@ -70,6 +70,8 @@ def test_status_answers_from_the_lists_then_reads_the_rest_at_once(cloud):
     described = [w for w in words if " describe " in w]
     assert all("instance-groups managed describe" in w for w in described), described
     assert sum(w.startswith("helm status ") for w in words) == 1, words
+    # Ray's pods once, for the Ray part and the latest run's (they were read twice, at the same time).
+    assert sum(" get pods " in w for w in words) == 1, words
     assert call_rounds(calls) <= 3, [(w[:80], c["launched"], c["end"]) for w, c in zip(words, calls, strict=True)]
     assert len(calls) <= 16, words
     # The ages still come, from the listed createTime of the cluster and of the Lustre instance.

@@ -443,3 +443,34 @@ def test_runner_does_not_retry_a_command_a_signal_killed(tmp_path, monkeypatch):
     result = r.query(["oomed"], ok_codes=range(256))
     assert (result.exit_code, result.attempts, counter.read_text()) == (137, 1, "x")
     assert result.stderr.endswith("oomed: killed by SIGKILL\n")
+
+
+def test_runner_sharing_asks_a_shared_question_once_for_every_part():
+    # status's Ray part and latest-run part both read Ray's pods at the same moment: one kubectl, one answer.
+    class Slow(Scripted):
+        def run(self, argv, *, stdin, timeout):
+            time.sleep(0.2)  # long enough for the other part to ask while it runs
+            return super().run(argv, stdin=stdin, timeout=timeout)
+
+    seam = Slow([])
+    r, _, _ = quiet(tools=seam)
+    pods, other = ["kubectl", "get", "pods"], ["kubectl", "get", "secret"]
+    with r.sharing(pods):
+        answers = r.parallel([lambda: r.query(pods), lambda: r.query(pods), lambda: r.query(other),
+                              lambda: r.query(pods, stdin="a script")])  # with input: not the same question
+        again = r.query(pods)  # later in the block: the same answer
+    assert [a.stdout for a in answers] == ["out"] * 4 and again is answers[0]
+    assert sorted(str(argv) for argv, _ in seam.asked) == sorted(str(a) for a in (pods, other, pods))
+    r.query(pods)  # after the block: asked again
+    assert len(seam.asked) == 4
+
+
+def test_runner_sharing_hands_a_failure_to_every_asker():
+    class Broken(Scripted):
+        def run(self, argv, *, stdin, timeout):
+            time.sleep(0.1)
+            raise ToolError("kubectl is gone", 127)
+
+    r, _, _ = quiet(tools=Broken([]))
+    with r.sharing(["kubectl", "get", "pods"]), pytest.raises(ToolError, match="kubectl is gone"):
+        r.parallel([lambda: r.query(["kubectl", "get", "pods"]), lambda: r.query(["kubectl", "get", "pods"])])
