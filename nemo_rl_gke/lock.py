@@ -187,10 +187,12 @@ def bucket_lease(s: Settings, what: str, *, force: bool = False) -> Iterator[int
         raise gcs_client.api_error(f"taking the lock in gs://{s.bucket}", exc) from None
     if generation is None:
         holder = seen[-1] if seen else {}
+        # Not when the refusal is a race lost at this moment (the lease seen is the one another run just replaced).
+        named_here = (note == holder_text(holder) and holder.get("host") == socket.gethostname()
+                      and not _alive(holder.get("pid")))
         here = (f" It names this host, where pid {holder.get('pid')} is not running: a run of this machine that "
                 f"ended before it noted the lease it took, or another machine with the same host name. If it was "
-                f"yours, run again with --force-unlock."
-                if holder.get("host") == socket.gethostname() and not _alive(holder.get("pid")) else "")
+                f"yours, run again with --force-unlock." if named_here else "")
         raise Exit(f"error: another run holds the lock of {s.PROJECT_ID}/{s.CLUSTER_NAME} "
                    f"(gs://{s.bucket}/{lease_name(s)}): {note}. Two runs must not interleave; wait for it to "
                    f"finish. If that run is gone (its machine crashed), run again with --force-unlock, or wait "

@@ -270,14 +270,16 @@ class Runner:
         """Within the block, each of these read-only questions is asked once, however many parts of the task
         ask it at the same time or later: the others wait for its answer (`status` reads Ray's pods for the
         Ray part and for the latest run's)."""
+        keys = [tuple(str(a) for a in argv) for argv in questions]
         with self._lock:
-            for argv in questions:
-                self._shared[tuple(str(a) for a in argv)] = None
+            for key in keys:
+                self._shared[key] = None
         try:
             yield
         finally:
             with self._lock:
-                self._shared.clear()
+                for key in keys:
+                    self._shared.pop(key, None)
 
     def _answer(self, argv: list[str], *, stdin: str | None, timeout: float | None) -> Result:
         key = tuple(argv)
@@ -288,8 +290,11 @@ class Runner:
                 theirs = self._shared[key]
                 if theirs is None:
                     mine = self._shared[key] = Future()
-        if theirs is not None:
-            return theirs.result()  # another part asked it first: its answer
+        while theirs is not None:  # another part asked it first: its answer (or Ctrl-C, Interrupted)
+            try:
+                return theirs.result(timeout=0.5)
+            except TimeoutError:
+                self._check_interrupted()
         try:
             result = self._execute(argv, stdin=stdin, retry=True, timeout=timeout)
         except BaseException as exc:
