@@ -188,13 +188,12 @@ def bucket_lease(s: Settings, what: str, *, force: bool = False) -> Iterator[int
     if generation is None:
         holder = seen[-1] if seen else {}
         # Not when the refusal is a race lost at this moment (the lease seen is the one another run just replaced).
-        named_here = (note == holder_text(holder) and holder.get("host") == socket.gethostname()
-                      and not _alive(holder.get("pid")))
+        named_here = note == holder_text(holder) and _named_here_and_gone(holder)
         here = (f" It names this host, where pid {holder.get('pid')} is not running: a run of this machine that "
                 f"ended before it noted the lease it took, or another machine with the same host name. If it was "
                 f"yours, run again with --force-unlock." if named_here else "")
         raise Exit(f"error: another run holds the lock of {s.PROJECT_ID}/{s.CLUSTER_NAME} "
-                   f"(gs://{s.bucket}/{lease_name(s)}): {note}. Two runs must not interleave; wait for it to "
+                   f"({_where(s)}): {note}. Two runs must not interleave; wait for it to "
                    f"finish. If that run is gone (its machine crashed), run again with --force-unlock, or wait "
                    f"for the lease to expire.{here}", code=1)
     if note:
@@ -307,13 +306,17 @@ def left_by_a_run_here(s: Settings, kept: object, generation: int, body: LeaseBo
     machine's record of the lease its run took (kept: left_record's JSON, None if none) names that very lease and
     generation, on this machine, and the lease's host is this one and its pid is gone. The caller holds this
     machine's lock: no run here holds the lease now, and a killed run's pid is gone (a pid alive again refuses)."""
-    import socket
-
     if not isinstance(kept, dict):
         return False
     return (kept.get("lease") == _where(s) and kept.get("generation") == generation
-            and kept.get("machine") == _machine() and body.get("host") == socket.gethostname()
-            and not _alive(body.get("pid")))
+            and kept.get("machine") == _machine() and _named_here_and_gone(body))
+
+
+def _named_here_and_gone(body: LeaseBody) -> bool:
+    """The lease names this host, and its pid is not running here."""
+    import socket
+
+    return body.get("host") == socket.gethostname() and not _alive(body.get("pid"))
 
 
 def _machine() -> str:

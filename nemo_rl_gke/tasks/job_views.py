@@ -6,11 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from invoke.context import Context
-
 from ..resources import head_pod
 from ..settings import Settings
-from . import context
 
 if TYPE_CHECKING:
     from ..runner import Runner
@@ -98,14 +95,13 @@ def plot_path(plot: str | bool) -> Path:
     return path
 
 
-def latest_run(c: Context, s: Settings, *, r: Runner | None = None) -> dict[str, Any] | None:
+def latest_run(r: Runner, s: Settings) -> dict[str, Any] | None:
     """The latest run as `run_document` shapes it; None on a dry run or when there is no run (or no head)."""
     import json
 
     from .. import jobscript
     from ..tools import ToolError
 
-    r = r or context.runner(c, s)
     if r.dry:
         return None
     try:
@@ -115,7 +111,7 @@ def latest_run(c: Context, s: Settings, *, r: Runner | None = None) -> dict[str,
     return run_document(json.loads(result.stdout))
 
 
-def latest_summary(c: Context, s: Settings, *, r: Runner | None = None) -> list[str]:
+def latest_summary(r: Runner, s: Settings) -> list[str]:
     """One line for the top-level `status`: the latest run's state and step. No run, or no head to ask: none,
     and why; a command that failed (kubectl could not list or reach the pods) is raised: that is no answer."""
     import json
@@ -123,7 +119,6 @@ def latest_summary(c: Context, s: Settings, *, r: Runner | None = None) -> list[
     from .. import jobscript
     from ..tools import CommandFailed, ToolError
 
-    r = r or context.runner(c, s)
     if r.dry:
         return []
     try:

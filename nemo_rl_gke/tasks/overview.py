@@ -118,8 +118,8 @@ def status(c: Context, json_: bool = False) -> None:
         with r.sharing(pods_argv(s)):  # Ray's pods, read once for the Ray part and the latest run's
             pool, ray, job = r.parallel([
                 lambda: _extra(lambda: drift.existing(r, s, present, steps)),
-                lambda: _extra(lambda: _ray_part(c, s, r, deployed, out is not None)),
-                lambda: _extra(lambda: _job_part(c, s, r, out is not None)),
+                lambda: _extra(lambda: _ray_part(r, s, deployed, out is not None)),
+                lambda: _extra(lambda: _job_part(r, s, out is not None)),
             ])
         est = cost.estimate(drift.as_found(s, pool.answer()))  # priced as it is, not as set
         hourly = cost.hourly_by_step(est, steps)
@@ -248,16 +248,16 @@ def _extra(read: Callable[[], Any]) -> _Part:
         return _Part(error=exc)
 
 
-def _ray_part(c: Context, s: Settings, r: Runner, deployed: bool | None, as_json: bool) -> Any:
+def _ray_part(r: Runner, s: Settings, deployed: bool | None, as_json: bool) -> Any:
     from .ray import cluster_state, cluster_summary
 
-    return cluster_state(c, s, deployed, r=r) if as_json else cluster_summary(c, s, deployed, r=r)
+    return cluster_state(r, s, deployed) if as_json else cluster_summary(r, s, deployed)
 
 
-def _job_part(c: Context, s: Settings, r: Runner, as_json: bool) -> Any:
+def _job_part(r: Runner, s: Settings, as_json: bool) -> Any:
     from .job_views import latest_run, latest_summary
 
-    return latest_run(c, s, r=r) if as_json else latest_summary(c, s, r=r)
+    return latest_run(r, s) if as_json else latest_summary(r, s)
 
 
 TASKS = [plan, status]

@@ -286,12 +286,11 @@ def _deployed(r: Runner, s: Settings, deployed: bool | None) -> bool:
     return not r.dry and (r.exists(helm.status(s)) if deployed is None else deployed)
 
 
-def cluster_summary(c: Context, s: Settings, deployed: bool | None = None, *, r: Runner | None = None) -> list[str]:
-    """One line for the top-level `status`: the Ray pods' progress and the GPUs Ray sees (r: the caller's runner)."""
+def cluster_summary(r: Runner, s: Settings, deployed: bool | None = None) -> list[str]:
+    """One line for the top-level `status`: the Ray pods' progress and the GPUs Ray sees."""
     from .. import names, raychart
     from ..resources import ray_steps
 
-    r = r or context.runner(c, s)
     if not _deployed(r, s, deployed):
         return [f"Ray cluster {names.RAY_RELEASE}: not deployed (run `invoke ray.deploy`)"]
     states = ray_steps.query_pods(r, s)
@@ -300,13 +299,11 @@ def cluster_summary(c: Context, s: Settings, deployed: bool | None = None, *, r:
     return [f"Ray cluster {names.RAY_RELEASE}: {ray_steps.progress_line(states, s.GPU_NODES)}; {seen}"]
 
 
-def cluster_state(c: Context, s: Settings, deployed: bool | None = None, *,
-                  r: Runner | None = None) -> dict[str, Any]:
+def cluster_state(r: Runner, s: Settings, deployed: bool | None = None) -> dict[str, Any]:
     """The Ray cluster for `status --json`: {deployed, pods, ready_pods, gpus_seen, gpus_expected}."""
     from .. import raychart
     from ..resources import ray_steps
 
-    r = r or context.runner(c, s)
     expected = raychart.expected_gpus(s)
     if not _deployed(r, s, deployed):
         return {"deployed": False, "pods": 0, "ready_pods": 0, "gpus_seen": None, "gpus_expected": expected}
