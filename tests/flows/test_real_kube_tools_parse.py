@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from support.asked import asked_by_checks
-from support.fake import FAKE_BIN, REPO, FakeCloud, read_env_example
+from support.fake import FAKE_BIN, REPO, FakeCloud, example_settings
 
 CONTEXT = "gke_my-nemo-project_us-central1_nemo-rl"
 KUBECONFIG = f"""apiVersion: v1
@@ -61,12 +61,6 @@ def _dry_lines(tmp_path: Path) -> list[list[str]]:
     return commands
 
 
-def _settings():
-    from nemo_rl_gke.settings import Settings, coerce, validate
-
-    values = {k: v for k, v in read_env_example().items() if k in Settings.__dataclass_fields__}
-    return validate(Settings(**coerce(values)))
-
 
 def _builders(s) -> list[list[str]]:
     from nemo_rl_gke.commands import kubectl
@@ -103,7 +97,7 @@ def _parse(commands: list[list[str]], tmp_path: Path) -> dict[tuple[str, ...], s
 
 
 def test_real_kubectl_and_helm_take_every_command_we_make(tmp_path):
-    s = _settings()
+    s = example_settings()
     commands = [*_dry_lines(tmp_path), *asked_by_checks(s, presence=True), *_builders(s)]
     commands = [c for c in commands if c and c[0] in ("kubectl", "helm")]
     words = {" ".join(c[1:4]) for c in commands}

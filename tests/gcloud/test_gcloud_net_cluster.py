@@ -7,8 +7,7 @@ import shlex
 
 from nemo_rl_gke import names
 from nemo_rl_gke.commands import gcloud
-from nemo_rl_gke.settings import Settings, coerce, validate
-from support.fake import FakeCloud, read_env_example
+from support.fake import FakeCloud, example_settings
 
 VARIANTS = [(gpu, mode) for gpu in ("b200", "h200") for mode in ("standard", "autopilot")]
 
@@ -34,8 +33,7 @@ def test_dry_net_and_cluster_create_commands_parse_in_real_gcloud(tmp_path, gclo
 
 
 def test_existence_checks_and_deletes_parse_in_real_gcloud(gcloud_parse):
-    values = {k: v for k, v in read_env_example().items() if k in Settings.__dataclass_fields__}
-    s = validate(Settings(**coerce(values)))
+    s = example_settings()
     commands = [gcloud.project_number(s), gcloud.cluster_describe(s), gcloud.cluster_delete(s),
                 gcloud.node_pool_describe(s), gcloud.node_pool_delete(s), gcloud.get_credentials(s),
                 gcloud.firewall_describe(s, names.gvnic_firewall(s)),
@@ -54,8 +52,7 @@ def test_cluster_feature_updates_parse_in_real_gcloud(gcloud_parse):
     # What `up` prints to turn on what an adopted cluster lacks: each a command the user runs as printed.
     from nemo_rl_gke.resources import cluster_features
 
-    values = {k: v for k, v in read_env_example().items() if k in Settings.__dataclass_fields__}
-    s = validate(Settings(**coerce(values)))
+    s = example_settings()
     off = [f for f in cluster_features.missing(s, {"networkConfig": {"datapathProvider": "ADVANCED_DATAPATH"}})
            if f.blocking]
     commands = cluster_features.fixes(s, off)

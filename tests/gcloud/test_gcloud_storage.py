@@ -7,8 +7,7 @@ from __future__ import annotations
 import shlex
 
 from nemo_rl_gke.commands import buckets, lustre
-from nemo_rl_gke.settings import Settings, coerce, validate
-from support.fake import FakeCloud, read_env_example
+from support.fake import FakeCloud, example_settings
 
 
 def dry_gcloud_lines(tmp_path, *args: str) -> list[list[str]]:
@@ -35,8 +34,7 @@ def test_gcloud_storage_dry_create_and_delete_commands_parse(tmp_path, gcloud_pa
 
 
 def test_gcloud_storage_queries_and_updates_parse(gcloud_parse):
-    values = {k: v for k, v in read_env_example().items() if k in Settings.__dataclass_fields__}
-    s = validate(Settings(**coerce(values)))
+    s = example_settings()
     commands = [lustre.range_describe(s), lustre.peering_list(s), lustre.lustre_describe(s),
                 lustre.lustre_describe(s, fmt="value(mountPoint)"),
                 lustre.peering_update(s, ["sql-range", "nemo-lustre-range"]),

@@ -13,14 +13,7 @@ import shlex
 import pytest
 from lifecycle_buckets import buckets
 
-from support.fake import FakeCloud, read_env_example
-
-
-def _settings():
-    from nemo_rl_gke.settings import Settings, coerce, validate
-
-    values = {k: v for k, v in read_env_example().items() if k in Settings.__dataclass_fields__}
-    return validate(Settings(**coerce(values)))
+from support.fake import FakeCloud, example_settings, read_env_example
 
 
 def first_command(step) -> str:
@@ -56,7 +49,7 @@ def _steady(obj):
 def failure_cases() -> list:
     from nemo_rl_gke.resources import all_steps
 
-    steps = [step for step in all_steps(_settings()) if step.mutating and not step.always]
+    steps = [step for step in all_steps(example_settings()) if step.mutating and not step.always]
     if os.environ.get("NRG_FAILURE_MATRIX") != "all":
         slowest = {}
         for step in steps:

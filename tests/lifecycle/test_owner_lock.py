@@ -13,7 +13,7 @@ import pytest
 from google.api_core import exceptions
 
 from nemo_rl_gke import lock
-from support.fake import FakeCloud, read_env_example
+from support.fake import FakeCloud, example_settings, read_env_example
 
 PROJECT = read_env_example()["PROJECT_ID"]
 BUCKET = f"nemo-rl-{PROJECT}"
@@ -93,7 +93,7 @@ def test_owner_lock_release_after_a_take_over_leaves_the_new_holders_lease():
 def test_owner_lock_a_lease_this_machine_left_is_taken_over_only_when_it_is_that_very_lease():
     import socket
 
-    s, store, now = _settings(), Store(), time.time()
+    s, store, now = example_settings(), Store(), time.time()
     where = f"gs://nemo-rl-{PROJECT}/nemo-rl-gke/lock-nemo-rl.json"
     here, dead = socket.gethostname(), 2 ** 22 + 12345  # above any pid this machine hands out
     left, _ = lock.take_lease(store.blob, {**body(here, now), "pid": dead}, now, force=False)  # never let go
@@ -111,12 +111,6 @@ def test_owner_lock_a_lease_this_machine_left_is_taken_over_only_when_it_is_that
                                        left=lambda g, held: g == left and held["pid"] == dead)
     assert generation == left + 1 and note.startswith(f"lock left by this machine's `invoke up` on {here}"), note
 
-
-def _settings():
-    from nemo_rl_gke.settings import Settings, coerce, validate
-
-    values = {k: v for k, v in read_env_example().items() if k in Settings.__dataclass_fields__}
-    return validate(Settings(**coerce(values)))
 
 
 def test_owner_lock_free_lock_is_taken_in_one_request():
@@ -373,12 +367,10 @@ def test_owner_lock_held_by_a_teardown_refuses_job_submit_and_only_a_teardown(cl
 
 def test_owner_lock_teardown_holding_reads_this_machines_lock_without_taking_it(tmp_path, monkeypatch):
     from nemo_rl_gke import gcs
-    from nemo_rl_gke.settings import Settings, coerce, validate
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(gcs, "get_bucket", lambda *_: None)  # no bucket yet: this machine's lock alone
-    values = {k: v for k, v in read_env_example().items() if k in Settings.__dataclass_fields__}
-    s = validate(Settings(**coerce(values)))
+    s = example_settings()
     assert lock.teardown_holding(s) is None
     for what, held in (("clean.ray", True), ("cluster.delete", True), ("down", True), ("up", False),
                        ("storage.export", False)):

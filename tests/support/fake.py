@@ -36,6 +36,14 @@ def read_env_example() -> dict[str, str]:
     return values
 
 
+def example_settings() -> Any:
+    """The validated Settings of .env.example (what a test builds commands and names from)."""
+    from nemo_rl_gke.settings import Settings, coerce, validate
+
+    values = {k: v for k, v in read_env_example().items() if k in Settings.__dataclass_fields__}
+    return validate(Settings(**coerce(values)))
+
+
 @dataclass
 class Done:
     code: int

@@ -12,14 +12,13 @@ from nemo_rl_gke import kubeconfig
 from nemo_rl_gke.resources import kube_context
 from nemo_rl_gke.resources.inventory import Inventory
 from nemo_rl_gke.runner import Runner
-from nemo_rl_gke.settings import Settings, coerce, validate
+from nemo_rl_gke.settings import Settings
 from nemo_rl_gke.tools import Ran
-from support.fake import read_env_example
+from support.fake import example_settings
 
 
 def make() -> Settings:
-    values = {k: v for k, v in read_env_example().items() if k in Settings.__dataclass_fields__}
-    return validate(Settings(**coerce(values)))
+    return example_settings()
 
 
 def write_config(path, context: str, server: str | None) -> None:
