@@ -1,8 +1,9 @@
 """Core of the fake cloud: command registry, argument parsing, state, latency, output formats.
 
 Handlers register with `@command(tool, *words, mutating=..., latency=...)` and receive a `Ctx`. The state is
-one JSON document under $FAKECLOUD_STATE, read and written under an exclusive file lock, so parallel calls
-(the runner fans out) see a consistent cloud. Latency is slept outside the lock, so parallel calls overlap
+one JSON document under $FAKECLOUD_STATE, changed under an exclusive file lock and read under a shared one, so
+parallel calls (the runner fans out) see a consistent cloud, and reads run side by side as an API server serves
+them. Latency is slept outside the lock, so parallel calls overlap
 in time as they would against the real APIs.
 """
 
@@ -74,7 +75,8 @@ def time_scale() -> float:
 
 
 class State:
-    """Resources as {kind: {key: object}} in one JSON file, guarded by an flock (re-entrant per thread)."""
+    """Resources as {kind: {key: object}} in one JSON file, guarded by an flock: `locked` to change it (re-entrant
+    per thread, written back at the end), `reading` to look (shared, not written back)."""
 
     def __init__(self, root: Path):
         self.root = root
@@ -105,8 +107,22 @@ class State:
                 self._local.depth = 0
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
+    @contextmanager
+    def reading(self) -> Iterator[dict[str, dict[str, Any]]]:
+        """The state to look at, under a shared lock: what a change inside this block makes is lost, and a
+        `locked` inside it would wait for itself (take `locked` for a read that leads to a change)."""
+        if getattr(self._local, "depth", 0):
+            yield self._local.data
+            return
+        with open(self.root / ".lock", "a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_SH)
+            try:
+                yield json.loads(self._path.read_text()) if self._path.exists() else {}
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
     def get(self, kind: str, key: str) -> dict[str, Any] | None:
-        with self.locked() as data:
+        with self.reading() as data:
             return data.get(kind, {}).get(key)
 
     def put(self, kind: str, key: str, obj: dict[str, Any]) -> None:
@@ -118,11 +134,11 @@ class State:
             return data.get(kind, {}).pop(key, None) is not None
 
     def list(self, kind: str) -> list[dict[str, Any]]:
-        with self.locked() as data:
+        with self.reading() as data:
             return list(data.get(kind, {}).values())
 
     def items(self, kind: str) -> dict[str, dict[str, Any]]:
-        with self.locked() as data:
+        with self.reading() as data:
             return dict(data.get(kind, {}))
 
     def drop_kind(self, kind: str) -> None:
@@ -130,7 +146,7 @@ class State:
             data.pop(kind, None)
 
     def kinds(self) -> list[str]:
-        with self.locked() as data:
+        with self.reading() as data:
             return sorted(k for k, v in data.items() if v and not k.startswith("_"))
 
 

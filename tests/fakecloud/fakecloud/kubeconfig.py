@@ -95,7 +95,7 @@ def remove(ctx: Ctx, context: str, *, cluster_and_user: bool) -> bool:
 def reachable(ctx: Ctx, context: str, *, helm: bool = False) -> dict[str, Any] | None:
     """The context's record (None: the caller's kubeconfig has no such context). One whose cluster is gone, or
     has another endpoint now, hangs for the dial timeout, then fails as kubectl or helm does."""
-    with ctx.state.locked() as data:  # one look: a cluster delete changes the record and the cluster at once
+    with ctx.state.reading() as data:  # one look: a cluster delete changes the record and the cluster at once
         record = data.get("kubecontext", {}).get(context)
         files = (record or {}).get("_kubeconfigs")
         cluster = data.get("cluster", {}).get(str((record or {}).get("cluster")))

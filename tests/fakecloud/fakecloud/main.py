@@ -6,6 +6,7 @@ call made in-process (the Runner's in-process seam in tests/support/inprocess.py
 
 from __future__ import annotations
 
+import fcntl
 import importlib
 import json
 import os
@@ -167,9 +168,9 @@ def dispatch(tool: str, argv: list[str], *, stdin: str | None, stdout: TextIO, s
               "exit": code,
               "mutating": bool(registered and registered.mutating),
               "nice": os.getpriority(os.PRIO_PROCESS, 0)}  # the CPU priority the caller gave the process
-    with state.locked():
-        with open(state.root / "calls.jsonl", "a") as log:
-            log.write(json.dumps(record) + "\n")
+    with open(state.root / "calls.jsonl", "a") as log:  # one line at a time, without the state's lock
+        fcntl.flock(log, fcntl.LOCK_EX)
+        log.write(json.dumps(record) + "\n")
     stdout.flush()
     return code
 
