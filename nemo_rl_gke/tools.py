@@ -10,6 +10,7 @@ import shutil
 import signal
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -91,7 +92,9 @@ class Processes:
         self._lock = threading.Lock()
         self._running: dict[int, tuple[list[str], float, Any]] = {}  # id -> argv, launched, process
         self._ended: dict[int, str] = {}  # id -> why `end` ended it
+        self._streaming: dict[int, Any] = {}  # id -> a streaming process (for end_every_tool)
         self._ends: list[tuple[Callable[[list[str]], bool], str, float]] = []
+        _SEAMS.append(weakref.ref(self))
 
     def run(self, argv: list[str], *, stdin: str | None, timeout: float | None) -> Ran:
         """The timeout is our own timer, not sh's `_timeout`: given one, sh notices the end of the process only
@@ -139,6 +142,7 @@ class Processes:
         with self._lock:
             self._running[key] = (argv, launched, proc)
             why = next((w for m, w, before in self._ends if launched < before and m(argv)), None)
+            why = why or (_EVERY[0] if _EVERY else None)  # after end_every_tool's look (it was set before)
             if why is not None:
                 self._ended[key] = why
         if why is not None:
@@ -163,7 +167,9 @@ class Processes:
 
         proc = _start(argv, _in=stdin, _out=line, _err=err)
         started.append(proc)
-        if gone.is_set():  # its first line came before the append
+        with self._lock:
+            self._streaming[id(proc)] = proc
+        if gone.is_set() or _EVERY:  # its first line came before the append; or the run is being ended
             _terminate(proc)
         try:
             proc.wait()
@@ -174,7 +180,41 @@ class Processes:
         except KeyboardInterrupt:
             _terminate(proc)
             return 130
+        finally:
+            with self._lock:
+                self._streaming.pop(id(proc), None)
         return READER_GONE if gone.is_set() else int(proc.exit_code)
+
+
+# Every seam of this process, and why end_every_tool ended them all (set once: what starts later ends at once).
+_SEAMS: list[weakref.ref[Processes]] = []
+_EVERY: list[str] = []
+
+
+def end_every_tool(why: str) -> None:
+    """End every command this process runs (SIGTERM), and any that starts from now on: for a signal's handler
+    (tasks/context.py), which runs between two steps of the main thread, maybe while it holds a seam's lock, so
+    this takes none. A command that registers after this look finds _EVERY set (_register reads it after adding
+    itself), so none is missed."""
+    if not _EVERY:
+        _EVERY.append(why)
+    for ref in list(_SEAMS):
+        seam = ref()
+        if seam is None:
+            continue
+        for key, (_, _, proc) in list(seam._running.items()):  # a copy in one step: no lock needed
+            seam._ended.setdefault(key, why)
+            _kill(proc.pid)
+        for proc in list(seam._streaming.values()):
+            _kill(proc.pid)
+
+
+def _kill(pid: int) -> None:
+    """SIGTERM to one process, with no lock and no logging on the way (sh's terminate logs)."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:  # ended already
+        pass
 
 
 # What a command ended by `Processes.end` answers (128 + SIGTERM, as a shell reports it), with why on stderr.

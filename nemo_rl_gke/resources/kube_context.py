@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..commands import gcloud, kubectl
-from ..runner import Runner
+from ..runner import Interrupted, Runner
 from ..settings import Settings
 
 STALE_CHECK_SECONDS = 5.0
@@ -66,7 +66,10 @@ def watch(r: Runner, s: Settings, after: float = STALE_CHECK_SECONDS) -> Iterato
 
         if done.wait(after) or not kubeconfig.server_of(s.kube_context):
             return
-        result = r.query(gcloud.cluster_describe(s), ok_codes=range(256))
+        try:
+            result = r.query(gcloud.cluster_describe(s), ok_codes=range(256))
+        except Interrupted:  # Ctrl-C (or SIGTERM) reached the run: it is ending, nothing to check
+            return
         if result is None or done.is_set():
             return
         if result.ok:

@@ -205,8 +205,8 @@ def _prefetch(r: Runner, fresh: inventory.Inventory, kinds: set[str]) -> None:
     try:
         with background():
             fresh.prefetch(r, kinds)
-    except Exception:  # noqa: BLE001 - the scan fetches what is missing, and reports what fails then
-        return
+    except (Exception, KeyboardInterrupt):  # noqa: BLE001 - the scan fetches what is missing, and reports what
+        return  # fails then; Ctrl-C (Interrupted, raised in this thread too): the run is ending, nothing to say
 
 
 @dataclass

@@ -42,15 +42,18 @@ def task(*args: Any, **kwargs: Any) -> Callable[..., Any]:
             from ..tools import ToolError
 
             try:
-                return body(c, *a, **kw)
+                with ended_like_ctrl_c():
+                    return body(c, *a, **kw)
             except ConfigError as exc:
                 raise Exit(f"error: {exc}", code=2) from None
             except RenderError as exc:
                 raise Exit(f"error: {exc}", code=2) from None
             except ToolError as exc:
+                if ENDED_BY:  # a tool the signal ended, seen before the signal's own exception
+                    raise _ended() from None
                 raise Exit(f"error: {exc}", code=exc.exit_code) from None
             except KeyboardInterrupt:
-                raise Exit("interrupted", code=130) from None
+                raise (_ended() if ENDED_BY else Exit("interrupted", code=130)) from None
 
         made: Callable[..., Any] = invoke_task(*args, klass=CliTask, **kwargs)(guarded)
         return made
@@ -59,6 +62,58 @@ def task(*args: Any, **kwargs: Any) -> Callable[..., Any]:
         body, args = args[0], ()
         return decorate(body)
     return decorate
+
+
+class Ended(KeyboardInterrupt):
+    """SIGTERM or SIGHUP reached the run (ended_like_ctrl_c): it ends the way Ctrl-C ends it."""
+
+
+# The signals that end a run as Ctrl-C does: a kill, a CI's cancel, the kubelet (SIGTERM); a closed terminal
+# (SIGHUP). ENDED_BY: the one that did, once it did.
+ENDING_SIGNALS = ("SIGTERM", "SIGHUP")
+ENDED_BY: list[int] = []
+
+
+@contextlib.contextmanager
+def ended_like_ctrl_c() -> Iterator[None]:
+    """While a task runs, SIGTERM and SIGHUP end it as Ctrl-C does: the tools it runs are ended (they got no
+    signal: SIGTERM comes to invoke alone), every `finally` runs (the lock is let go), the exit code is 128 + the
+    signal. Python's default ended the process at once, leaving the lease for 3 hours and the tools running.
+    A signal ignored when invoke started (`nohup`) stays ignored; a second one ends the tools started since and
+    nothing more (the run is ending: its `finally` must not be cut short). Only the main thread sets handlers:
+    a task run from another thread (the in-process tests) changes nothing."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def ended(number: int, _frame: object) -> None:
+        from ..tools import end_every_tool
+
+        end_every_tool(f"ended: invoke got {signal.Signals(number).name}")
+        if not ENDED_BY:
+            ENDED_BY.append(number)
+            raise Ended()
+
+    before = {}
+    for name in ENDING_SIGNALS:
+        number = signal.Signals[name]
+        if signal.getsignal(number) != signal.SIG_IGN:
+            before[number] = signal.signal(number, ended)
+    try:
+        yield
+    finally:
+        for number, handler in before.items():
+            signal.signal(number, handler)
+
+
+def _ended() -> Exit:
+    import signal
+
+    number = ENDED_BY[0]
+    return Exit(f"ended by {signal.Signals(number).name}: what was under way was stopped, as Ctrl-C stops it; "
+                f"run the task again to go on.", code=128 + number)
 
 
 _NOTED_EXAMPLE = False  # say "using .env.example" once per process, not once per task

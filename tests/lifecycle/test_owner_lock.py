@@ -301,7 +301,7 @@ def test_owner_lock_taken_over_while_the_question_waits_stops_the_run_after_the_
 
 
 def test_owner_lock_a_run_killed_holding_the_lease_does_not_lock_this_machine_out(cloud, tmp_path):
-    # A run killed while it holds the lease (SIGKILL, a closed terminal's SIGHUP, a second Ctrl-C while it lets go)
+    # A run killed while it holds the lease (SIGKILL, a crash, a second Ctrl-C while it lets go)
     # leaves it for 3 hours, and every later run was refused, on this very machine too. This machine's next run
     # now takes it over: the run that took it is over (this machine's lock is free). Another machine is still
     # refused, even one with the same host name.
@@ -382,7 +382,7 @@ def test_owner_lock_teardown_holding_reads_this_machines_lock_without_taking_it(
 
 
 def test_owner_lock_a_killed_teardowns_lease_on_this_machine_does_not_refuse_job_submit(cloud, tmp_path):
-    # `down` killed (SIGKILL, a closed laptop lid's SIGHUP) leaves its lease for 3 hours; on the machine it ran on
+    # `down` killed (SIGKILL, a crash) leaves its lease for 3 hours; on the machine it ran on
     # (its record of the lease it took, its pid gone) nothing deletes Ray any more: submits go on. Another machine
     # with the same host name (no such record) still sees a teardown under way.
     import socket
@@ -402,3 +402,68 @@ def test_owner_lock_a_killed_teardowns_lease_on_this_machine_does_not_refuse_job
     assert (elsewhere.code, "a teardown is under way" in elsewhere.stderr) == (1, True), elsewhere.output[-3000:]
     done = cloud.invoke("job.submit", "qwen2.5-1.5b-gsm8k", "--id=after-a-killed-down", process=True)
     assert done.code == 0, done.output[-3000:]
+
+
+def _children(pid: int, words: str) -> list[int]:
+    """The running processes whose parent is pid and whose command line holds words."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
+            line = open(f"/proc/{entry}/cmdline").read().replace("\0", " ")
+        except OSError:
+            continue
+        if int(stat[1]) == pid and stat[0] != "Z" and words in line:
+            found.append(int(entry))
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize(("signum", "task", "under_way"), [
+    ("SIGTERM", "down", "container clusters delete"), ("SIGHUP", "down", "container clusters delete"),
+    ("SIGINT", "down", "container clusters delete"), ("SIGTERM", "up", "container clusters create")])
+def test_owner_lock_a_run_ended_by_sigterm_or_sighup_ends_its_tools_and_lets_go(cloud, tmp_path, signum, task,
+                                                                                  under_way):
+    # A CI's cancel or Kubernetes ends a run with SIGTERM, sent to invoke alone; a closed terminal sends SIGHUP to
+    # invoke and its tools. Python's default for both ended invoke at once, without its `finally`: the lease
+    # stayed three hours (every other machine refused), and after SIGTERM the tools it ran went on deleting
+    # with no one to answer them. Now either ends the run as Ctrl-C does: its tools are ended, the lease is let
+    # go, the exit code is the shell's 128 + the signal. Ctrl-C as it was, but for a traceback its background
+    # scan printed.
+    import signal
+    import subprocess
+
+    number = signal.Signals[signum]
+    assert cloud.invoke("up", "--yes").code == 0
+    if task == "up":  # the bucket (and so the lease) stays
+        assert cloud.invoke("down", "--yes", "--delete-data").code == 0
+    lease = _client(cloud).bucket(BUCKET).blob("nemo-rl-gke/lock-nemo-rl.json")
+    env = cloud.process_env(FAKECLOUD_TIME_SCALE="0.05")  # the cluster takes 15 s to delete, 21 s to create
+    ended = cloud.start(task, "--yes", env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                        start_new_session=True)
+    deadline, running = time.monotonic() + 60, []
+    while not running and ended.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+        running = _children(ended.pid, under_way)
+    assert running, ended.communicate()[1][-3000:]
+    if number != signal.SIGTERM:
+        os.killpg(ended.pid, number)  # the terminal's hangup, or Ctrl-C, reaches its whole foreground group
+    else:
+        ended.send_signal(number)  # kill PID, a CI's cancel, the kubelet: invoke alone
+    try:
+        _, err = ended.communicate(timeout=30)
+    finally:
+        if ended.poll() is None:
+            os.killpg(ended.pid, signal.SIGKILL)
+    said = "interrupted" if number == signal.SIGINT else f"ended by {signum}"
+    assert (ended.returncode, said in err, "Traceback" in err) == (128 + number, True, False), err[-3000:]
+    assert not _running(running[0])  # the command it started is not left running
+    assert not lease.exists()  # let go: another machine goes on at once

@@ -124,3 +124,40 @@ def test_context_cli_the_real_invoke_ends_without_the_last_collection_and_keeps_
     assert done.returncode == 0, done.stderr
     assert "frozen=True" in done.stderr, done.stderr
     assert done.stdout.rstrip().endswith("--range=192.168.8.0/24 --description=managed-by=nemo-rl-gke"), done.stdout
+
+
+def test_context_task_sigterm_ends_it_as_ctrl_c_does_and_a_nohup_sighup_stays_ignored(monkeypatch):
+    """A task's body gets SIGTERM: it raises there (every `finally` runs), the task exits 128 + 15 and says so,
+    and the handlers are as they were afterwards. SIGHUP ignored (`nohup invoke up &`) is left ignored."""
+    import os
+    import signal
+    import time
+
+    from invoke import Context
+
+    from nemo_rl_gke import tools
+
+    monkeypatch.setattr(context, "ENDED_BY", [])
+    monkeypatch.setattr(tools, "_EVERY", [])
+    term, hup = signal.signal(signal.SIGTERM, signal.SIG_DFL), signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    seen: list[str] = []
+
+    @context.task(name="long")
+    def long(c):
+        seen.append(f"SIGHUP {'ignored' if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN else 'handled'}")
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+            seen.append("went on")
+        finally:
+            seen.append("finally")
+
+    try:
+        with pytest.raises(Exit) as ended:
+            long(Context())
+        after = (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP))
+    finally:
+        signal.signal(signal.SIGTERM, term)
+        signal.signal(signal.SIGHUP, hup)
+    assert (ended.value.code, str(ended.value.message).startswith("ended by SIGTERM")) == (143, True)
+    assert (seen, after) == (["SIGHUP ignored", "finally"], (signal.SIG_DFL, signal.SIG_IGN))

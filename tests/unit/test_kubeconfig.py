@@ -135,3 +135,22 @@ def test_watch_asks_gcloud_once_the_block_is_slow_and_drops_a_stale_context(tmp_
     assert [argv[:4] for argv in seam.asked] == [["gcloud", "container", "clusters", "describe"],
                                                 ["kubectl", "config", "delete-context", s.kube_context]]
     assert seam.ended and "is not in" in seam.ended[0] and "removed it" in err.getvalue()
+
+
+def test_watch_check_after_ctrl_c_ends_quietly(tmp_path, monkeypatch):
+    # Ctrl-C (or SIGTERM) reached the run while its first kubectl call hung: the check's describe, due then,
+    # is refused (Interrupted) in the watch's thread, which printed a traceback. It ends without a word now.
+    import threading
+    import time
+
+    s = make()
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "config"))
+    write_config(tmp_path / "config", s.kube_context, "https://34.9.9.9")
+    raised: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda hook: raised.append(hook.exc_value))
+    seam = Seam()
+    r = Runner(tools=seam, out=io.StringIO(), err=io.StringIO())
+    r.interrupt()
+    with kube_context.watch(r, s, after=0.05):
+        time.sleep(0.3)
+    assert (raised, seam.asked) == ([], [])

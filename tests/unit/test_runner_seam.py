@@ -485,3 +485,29 @@ def test_runner_sharing_hands_a_failure_to_every_asker():
     with r.sharing(["kubectl", "get", "pods"]):
         said = r.parallel([ask, ask])
     assert said == ["kubectl is gone"] * 2 and len(seam.asked) == 1
+
+
+def test_end_every_tool_ends_the_running_ones_and_any_started_after(monkeypatch):
+    """What a SIGTERM handler calls (tasks/context.ended_like_ctrl_c): every command of every seam, run or
+    streamed, ends (SIGTERM; the run ones answer ENDED with why), and so does one started after it, since the
+    handler's look at the running ones may come just before a start."""
+    monkeypatch.setattr(tools_module, "_EVERY", [])
+    seam, other = tools_module.Processes(), tools_module.Processes()
+    answers: dict[str, object] = {}
+    threads = [threading.Thread(target=lambda: answers.update(run=seam.run(["sleep", "30"], stdin=None, timeout=60))),
+               threading.Thread(target=lambda: answers.update(streamed=other.stream(
+                   ["sleep", "30"], stdin=None, out=lambda line: False, err=lambda line: None)))]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 10
+    while not (seam._running and other._streaming) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    started = time.monotonic()
+    tools_module.end_every_tool("ended: invoke got SIGTERM")
+    for thread in threads:
+        thread.join(10)
+    late = seam.run(["sleep", "30"], stdin=None, timeout=60)
+    assert time.monotonic() - started < 5
+    assert (answers["run"], answers["streamed"], late) == (
+        Ran(tools_module.ENDED, "", "ended: invoke got SIGTERM"), 128 + signal.SIGTERM,
+        Ran(tools_module.ENDED, "", "ended: invoke got SIGTERM"))
