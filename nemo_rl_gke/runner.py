@@ -20,7 +20,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any, TypeVar
 
-from .tools import READER_GONE, CommandFailed, Processes, ToolError, Tools, background, in_background
+from .tools import READER_GONE, CommandFailed, Processes, ToolError, Tools, background, ending, in_background
 from .waits import WaitDisplay, Waiting, showing
 
 # Errors worth another try: per-minute quotas and rate limits, 429/5xx, and "another operation is running on
@@ -175,7 +175,7 @@ class Runner:
         return self._interrupted.wait(seconds)
 
     def _check_interrupted(self) -> None:
-        if self._interrupted.is_set():
+        if self._interrupted.is_set() or ending():  # Ctrl-C; SIGTERM or SIGHUP (even if its raise got lost)
             raise Interrupted()
 
     def wait_for(self, seconds: float) -> None:

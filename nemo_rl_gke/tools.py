@@ -29,6 +29,10 @@ INSTALL_HINTS = {
 PROJECT_TOOLS = Path(__file__).resolve().parents[1] / ".tools" / "bin"
 
 
+class Ended(KeyboardInterrupt):
+    """SIGTERM or SIGHUP reached the run (tasks/context.ended_like_ctrl_c): it ends the way Ctrl-C ends it."""
+
+
 class ToolError(Exception):
     """An external command failed; exit_code is the tool's own."""
 
@@ -94,7 +98,7 @@ class Processes:
         self._ended: dict[int, str] = {}  # id -> why `end` ended it
         self._streaming: dict[int, Any] = {}  # id -> a streaming process (for end_every_tool)
         self._ends: list[tuple[Callable[[list[str]], bool], str, float]] = []
-        _SEAMS.append(weakref.ref(self))
+        _SEAMS[:] = [ref for ref in _SEAMS if ref() is not None] + [weakref.ref(self)]  # one step: no lock needed
 
     def run(self, argv: list[str], *, stdin: str | None, timeout: float | None) -> Ran:
         """The timeout is our own timer, not sh's `_timeout`: given one, sh notices the end of the process only
@@ -102,8 +106,9 @@ class Processes:
         import sh
 
         launched = time.monotonic()
-        proc = _start(argv, _in=stdin, _tty_out=False)
-        key = self._register(argv, launched, proc)
+        with _starting():
+            proc = _start(argv, _in=stdin, _tty_out=False)
+            key = self._register(argv, launched, proc)
         timer = _Deadline(proc, timeout)
         try:
             proc.wait()
@@ -165,20 +170,23 @@ class Processes:
                 _terminate(started[0])
             return True  # sh: no more lines to this callback
 
-        proc = _start(argv, _in=stdin, _out=line, _err=err)
-        started.append(proc)
-        with self._lock:
-            self._streaming[id(proc)] = proc
-        if gone.is_set() or _EVERY:  # its first line came before the append; or the run is being ended
-            _terminate(proc)
+        with _starting():
+            proc = _start(argv, _in=stdin, _out=line, _err=err)
+            started.append(proc)
+            with self._lock:
+                self._streaming[id(proc)] = proc
+            if gone.is_set() or _EVERY:  # its first line came before the append; or the run is being ended
+                _terminate(proc)
         try:
             proc.wait()
         except sh.SignalException:
             if not gone.is_set():  # killed from outside: the shell's 128 + signal, said on stderr
                 err(_signal_line(proc, ""))
                 return _signalled(proc)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as stop:
             _terminate(proc)
+            if isinstance(stop, Ended) or _EVERY:  # SIGTERM, SIGHUP: the whole run ends, not only this command
+                raise
             return 130
         finally:
             with self._lock:
@@ -189,6 +197,35 @@ class Processes:
 # Every seam of this process, and why end_every_tool ended them all (set once: what starts later ends at once).
 _SEAMS: list[weakref.ref[Processes]] = []
 _EVERY: list[str] = []
+# A raise a signal's handler put off while the main thread was starting a command (raise_unless_starting).
+_HELD: list[BaseException] = []
+_spawning = threading.local()
+
+
+def ending() -> bool:
+    """Whether end_every_tool has ended this process's commands (its run is ending)."""
+    return bool(_EVERY)
+
+
+def raise_unless_starting(stop: BaseException) -> None:
+    """For a signal's handler, which runs in the main thread: raise stop now, or, if that thread is starting a
+    command (from before its fork to its registration), as soon as that command is registered. Raised in
+    between, it would leave a process no one knows of, or land in a fork hook that ignores it (logging's)."""
+    if getattr(_spawning, "on", False):
+        _HELD.append(stop)
+        return
+    raise stop
+
+
+@contextmanager
+def _starting() -> Iterator[None]:
+    _spawning.on = True
+    try:
+        yield
+    finally:
+        _spawning.on = False
+    if _HELD:
+        raise _HELD.pop()
 
 
 def end_every_tool(why: str) -> None:
@@ -286,12 +323,16 @@ def _start(argv: list[str], **io: Any) -> Any:
     # while it still runs our Python: there it printed a stray "Exception ignored ... KeyboardInterrupt"
     # traceback. SIGINT stays blocked across the fork; the child restores what exec would give the tool (the
     # default action, or ignored if we ignore it) and then takes a pending SIGINT as the tool would: it dies.
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    # So do SIGTERM and SIGHUP, which our handler takes while a task runs (tasks/context.ended_like_ctrl_c): in
+    # the child it would end the parent's commands, from a copy of its tables.
+    caught = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, set(caught))
+    ignored = {number for number in caught if signal.getsignal(number) == signal.SIG_IGN}
 
     def as_exec_would() -> None:
-        if not ignored:
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
+        for number in caught:
+            if number not in ignored:
+                signal.signal(number, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
     try:

@@ -60,16 +60,19 @@ def watch(r: Runner, s: Settings, after: float = STALE_CHECK_SECONDS) -> Iterato
     done = threading.Event()
 
     def check() -> None:
+        try:
+            look()
+        except Interrupted:  # Ctrl-C (or SIGTERM) reached the run: it is ending, nothing to check
+            return
+
+    def look() -> None:
         import json
 
         from .. import kubeconfig
 
         if done.wait(after) or not kubeconfig.server_of(s.kube_context):
             return
-        try:
-            result = r.query(gcloud.cluster_describe(s), ok_codes=range(256))
-        except Interrupted:  # Ctrl-C (or SIGTERM) reached the run: it is ending, nothing to check
-            return
+        result = r.query(gcloud.cluster_describe(s), ok_codes=range(256))
         if result is None or done.is_set():
             return
         if result.ok:

@@ -192,11 +192,12 @@ def bare_run_ids(tokens: Sequence[str], contexts: Iterable[ParserContext],
 class ReaderSafe:
     """sys.stdout or sys.stderr for a reader that may go away (`invoke status | head`, `| grep -m1 'Step 1/'`).
 
-    A write to a pipe nobody reads raises BrokenPipeError wherever it happens: in a graph step (the bring-up
-    stopped half done, its lease held), in a followed log's reader thread (the follow went on for ever), in
-    Invoke's --list. Here the first such write marks the stream `reader_gone`, points its file descriptor at
-    /dev/null (the interpreter's last flush finds nowhere to fail) and drops everything after: the work goes
-    on to its end; a command that only makes output ends (`Runner.stream`). Anything else is the stream's."""
+    A write to a pipe nobody reads raises BrokenPipeError wherever it happens (to a closed terminal, EIO): in a
+    graph step (the bring-up stopped half done, its lease held), in a followed log's reader thread (the follow
+    went on for ever), in Invoke's --list. Here the first such write marks the stream `reader_gone`, points its
+    file descriptor at /dev/null (the interpreter's last flush finds nowhere to fail) and drops everything after:
+    the work goes on to its end; a command that only makes output ends (`Runner.stream`). Anything else is the
+    stream's."""
 
     def __init__(self, stream: Any):
         self._stream = stream
@@ -206,16 +207,24 @@ class ReaderSafe:
         if not self.reader_gone:
             try:
                 return int(self._stream.write(text))
-            except BrokenPipeError:
-                self._lose()
+            except OSError as exc:
+                self._lose_or_raise(exc)
         return len(text)
 
     def flush(self) -> None:
         if not self.reader_gone:
             try:
                 self._stream.flush()
-            except BrokenPipeError:
-                self._lose()
+            except OSError as exc:
+                self._lose_or_raise(exc)
+
+    def _lose_or_raise(self, exc: OSError) -> None:
+        import errno
+
+        # A pipe nobody reads; a terminal hung up (closed: EIO on every write, while SIGHUP ends the run).
+        if not isinstance(exc, BrokenPipeError) and exc.errno != errno.EIO:
+            raise exc
+        self._lose()
 
     def _lose(self) -> None:
         import os

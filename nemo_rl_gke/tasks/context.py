@@ -43,7 +43,10 @@ def task(*args: Any, **kwargs: Any) -> Callable[..., Any]:
 
             try:
                 with ended_like_ctrl_c():
-                    return body(c, *a, **kw)
+                    done = body(c, *a, **kw)
+                if ENDED_BY:  # its raise was lost (in a hook that ignores exceptions) or caught: the run still ends
+                    raise _ended()
+                return done
             except ConfigError as exc:
                 raise Exit(f"error: {exc}", code=2) from None
             except RenderError as exc:
@@ -64,10 +67,6 @@ def task(*args: Any, **kwargs: Any) -> Callable[..., Any]:
     return decorate
 
 
-class Ended(KeyboardInterrupt):
-    """SIGTERM or SIGHUP reached the run (ended_like_ctrl_c): it ends the way Ctrl-C ends it."""
-
-
 # The signals that end a run as Ctrl-C does: a kill, a CI's cancel, the kubelet (SIGTERM); a closed terminal
 # (SIGHUP). ENDED_BY: the one that did, once it did.
 ENDING_SIGNALS = ("SIGTERM", "SIGHUP")
@@ -76,25 +75,25 @@ ENDED_BY: list[int] = []
 
 @contextlib.contextmanager
 def ended_like_ctrl_c() -> Iterator[None]:
-    """While a task runs, SIGTERM and SIGHUP end it as Ctrl-C does: the tools it runs are ended (they got no
-    signal: SIGTERM comes to invoke alone), every `finally` runs (the lock is let go), the exit code is 128 + the
-    signal. Python's default ended the process at once, leaving the lease for 3 hours and the tools running.
-    A signal ignored when invoke started (`nohup`) stays ignored; a second one ends the tools started since and
-    nothing more (the run is ending: its `finally` must not be cut short). Only the main thread sets handlers:
-    a task run from another thread (the in-process tests) changes nothing."""
+    """While a task runs, SIGTERM and SIGHUP end it as Ctrl-C does (tools.Ended): the tools it runs are ended
+    (they got no signal: SIGTERM comes to invoke alone), every `finally` runs (the lock is let go), the exit
+    code is 128 + the signal. Python's default ended the process at once, leaving the lease for 3 hours and the
+    tools running. A signal ignored when invoke started (`nohup`) stays ignored; a second one ends the tools
+    started since and nothing more (the run is ending: its `finally` must not be cut short). Only the main
+    thread can set handlers: a task run from another thread changes nothing."""
     import signal
+
+    from ..tools import Ended, end_every_tool, raise_unless_starting  # not in the handler: no import there
 
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def ended(number: int, _frame: object) -> None:
-        from ..tools import end_every_tool
-
         end_every_tool(f"ended: invoke got {signal.Signals(number).name}")
         if not ENDED_BY:
             ENDED_BY.append(number)
-            raise Ended()
+            raise_unless_starting(Ended())
 
     before = {}
     for name in ENDING_SIGNALS:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from google.api_core import exceptions
@@ -427,43 +429,129 @@ def _running(pid: int) -> bool:
         return False
 
 
+def _group(pgid: int) -> list[str]:
+    """The command lines of the running processes of a process group."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            stat = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split() if entry.isdigit() else []
+            if stat and int(stat[2]) == pgid and stat[0] != "Z":
+                found.append(open(f"/proc/{entry}/cmdline").read().replace("\0", " "))
+        except OSError:
+            continue
+    return found
+
+
+def _end_group(pgid: int) -> list[str]:
+    """What was left running in the group (then killed): a test's leftovers must not outlive it."""
+    import signal
+
+    left = _group(pgid)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return left
+
+
+def _slow_run_of(cloud: FakeCloud, task: str) -> tuple[dict[str, str], Any]:
+    """The environment of a run whose cluster takes 15 s to delete and 21 s to create, and the lease's blob; for
+    an `up`, the deployment is first taken down (the bucket, and so the lease, stays)."""
+    assert cloud.invoke("up", "--yes").code == 0
+    if task == "up":
+        assert cloud.invoke("down", "--yes", "--delete-data").code == 0
+    return (cloud.process_env(FAKECLOUD_TIME_SCALE="0.05"),
+            _client(cloud).bucket(BUCKET).blob("nemo-rl-gke/lock-nemo-rl.json"))
+
+
+def _once_running(proc: Any, words: str, read: Callable[[], None] = lambda: None) -> list[int]:
+    deadline, running = time.monotonic() + 60, []
+    while not running and proc.poll() is None and time.monotonic() < deadline:
+        read()
+        time.sleep(0.05)
+        running = _children(proc.pid, words)
+    return running
+
+
 @pytest.mark.parametrize(("signum", "task", "under_way"), [
-    ("SIGTERM", "down", "container clusters delete"), ("SIGHUP", "down", "container clusters delete"),
-    ("SIGINT", "down", "container clusters delete"), ("SIGTERM", "up", "container clusters create")])
-def test_owner_lock_a_run_ended_by_sigterm_or_sighup_ends_its_tools_and_lets_go(cloud, tmp_path, signum, task,
-                                                                                  under_way):
-    # A CI's cancel or Kubernetes ends a run with SIGTERM, sent to invoke alone; a closed terminal sends SIGHUP to
-    # invoke and its tools. Python's default for both ended invoke at once, without its `finally`: the lease
-    # stayed three hours (every other machine refused), and after SIGTERM the tools it ran went on deleting
-    # with no one to answer them. Now either ends the run as Ctrl-C does: its tools are ended, the lease is let
-    # go, the exit code is the shell's 128 + the signal. Ctrl-C as it was, but for a traceback its background
+    ("SIGTERM", "down", "container clusters delete"), ("SIGTERM", "up", "container clusters create"),
+    ("SIGHUP", "down", "container clusters delete"), ("SIGINT", "down", "container clusters delete")])
+def test_owner_lock_a_run_ended_by_sigterm_or_sighup_ends_its_tools_and_lets_go(cloud, signum, task, under_way):
+    # A CI's cancel or Kubernetes ends a run with SIGTERM, sent to invoke alone; here the hangup comes to invoke and
+    # its tools (a closed terminal's is the next test). Python's default for both ended invoke at once, without its
+    # `finally`: the lease stayed three hours (every other machine refused), and after SIGTERM the tools it ran went
+    # on deleting with no one to answer them. Now either ends the run as Ctrl-C does: its tools are ended, the lease
+    # is let go, the exit code is the shell's 128 + the signal. Ctrl-C as it was, but for a traceback its background
     # scan printed.
     import signal
     import subprocess
 
     number = signal.Signals[signum]
-    assert cloud.invoke("up", "--yes").code == 0
-    if task == "up":  # the bucket (and so the lease) stays
-        assert cloud.invoke("down", "--yes", "--delete-data").code == 0
-    lease = _client(cloud).bucket(BUCKET).blob("nemo-rl-gke/lock-nemo-rl.json")
-    env = cloud.process_env(FAKECLOUD_TIME_SCALE="0.05")  # the cluster takes 15 s to delete, 21 s to create
+    env, lease = _slow_run_of(cloud, task)
     ended = cloud.start(task, "--yes", env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                         start_new_session=True)
-    deadline, running = time.monotonic() + 60, []
-    while not running and ended.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-        running = _children(ended.pid, under_way)
-    assert running, ended.communicate()[1][-3000:]
-    if number != signal.SIGTERM:
-        os.killpg(ended.pid, number)  # the terminal's hangup, or Ctrl-C, reaches its whole foreground group
-    else:
-        ended.send_signal(number)  # kill PID, a CI's cancel, the kubelet: invoke alone
     try:
+        running = _once_running(ended, under_way)
+        assert running, ended.communicate()[1][-3000:]
+        if number != signal.SIGTERM:
+            os.killpg(ended.pid, number)  # `kill -HUP -PGID`, or Ctrl-C: to the whole group
+        else:
+            ended.send_signal(number)  # kill PID, a CI's cancel, the kubelet: invoke alone
         _, err = ended.communicate(timeout=30)
     finally:
-        if ended.poll() is None:
-            os.killpg(ended.pid, signal.SIGKILL)
+        left = _end_group(ended.pid)
     said = "interrupted" if number == signal.SIGINT else f"ended by {signum}"
     assert (ended.returncode, said in err, "Traceback" in err) == (128 + number, True, False), err[-3000:]
-    assert not _running(running[0])  # the command it started is not left running
+    assert (left, _running(running[0])) == ([], False)  # nothing it started is left running
     assert not lease.exists()  # let go: another machine goes on at once
+
+
+def test_owner_lock_a_closed_terminal_ends_the_run_and_lets_go(cloud):
+    # The terminal `down` runs in is closed: the kernel hangs it up (SIGHUP to the session's leader, invoke) and
+    # every write to it fails (EIO) from then on. The run ends its tools, lets go of the lease and ends 129; before,
+    # the hangup ended invoke on the spot (and its cluster delete went on here), and once it was handled, a
+    # write's EIO was an OSError that replaced the hangup's exit (1) on the way out.
+    import fcntl
+    import pty
+    import select
+    import signal
+    import subprocess
+    import sys
+    import termios
+
+    from support.fake import REPO
+
+    env, lease = _slow_run_of(cloud, "down")
+    main, child = pty.openpty()
+
+    def on_its_terminal() -> None:  # a new session (start_new_session) whose controlling terminal is the pty
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    ended = subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(REPO), "down", "--yes"],
+                             cwd=cloud.workdir, env=env, stdin=child, stdout=child, stderr=child,
+                             start_new_session=True, preexec_fn=on_its_terminal)
+    os.close(child)
+    printed = bytearray()
+
+    def read() -> None:
+        while select.select([main], [], [], 0)[0]:
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            printed.extend(chunk)
+
+    try:
+        running = _once_running(ended, "container clusters delete", read)
+        assert running, bytes(printed[-3000:]).decode(errors="replace")
+        read()
+        os.close(main)  # the terminal window closes
+        code = ended.wait(timeout=30)
+    finally:
+        left = _end_group(ended.pid)
+    assert (code, left, _running(running[0])) == (128 + signal.SIGHUP, [], False), \
+        bytes(printed[-3000:]).decode(errors="replace")
+    assert not lease.exists()

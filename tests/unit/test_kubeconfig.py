@@ -152,5 +152,8 @@ def test_watch_check_after_ctrl_c_ends_quietly(tmp_path, monkeypatch):
     r = Runner(tools=seam, out=io.StringIO(), err=io.StringIO())
     r.interrupt()
     with kube_context.watch(r, s, after=0.05):
+        watching = [t for t in threading.enumerate() if t.name == "kube-context-watch"]
         time.sleep(0.3)
-    assert (raised, seam.asked) == ([], [])
+    for thread in watching:
+        thread.join(10)
+    assert (len(watching), raised, seam.asked) == (1, [], [])

@@ -311,6 +311,31 @@ def test_reader_safe_drops_output_once_its_reader_is_gone_and_points_the_descrip
     stream.close()
 
 
+def test_reader_safe_takes_a_hung_up_terminal_for_a_reader_gone_and_no_other_error():
+    """A closed terminal answers every write with EIO: an OSError that replaced the hangup's exit on the way out.
+    It is a reader gone, as a closed pipe is; a full disk (ENOSPC) is still the stream's to raise."""
+    import errno
+    import pty
+
+    main, child = pty.openpty()
+    stream = ReaderSafe(os.fdopen(child, "w"))
+    os.close(main)  # the terminal window closes
+    with pytest.raises(OSError) as hung_up:
+        os.write(child, b"x")
+    assert hung_up.value.errno == errno.EIO  # what every write met
+    stream.write("one\n")
+    stream.flush()
+    assert (stream.reader_gone, os.write(child, b"x")) == (True, 1)  # /dev/null now
+    stream.close()
+
+    class Full(io.StringIO):
+        def write(self, text: str) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(OSError):
+        ReaderSafe(Full()).write("x")
+
+
 def test_runner_stream_ends_a_real_endless_command_once_its_reader_is_gone(tmp_path, monkeypatch):
     write_tool(tmp_path, "endless", "import itertools\nfor n in itertools.count():\n    print(n, flush=True)")
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
@@ -492,6 +517,7 @@ def test_end_every_tool_ends_the_running_ones_and_any_started_after(monkeypatch)
     streamed, ends (SIGTERM; the run ones answer ENDED with why), and so does one started after it, since the
     handler's look at the running ones may come just before a start."""
     monkeypatch.setattr(tools_module, "_EVERY", [])
+    monkeypatch.setattr(tools_module, "_SEAMS", [])  # the other seams of this pytest process are not ours to end
     seam, other = tools_module.Processes(), tools_module.Processes()
     answers: dict[str, object] = {}
     threads = [threading.Thread(target=lambda: answers.update(run=seam.run(["sleep", "30"], stdin=None, timeout=60))),
@@ -511,3 +537,63 @@ def test_end_every_tool_ends_the_running_ones_and_any_started_after(monkeypatch)
     assert (answers["run"], answers["streamed"], late) == (
         Ran(tools_module.ENDED, "", "ended: invoke got SIGTERM"), 128 + signal.SIGTERM,
         Ran(tools_module.ENDED, "", "ended: invoke got SIGTERM"))
+
+
+def test_a_signal_while_the_main_thread_starts_a_command_is_raised_once_it_is_registered(monkeypatch):
+    """The handler of SIGTERM runs in the main thread between two of its steps: when that is between a command's
+    fork and its registration, a raise there left the process unknown to every look, running on after the run.
+    Now the raise waits for the registration, which ends the command (end_every_tool has run)."""
+    monkeypatch.setattr(tools_module, "_EVERY", [])
+    monkeypatch.setattr(tools_module, "_SEAMS", [])
+    monkeypatch.setattr(tools_module, "_HELD", [])
+    real, pids = tools_module._start, []
+
+    def forked_then_signalled(argv, **io):
+        proc = real(argv, **io)
+        pids.append(proc.pid)
+        tools_module.end_every_tool("ended: invoke got SIGTERM")  # what the handler does, at this very step
+        tools_module.raise_unless_starting(tools_module.Ended())
+        return proc
+
+    monkeypatch.setattr(tools_module, "_start", forked_then_signalled)
+    with pytest.raises(tools_module.Ended):
+        tools_module.Processes().run(["sleep", "30"], stdin=None, timeout=60)
+    deadline = time.monotonic() + 10
+    while _alive(pids[0]) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not _alive(pids[0])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_stream_ended_by_sigterm_ends_the_run_not_only_itself(monkeypatch):
+    """Ctrl-C in a followed log or a port-forward stops that command and the task goes on to its end (130 from the
+    stream); SIGTERM or SIGHUP (tools.Ended) ends the whole run: the stream raises it, where it returned 130
+    and the task ended 0."""
+    monkeypatch.setattr(tools_module, "_EVERY", [])
+    monkeypatch.setattr(tools_module, "_SEAMS", [])
+    seam = tools_module.Processes()
+    main = threading.get_ident()
+
+    def ended_soon() -> None:
+        deadline = time.monotonic() + 10
+        while not seam._streaming and time.monotonic() < deadline:
+            time.sleep(0.01)
+        signal.pthread_kill(main, signal.SIGUSR1)
+
+    def handler(number, frame):
+        tools_module.end_every_tool("ended: invoke got SIGTERM")
+        raise tools_module.Ended()
+
+    before = signal.signal(signal.SIGUSR1, handler)
+    try:
+        threading.Thread(target=ended_soon, daemon=True).start()
+        with pytest.raises(tools_module.Ended):
+            seam.stream(["sleep", "30"], stdin=None, out=lambda line: False, err=lambda line: None)
+    finally:
+        signal.signal(signal.SIGUSR1, before)
