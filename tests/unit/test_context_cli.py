@@ -143,7 +143,7 @@ def test_context_task_sigterm_ends_it_as_ctrl_c_does_and_a_nohup_sighup_stays_ig
     monkeypatch.setattr(tools, "_SEAMS", [])  # the other seams of this pytest process are not ours to end
     missed: list[int] = []
 
-    def sentinel(number, frame):  # what SIGTERM would meet without the task's handler: noted, not the end of pytest
+    def sentinel(number, _frame):  # what SIGTERM would meet without the task's handler: noted, not the end of pytest
         missed.append(number)
 
     term, hup = signal.signal(signal.SIGTERM, sentinel), signal.signal(signal.SIGHUP, signal.SIG_IGN)

@@ -586,7 +586,7 @@ def test_a_stream_ended_by_sigterm_ends_the_run_not_only_itself(monkeypatch):
             time.sleep(0.01)
         signal.pthread_kill(main, signal.SIGUSR1)
 
-    def handler(number, frame):
+    def handler(_number, _frame):
         tools_module.end_every_tool("ended: invoke got SIGTERM")
         raise tools_module.Ended()
 
