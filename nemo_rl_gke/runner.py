@@ -171,8 +171,8 @@ class Runner:
         self._interrupted.set()
 
     def interrupted_within(self, seconds: float) -> bool:
-        """Ctrl-C reached this run (interrupt() was called), or reaches it within seconds."""
-        return self._interrupted.wait(seconds)
+        """Ctrl-C reached this run (interrupt() was called), or reaches it within seconds; or SIGTERM/SIGHUP."""
+        return ending() or self._interrupted.wait(seconds) or ending()
 
     def _check_interrupted(self) -> None:
         if self._interrupted.is_set() or ending():  # Ctrl-C; SIGTERM or SIGHUP (even if its raise got lost)
@@ -182,8 +182,10 @@ class Runner:
         """Sleep, but end at once on interrupt() (raising Interrupted)."""
         if self.sleep is not None:
             self.sleep(seconds)
-        elif seconds > 0:
-            self._interrupted.wait(seconds)
+        else:  # in slices: SIGTERM whose raise was lost sets no event, only tools.ending()
+            until = time.monotonic() + seconds
+            while not self._interrupted.is_set() and not ending() and (left := until - time.monotonic()) > 0:
+                self._interrupted.wait(min(left, WAIT_SLICE_SECONDS))
         self._check_interrupted()
 
     @contextmanager

@@ -98,7 +98,7 @@ class Processes:
         self._ended: dict[int, str] = {}  # id -> why `end` ended it
         self._streaming: dict[int, Any] = {}  # id -> a streaming process (for end_every_tool)
         self._ends: list[tuple[Callable[[list[str]], bool], str, float]] = []
-        _SEAMS[:] = [ref for ref in _SEAMS if ref() is not None] + [weakref.ref(self)]  # one step: no lock needed
+        _SEAMS.append(weakref.ref(self, _forget_seam))  # one step: no lock needed
 
     def run(self, argv: list[str], *, stdin: str | None, timeout: float | None) -> Ran:
         """The timeout is our own timer, not sh's `_timeout`: given one, sh notices the end of the process only
@@ -106,26 +106,30 @@ class Processes:
         import sh
 
         launched = time.monotonic()
-        with _starting():
-            proc = _start(argv, _in=stdin, _tty_out=False)
-            key = self._register(argv, launched, proc)
-        timer = _Deadline(proc, timeout)
+        key: int | None = None
+        timer: _Deadline | None = None
         try:
+            with _starting():  # a signal's raise held meanwhile comes at its end, inside this try
+                proc = _start(argv, _in=stdin, _tty_out=False)
+                key = self._register(argv, launched, proc)
+            timer = _Deadline(proc, timeout)
             proc.wait()
         except sh.SignalException:
-            if timer.fired:
+            if timer is not None and timer.fired:
                 return Ran(124, "", f"timed out after {timeout:.0f} s")
             with self._lock:
-                why = self._ended.get(key)
+                why = self._ended.get(key) if key is not None else None
             if why is None:  # killed from outside (the OOM killer, a kill): the shell's 128 + signal
                 return Ran(_signalled(proc), _text(proc.stdout), _signal_line(proc, _text(proc.stderr)),
                            signal=abs(int(proc.exit_code)))
             return Ran(ENDED, "", why)
         finally:
-            timer.cancel()
-            with self._lock:
-                self._running.pop(key, None)
-                self._ended.pop(key, None)
+            if timer is not None:
+                timer.cancel()
+            if key is not None:
+                with self._lock:
+                    self._running.pop(key, None)
+                    self._ended.pop(key, None)
         return Ran(proc.exit_code, _text(proc.stdout), _text(proc.stderr))
 
     def end(self, matches: Callable[[list[str]], bool], why: str, *, launched_before: float) -> int:
@@ -170,36 +174,46 @@ class Processes:
                 _terminate(started[0])
             return True  # sh: no more lines to this callback
 
-        with _starting():
-            proc = _start(argv, _in=stdin, _out=line, _err=err)
-            started.append(proc)
-            with self._lock:
-                self._streaming[id(proc)] = proc
-            if gone.is_set() or _EVERY:  # its first line came before the append; or the run is being ended
-                _terminate(proc)
+        proc: Any = None
         try:
+            with _starting():  # a signal's raise held meanwhile comes at its end, inside this try
+                proc = _start(argv, _in=stdin, _out=line, _err=err)
+                started.append(proc)
+                with self._lock:
+                    self._streaming[id(proc)] = proc
+                if gone.is_set() or _EVERY:  # its first line came before the append; or the run is being ended
+                    _terminate(proc)
             proc.wait()
         except sh.SignalException:
             if not gone.is_set():  # killed from outside: the shell's 128 + signal, said on stderr
                 err(_signal_line(proc, ""))
                 return _signalled(proc)
         except KeyboardInterrupt as stop:
-            _terminate(proc)
+            if proc is not None:
+                _terminate(proc)
             if isinstance(stop, Ended) or _EVERY:  # SIGTERM, SIGHUP: the whole run ends, not only this command
                 raise
             return 130
         finally:
-            with self._lock:
-                self._streaming.pop(id(proc), None)
+            if proc is not None:
+                with self._lock:
+                    self._streaming.pop(id(proc), None)
         return READER_GONE if gone.is_set() else int(proc.exit_code)
 
 
 # Every seam of this process, and why end_every_tool ended them all (set once: what starts later ends at once).
 _SEAMS: list[weakref.ref[Processes]] = []
 _EVERY: list[str] = []
-# A raise a signal's handler put off while the main thread was starting a command (raise_unless_starting).
-_HELD: list[BaseException] = []
+# This thread starts a command now (`on`), and what a signal's handler held meanwhile (`held`): the handler runs
+# in the main thread, so only the main thread's own block raises it.
 _spawning = threading.local()
+
+
+def _forget_seam(ref: weakref.ref[Processes]) -> None:
+    try:
+        _SEAMS.remove(ref)
+    except ValueError:  # not there (a test replaced the list)
+        pass
 
 
 def ending() -> bool:
@@ -212,20 +226,23 @@ def raise_unless_starting(stop: BaseException) -> None:
     command (from before its fork to its registration), as soon as that command is registered. Raised in
     between, it would leave a process no one knows of, or land in a fork hook that ignores it (logging's)."""
     if getattr(_spawning, "on", False):
-        _HELD.append(stop)
+        _spawning.held = stop
         return
     raise stop
 
 
 @contextmanager
 def _starting() -> Iterator[None]:
+    """A command's start in this thread: a raise the signal's handler held meanwhile is raised at its end, in
+    place of the block's own exception if it has one (the run is ending either way)."""
     _spawning.on = True
     try:
         yield
     finally:
         _spawning.on = False
-    if _HELD:
-        raise _HELD.pop()
+        held, _spawning.held = getattr(_spawning, "held", None), None
+        if held is not None:
+            raise held
 
 
 def end_every_tool(why: str) -> None:
@@ -235,7 +252,7 @@ def end_every_tool(why: str) -> None:
     itself), so none is missed."""
     if not _EVERY:
         _EVERY.append(why)
-    for ref in list(_SEAMS):
+    for ref in list(_SEAMS):  # a copy in one step
         seam = ref()
         if seam is None:
             continue
@@ -324,13 +341,15 @@ def _start(argv: list[str], **io: Any) -> Any:
     # traceback. SIGINT stays blocked across the fork; the child restores what exec would give the tool (the
     # default action, or ignored if we ignore it) and then takes a pending SIGINT as the tool would: it dies.
     # So do SIGTERM and SIGHUP, which our handler takes while a task runs (tasks/context.ended_like_ctrl_c): in
-    # the child it would end the parent's commands, from a copy of its tables.
-    caught = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, set(caught))
-    ignored = {number for number in caught if signal.getsignal(number) == signal.SIG_IGN}
+    # the child it would end the parent's commands, from a copy of its tables. SIGTERM gets exec's disposition;
+    # SIGHUP sh's for a background command (ignored, set before this hook: a closed terminal does not end the
+    # tools by itself, our handler of its hangup ends them), so a pending one is dropped at the unblock.
+    restored = (signal.SIGINT, signal.SIGTERM)
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {*restored, signal.SIGHUP})
+    ignored = {number for number in restored if signal.getsignal(number) == signal.SIG_IGN}
 
     def as_exec_would() -> None:
-        for number in caught:
+        for number in restored:
             if number not in ignored:
                 signal.signal(number, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)

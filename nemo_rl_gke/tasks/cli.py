@@ -202,6 +202,10 @@ class ReaderSafe:
     def __init__(self, stream: Any):
         self._stream = stream
         self.reader_gone = False
+        try:
+            self._terminal = bool(stream.isatty())
+        except (AttributeError, ValueError, OSError):
+            self._terminal = False
 
     def write(self, text: str) -> int:
         if not self.reader_gone:
@@ -221,8 +225,9 @@ class ReaderSafe:
     def _lose_or_raise(self, exc: OSError) -> None:
         import errno
 
-        # A pipe nobody reads; a terminal hung up (closed: EIO on every write, while SIGHUP ends the run).
-        if not isinstance(exc, BrokenPipeError) and exc.errno != errno.EIO:
+        # A pipe nobody reads; a terminal hung up (closed: EIO on every write, while SIGHUP ends the run). EIO from
+        # a file (`invoke up > log` on a failing disk) is the disk's: raised.
+        if not isinstance(exc, BrokenPipeError) and not (self._terminal and exc.errno == errno.EIO):
             raise exc
         self._lose()
 

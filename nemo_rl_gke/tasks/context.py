@@ -55,6 +55,10 @@ def task(*args: Any, **kwargs: Any) -> Callable[..., Any]:
                 if ENDED_BY:  # a tool the signal ended, seen before the signal's own exception
                     raise _ended() from None
                 raise Exit(f"error: {exc}", code=exc.exit_code) from None
+            except Exit:
+                if ENDED_BY:  # a refusal or an answer met on the way out: the signal is why the run ended
+                    raise _ended() from None
+                raise
             except KeyboardInterrupt:
                 raise (_ended() if ENDED_BY else Exit("interrupted", code=130)) from None
 

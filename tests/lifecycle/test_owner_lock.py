@@ -544,13 +544,17 @@ def test_owner_lock_a_closed_terminal_ends_the_run_and_lets_go(cloud):
                 return
             printed.extend(chunk)
 
+    closed = False
     try:
         running = _once_running(ended, "container clusters delete", read)
         assert running, bytes(printed[-3000:]).decode(errors="replace")
         read()
         os.close(main)  # the terminal window closes
+        closed = True
         code = ended.wait(timeout=30)
     finally:
+        if not closed:
+            os.close(main)
         left = _end_group(ended.pid)
     assert (code, left, _running(running[0])) == (128 + signal.SIGHUP, [], False), \
         bytes(printed[-3000:]).decode(errors="replace")

@@ -137,9 +137,11 @@ def test_watch_asks_gcloud_once_the_block_is_slow_and_drops_a_stale_context(tmp_
     assert seam.ended and "is not in" in seam.ended[0] and "removed it" in err.getvalue()
 
 
-def test_watch_check_after_ctrl_c_ends_quietly(tmp_path, monkeypatch):
-    # Ctrl-C (or SIGTERM) reached the run while its first kubectl call hung: the check's describe, due then,
-    # is refused (Interrupted) in the watch's thread, which printed a traceback. It ends without a word now.
+@pytest.mark.parametrize("when", ["before the describe", "after the describe"])
+def test_watch_check_after_ctrl_c_ends_quietly(tmp_path, monkeypatch, when):
+    # Ctrl-C (or SIGTERM) reached the run while its first kubectl call hung: the check's next call (the describe,
+    # or after it the stale context's removal) is refused (Interrupted) in the watch's thread, which printed a
+    # traceback. It ends without a word now.
     import threading
     import time
 
@@ -148,12 +150,22 @@ def test_watch_check_after_ctrl_c_ends_quietly(tmp_path, monkeypatch):
     write_config(tmp_path / "config", s.kube_context, "https://34.9.9.9")
     raised: list[BaseException | None] = []
     monkeypatch.setattr(threading, "excepthook", lambda hook: raised.append(hook.exc_value))
-    seam = Seam()
+
+    class Gone(Seam):  # the cluster is gone, and Ctrl-C comes as gcloud says so
+        def run(self, argv, *, stdin, timeout):
+            self.asked.append(argv)
+            r.interrupt()
+            return Ran(1, "", "ERROR: (gcloud.container.clusters.describe) ResponseError: code=404, message=Not "
+                              "found: projects/p/locations/us-central1/clusters/nemo-rl.")
+
+    seam = Gone()
     r = Runner(tools=seam, out=io.StringIO(), err=io.StringIO())
-    r.interrupt()
+    if when == "before the describe":
+        r.interrupt()
     with kube_context.watch(r, s, after=0.05):
         watching = [t for t in threading.enumerate() if t.name == "kube-context-watch"]
         time.sleep(0.3)
     for thread in watching:
         thread.join(10)
-    assert (len(watching), raised, seam.asked) == (1, [], [])
+    asked = [] if when == "before the describe" else [["gcloud", "container", "clusters", "describe"]]
+    assert (len(watching), raised, [argv[:4] for argv in seam.asked]) == (1, [], asked)
