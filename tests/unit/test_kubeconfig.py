@@ -112,6 +112,7 @@ def test_watch_asks_nothing_when_the_block_ends_in_time_or_the_machine_has_no_co
 
 
 def test_watch_asks_gcloud_once_the_block_is_slow_and_drops_a_stale_context(tmp_path, monkeypatch):
+    import threading
     import time
 
     s = make()
@@ -129,9 +130,12 @@ def test_watch_asks_gcloud_once_the_block_is_slow_and_drops_a_stale_context(tmp_
     seam, err = Gone(), io.StringIO()
     r = Runner(tools=seam, out=io.StringIO(), err=err)
     with kube_context.watch(r, s, after=0.1):
+        watching = [t for t in threading.enumerate() if t.name == "kube-context-watch"]
         deadline = time.monotonic() + 10
         while not seam.ended and time.monotonic() < deadline:  # the stuck kubectl call, until it is ended
             time.sleep(0.05)
+    for thread in watching:  # its note comes just after the end: the assertions wait for the whole check
+        thread.join(10)
     assert [argv[:4] for argv in seam.asked] == [["gcloud", "container", "clusters", "describe"],
                                                 ["kubectl", "config", "delete-context", s.kube_context]]
     assert seam.ended and "is not in" in seam.ended[0] and "removed it" in err.getvalue()
