@@ -152,14 +152,9 @@ def release_lease(blob: Blob, generation: int) -> None:
 def bucket_lease(s: Settings, what: str, *, force: bool = False) -> Iterator[int | None]:
     """Hold the deployment's lease in its bucket (nothing if the bucket does not exist yet). Under state_lock: the
     record of the lease taken (left_record) is this machine's, one run at a time."""
-    import json
-    import os
-    import socket
     import time
 
-    from google.api_core import exceptions
-
-    from . import gcs, gcs_client
+    from . import gcs_client, tools
 
     bucket = gcs_client.client(s).bucket(s.bucket)  # no request: the lease's create is the first
 
@@ -168,19 +163,57 @@ def bucket_lease(s: Settings, what: str, *, force: bool = False) -> Iterator[int
 
     now = time.time()
     record, kept = left_record(s), _kept(s)
-    seen: list[LeaseBody] = []  # the lease found held, for the refusal's words
 
     def left(generation: int, body: LeaseBody) -> bool:
-        seen.append(body)
         return left_by_a_run_here(s, kept, generation, body)
+
+    taken: list[tuple[Settings, str, int]] = []
+    try:
+        # SIGTERM or SIGHUP in the take or the release (tools.deferring) comes after it, inside this try: a lease
+        # created without its record, or left unreleased, would refuse every machine for 3 hours.
+        with tools.deferring():
+            generation, note = _take(s, blob_of, what, now, force, left, record, taken)
+        if generation is None and not note:  # no bucket yet (a first `up` creates it): nothing to hold
+            yield None
+            return
+        if note:
+            print(f"--force-unlock: took over the {note}." if force else f"note: took over the {note}.",
+                  file=sys.stderr)
+        yield generation
+    finally:
+        if taken:
+            HELD.remove(taken[0])
+            with tools.deferring():
+                with gcs_client.calling("releasing the lock"):
+                    release_lease(blob_of(), taken[0][2])
+                record.unlink(missing_ok=True)  # only once let go: a run ended before (a second Ctrl-C) leaves it
+
+
+def _take(s: Settings, blob_of: Callable[[], Blob], what: str, now: float, force: bool,
+          left: Callable[[int, LeaseBody], bool], record: Path,
+          taken: list[tuple[Settings, str, int]]) -> tuple[int | None, str]:
+    """bucket_lease's take: (generation, note), (None, "") without a bucket; the lease taken is added to taken
+    and HELD, and its record written. A lease held by another run: Exit 1, naming it."""
+    import json
+    import os
+    import socket
+
+    from google.api_core import exceptions
+
+    from . import gcs, gcs_client
+
+    seen: list[LeaseBody] = []  # the lease found held, for the refusal's words
+
+    def seeing(generation: int, body: LeaseBody) -> bool:
+        seen.append(body)
+        return left(generation, body)
 
     try:
         with gcs_client.calling("taking the lock"):
             generation, note = take_lease(blob_of, lease_body(what, now, host=socket.gethostname(),
-                                                              pid=os.getpid()), now, force=force, left=left)
+                                                              pid=os.getpid()), now, force=force, left=seeing)
     except exceptions.NotFound:  # no bucket yet (a first `up` creates it): nothing to hold
-        yield None
-        return
+        return None, ""
     except exceptions.Forbidden as exc:
         raise gcs.unreachable(s, f"access denied: {getattr(exc, 'message', exc)}") from None
     except exceptions.GoogleAPICallError as exc:
@@ -196,25 +229,17 @@ def bucket_lease(s: Settings, what: str, *, force: bool = False) -> Iterator[int
                    f"({_where(s)}): {note}. Two runs must not interleave; wait for it to "
                    f"finish. If that run is gone (its machine crashed), run again with --force-unlock, or wait "
                    f"for the lease to expire.{here}", code=1)
-    if note:
-        print(f"--force-unlock: took over the {note}." if force else f"note: took over the {note}.",
-              file=sys.stderr)
     held = (s, what, generation)
+    taken.append(held)
     HELD.append(held)
-    try:
-        try:  # whole or not at all (a kill mid-write must not leave an empty record): written aside, then renamed
-            aside = record.with_suffix(f".lease.{os.getpid()}")
-            aside.write_text(json.dumps({"generation": generation, "lease": _where(s), "machine": _machine()}))
-            os.replace(aside, record)
-        except OSError as exc:  # a convenience for a run that ends without letting go: not worth stopping for
-            print(f"note: could not write {record} ({exc.strerror}): if this run is killed, its lease refuses "
-                  f"the next run here too until it expires (or --force-unlock).", file=sys.stderr)
-        yield generation
-    finally:
-        HELD.remove(held)
-        with gcs_client.calling("releasing the lock"):
-            release_lease(blob_of(), generation)
-        record.unlink(missing_ok=True)  # only once let go: a run ended before (a second Ctrl-C) leaves it
+    try:  # whole or not at all (a kill mid-write must not leave an empty record): written aside, then renamed
+        aside = record.with_suffix(f".lease.{os.getpid()}")
+        aside.write_text(json.dumps({"generation": generation, "lease": _where(s), "machine": _machine()}))
+        os.replace(aside, record)
+    except OSError as exc:  # a convenience for a run that ends without letting go: not worth stopping for
+        print(f"note: could not write {record} ({exc.strerror}): if this run is killed, its lease refuses "
+              f"the next run here too until it expires (or --force-unlock).", file=sys.stderr)
+    return generation, note
 
 
 # The leases this process holds now (bucket_lease): (settings, command, generation).

@@ -109,7 +109,7 @@ class Processes:
         key: int | None = None
         timer: _Deadline | None = None
         try:
-            with _starting():  # a signal's raise held meanwhile comes at its end, inside this try
+            with deferring():  # a signal's raise held meanwhile comes at its end, inside this try
                 proc = _start(argv, _in=stdin, _tty_out=False)
                 key = self._register(argv, launched, proc)
             timer = _Deadline(proc, timeout)
@@ -176,7 +176,7 @@ class Processes:
 
         proc: Any = None
         try:
-            with _starting():  # a signal's raise held meanwhile comes at its end, inside this try
+            with deferring():  # a signal's raise held meanwhile comes at its end, inside this try
                 proc = _start(argv, _in=stdin, _out=line, _err=err)
                 started.append(proc)
                 with self._lock:
@@ -204,9 +204,9 @@ class Processes:
 # Every seam of this process, and why end_every_tool ended them all (set once: what starts later ends at once).
 _SEAMS: list[weakref.ref[Processes]] = []
 _EVERY: list[str] = []
-# This thread starts a command now (`on`), and what a signal's handler held meanwhile (`held`): the handler runs
-# in the main thread, so only the main thread's own block raises it.
-_spawning = threading.local()
+# How deep this thread is in `deferring` blocks, and what a signal's handler held meanwhile: the handler runs in
+# the main thread, so only the main thread's own outermost block raises it.
+_deferring = threading.local()
 
 
 def _forget_seam(ref: weakref.ref[Processes]) -> None:
@@ -221,28 +221,31 @@ def ending() -> bool:
     return bool(_EVERY)
 
 
-def raise_unless_starting(stop: BaseException) -> None:
-    """For a signal's handler, which runs in the main thread: raise stop now, or, if that thread is starting a
-    command (from before its fork to its registration), as soon as that command is registered. Raised in
-    between, it would leave a process no one knows of, or land in a fork hook that ignores it (logging's)."""
-    if getattr(_spawning, "on", False):
-        _spawning.held = stop
+def raise_unless_deferred(stop: BaseException) -> None:
+    """For a signal's handler, which runs in the main thread: raise stop now, or, inside a `deferring` block of
+    that thread, at the block's end. Raised between a command's fork and its registration it would leave a
+    process no one knows of, or land in a fork hook that ignores it (logging's); in the lease's take or release,
+    a lease held for 3 hours."""
+    if getattr(_deferring, "depth", 0):
+        _deferring.held = stop
         return
     raise stop
 
 
 @contextmanager
-def _starting() -> Iterator[None]:
-    """A command's start in this thread: a raise the signal's handler held meanwhile is raised at its end, in
-    place of the block's own exception if it has one (the run is ending either way)."""
-    _spawning.on = True
+def deferring() -> Iterator[None]:
+    """A step a signal's raise must not cut in two (a command's fork and its registration; the lease's take and
+    its record, its release): the raise the handler held meanwhile comes at the end of the outermost block, in
+    place of the block's own exception if it has one (the run is ending either way). Re-entrant."""
+    _deferring.depth = getattr(_deferring, "depth", 0) + 1
     try:
         yield
     finally:
-        _spawning.on = False
-        held, _spawning.held = getattr(_spawning, "held", None), None
-        if held is not None:
-            raise held
+        _deferring.depth -= 1
+        if not _deferring.depth:
+            held, _deferring.held = getattr(_deferring, "held", None), None
+            if held is not None:
+                raise held
 
 
 def end_every_tool(why: str) -> None:
@@ -258,16 +261,18 @@ def end_every_tool(why: str) -> None:
             continue
         for key, (_, _, proc) in list(seam._running.items()):  # a copy in one step: no lock needed
             seam._ended.setdefault(key, why)
-            _kill(proc.pid)
+            _kill(proc)
         for proc in list(seam._streaming.values()):
-            _kill(proc.pid)
+            _kill(proc)
 
 
-def _kill(pid: int) -> None:
-    """SIGTERM to one process, with no lock and no logging on the way (sh's terminate logs)."""
+def _kill(proc: Any) -> None:
+    """SIGTERM to one command, with no lock and no logging on the way (sh's terminate logs). Not once sh has
+    reaped it (its pid may be another process's by now)."""
     try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:  # ended already
+        if proc.process.exit_code is None:
+            os.kill(proc.pid, signal.SIGTERM)
+    except (OSError, AttributeError):  # ended already; not ours any more; not an sh command
         pass
 
 

@@ -61,6 +61,10 @@ def task(*args: Any, **kwargs: Any) -> Callable[..., Any]:
                 raise
             except KeyboardInterrupt:
                 raise (_ended() if ENDED_BY else Exit("interrupted", code=130)) from None
+            except BaseException:
+                if ENDED_BY:  # whatever broke on the way out (a lock's wait cut short): the signal ended the run
+                    raise _ended() from None
+                raise
 
         made: Callable[..., Any] = invoke_task(*args, klass=CliTask, **kwargs)(guarded)
         return made
@@ -87,7 +91,7 @@ def ended_like_ctrl_c() -> Iterator[None]:
     thread can set handlers: a task run from another thread changes nothing."""
     import signal
 
-    from ..tools import Ended, end_every_tool, raise_unless_starting  # not in the handler: no import there
+    from ..tools import Ended, end_every_tool, raise_unless_deferred  # not in the handler: no import there
 
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -97,7 +101,7 @@ def ended_like_ctrl_c() -> Iterator[None]:
         end_every_tool(f"ended: invoke got {signal.Signals(number).name}")
         if not ENDED_BY:
             ENDED_BY.append(number)
-            raise_unless_starting(Ended())
+            raise_unless_deferred(Ended())
 
     before = {}
     for name in ENDING_SIGNALS:
@@ -108,7 +112,8 @@ def ended_like_ctrl_c() -> Iterator[None]:
         yield
     finally:
         for number, handler in before.items():
-            signal.signal(number, handler)
+            if handler is not None:  # None: one set outside Python, which Python cannot set back
+                signal.signal(number, handler)
 
 
 def _ended() -> Exit:

@@ -519,13 +519,13 @@ def test_owner_lock_a_closed_terminal_ends_the_run_and_lets_go(cloud):
     import sys
     import termios
 
-    from support.fake import REPO
+    from support.fake import REPO, signals_as_a_terminal_gives_them
 
     env, lease = _slow_run_of(cloud, "down")
     main, child = pty.openpty()
 
     def on_its_terminal() -> None:  # a new session (start_new_session) whose controlling terminal is the pty
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signals_as_a_terminal_gives_them()
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
     ended = subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(REPO), "down", "--yes"],
@@ -559,3 +559,33 @@ def test_owner_lock_a_closed_terminal_ends_the_run_and_lets_go(cloud):
     assert (code, left, _running(running[0])) == (128 + signal.SIGHUP, [], False), \
         bytes(printed[-3000:]).decode(errors="replace")
     assert not lease.exists()
+
+
+@pytest.mark.parametrize("during", ["take", "release"])
+def test_owner_lock_a_signal_in_the_leases_take_or_release_still_lets_it_go(cloud, monkeypatch, tmp_path, during):
+    # SIGTERM (or SIGHUP) as Cloud Storage answers the lease's create, or its release: raised there, it left a
+    # lease created but never recorded or released (every machine refused for 3 hours, this one too). The take
+    # and the release are each one step now (tools.deferring): the signal ends the run after it, and the lease
+    # is let go.
+    from nemo_rl_gke import tools
+
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", cloud.env["STORAGE_EMULATOR_HOST"])
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    _client(cloud).create_bucket(BUCKET)
+    blob = _client(cloud).bucket(BUCKET).blob("nemo-rl-gke/lock-nemo-rl.json")
+    record = tmp_path / "cache" / "nemo-rl-gke" / "my-nemo-project-nemo-rl.lease"
+    record.parent.mkdir(parents=True)  # state_lock's directory
+    real = getattr(lock, f"{during}_lease")
+    body_ran = []
+
+    def signalled(*args, **kwargs):
+        answer = real(*args, **kwargs)
+        tools.raise_unless_deferred(tools.Ended())  # what the handler does, as the answer comes back
+        return answer
+
+    monkeypatch.setattr(lock, f"{during}_lease", signalled)
+    with pytest.raises(tools.Ended):
+        with lock.bucket_lease(example_settings(), "down"):
+            body_ran.append(record.exists())
+    assert (body_ran, blob.exists(), record.exists(), lock.HELD) == ([True] if during == "release" else [], False,
+                                                                       False, [])

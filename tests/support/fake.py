@@ -165,12 +165,11 @@ class FakeCloud:
         """`invoke ARGS` as a real process in the working directory, left running for the caller to read, signal
         and wait for (env: default process_env()). SIGINT reaches it as a terminal's Ctrl-C would, however the
         suite was started: a suite started in the background (`.ci/run &`) hands its children SIGINT ignored, and
-        a Python started so never turns it into KeyboardInterrupt."""
-        import signal
-
+        a Python started so never turns it into KeyboardInterrupt. So do SIGTERM and SIGHUP (a suite run under
+        `nohup` ignores the hangup, and invoke keeps an ignored signal ignored)."""
         return subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(REPO), *args],
                                 cwd=self.workdir, env=env if env is not None else self.process_env(),
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **popen)
+                                preexec_fn=signals_as_a_terminal_gives_them, **popen)
 
     def calls(self) -> list[dict[str, Any]]:
         path = self.state_dir / "calls.jsonl"
@@ -322,6 +321,14 @@ def in_a_terminal(cloud: FakeCloud, argv: list[str], answer: str | list[str],
         os.close(main)
         if proc.poll() is None:
             proc.kill()
+
+
+def signals_as_a_terminal_gives_them() -> None:
+    """In a test's child before exec: SIGINT, SIGTERM and SIGHUP at their default, whatever the suite ignores."""
+    import signal
+
+    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(number, signal.SIG_DFL)
 
 
 def _reading_the_terminal(pid: int) -> bool:

@@ -168,8 +168,8 @@ def test_watch_check_after_ctrl_c_ends_quietly(tmp_path, monkeypatch, when):
         r.interrupt()
     with kube_context.watch(r, s, after=0.05):
         watching = [t for t in threading.enumerate() if t.name == "kube-context-watch"]
-        time.sleep(0.3)
-    for thread in watching:
-        thread.join(10)
+        deadline = time.monotonic() + 10
+        while any(t.is_alive() for t in watching) and time.monotonic() < deadline:  # its whole check, in the block
+            time.sleep(0.02)
     asked = [] if when == "before the describe" else [["gcloud", "container", "clusters", "describe"]]
     assert (len(watching), raised, [argv[:4] for argv in seam.asked]) == (1, [], asked)

@@ -558,7 +558,7 @@ def test_a_signal_while_the_main_thread_starts_a_command_is_raised_once_it_is_re
         proc = real(argv, **io)
         pids.append(proc.pid)
         tools_module.end_every_tool("ended: invoke got SIGTERM")  # what the handler does, at this very step
-        tools_module.raise_unless_starting(tools_module.Ended())
+        tools_module.raise_unless_deferred(tools_module.Ended())
         return proc
 
     monkeypatch.setattr(tools_module, "_start", forked_then_signalled)
@@ -582,19 +582,19 @@ def test_a_held_raise_is_the_starting_threads_own_and_replaces_its_blocks_error(
 
     def another_start() -> None:
         try:
-            with tools_module._starting():
+            with tools_module.deferring():
                 pass
         except BaseException as exc:  # noqa: BLE001 - what it must not get
             errors.append(exc)
 
     with pytest.raises(tools_module.Ended):
-        with tools_module._starting():
-            tools_module.raise_unless_starting(tools_module.Ended())  # the handler, at this step
+        with tools_module.deferring():
+            tools_module.raise_unless_deferred(tools_module.Ended())  # the handler, at this step
             worker = threading.Thread(target=another_start)
             worker.start()
             worker.join(10)
             raise tools_module.MissingTool("gcloud")
-    with tools_module._starting():
+    with tools_module.deferring():
         pass  # nothing held any more
     assert errors == []
 
@@ -653,7 +653,7 @@ def test_a_stream_ended_by_sigterm_ends_the_run_not_only_itself(monkeypatch):
 
     def handler(_number, _frame):  # what tasks/context's handler does
         tools_module.end_every_tool("ended: invoke got SIGTERM")
-        tools_module.raise_unless_starting(tools_module.Ended())
+        tools_module.raise_unless_deferred(tools_module.Ended())
 
     before = signal.signal(signal.SIGUSR1, handler)
     try:
