@@ -182,8 +182,8 @@ def bucket_lease(s: Settings, what: str, *, force: bool = False) -> Iterator[int
         yield generation
     finally:
         if taken:
-            HELD.remove(taken[0])
-            with tools.deferring():
+            with tools.deferring():  # first: nothing between the body's end and the release a signal could cut
+                HELD.remove(taken[0])
                 with gcs_client.calling("releasing the lock"):
                     release_lease(blob_of(), taken[0][2])
                 record.unlink(missing_ok=True)  # only once let go: a run ended before (a second Ctrl-C) leaves it

@@ -47,9 +47,9 @@ def task(*args: Any, **kwargs: Any) -> Callable[..., Any]:
                 if ENDED_BY:  # its raise was lost (in a hook that ignores exceptions) or caught: the run still ends
                     raise _ended()
                 return done
-            except ConfigError as exc:
-                raise Exit(f"error: {exc}", code=2) from None
-            except RenderError as exc:
+            except (ConfigError, RenderError) as exc:
+                if ENDED_BY:
+                    raise _ended() from None
                 raise Exit(f"error: {exc}", code=2) from None
             except ToolError as exc:
                 if ENDED_BY:  # a tool the signal ended, seen before the signal's own exception
