@@ -43,28 +43,13 @@ def task(*args: Any, **kwargs: Any) -> Callable[..., Any]:
 
             try:
                 with ended_like_ctrl_c():
-                    done = body(c, *a, **kw)
-                if ENDED_BY:  # its raise was lost (in a hook that ignores exceptions) or caught: the run still ends
-                    raise _ended()
-                return done
+                    return body(c, *a, **kw)
             except (ConfigError, RenderError) as exc:
-                if ENDED_BY:
-                    raise _ended() from None
                 raise Exit(f"error: {exc}", code=2) from None
             except ToolError as exc:
-                if ENDED_BY:  # a tool the signal ended, seen before the signal's own exception
-                    raise _ended() from None
                 raise Exit(f"error: {exc}", code=exc.exit_code) from None
-            except Exit:
-                if ENDED_BY:  # a refusal or an answer met on the way out: the signal is why the run ended
-                    raise _ended() from None
-                raise
             except KeyboardInterrupt:
-                raise (_ended() if ENDED_BY else Exit("interrupted", code=130)) from None
-            except BaseException:
-                if ENDED_BY:  # whatever broke on the way out (a lock's wait cut short): the signal ended the run
-                    raise _ended() from None
-                raise
+                raise Exit("interrupted", code=130) from None
 
         made: Callable[..., Any] = invoke_task(*args, klass=CliTask, **kwargs)(guarded)
         return made
@@ -88,14 +73,12 @@ def ended_like_ctrl_c() -> Iterator[None]:
     code is 128 + the signal. Python's default ended the process at once, leaving the lease for 3 hours and the
     tools running. A signal ignored when invoke started (`nohup`) stays ignored; a second one ends the tools
     started since and nothing more (the run is ending: its `finally` must not be cut short). Only the main
-    thread can set handlers: a task run from another thread changes nothing."""
+    thread can set handlers: a task run from another thread changes nothing. Once a signal came, however the
+    block ends (Ended; a tool it ended, a refusal or a wait cut short on the way out; its raise lost in a hook
+    that ignores exceptions), the task exits 128 + the signal."""
     import signal
 
     from ..tools import Ended, end_every_tool, raise_unless_deferred  # not in the handler: no import there
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
 
     def ended(number: int, _frame: object) -> None:
         end_every_tool(f"ended: invoke got {signal.Signals(number).name}")
@@ -104,16 +87,22 @@ def ended_like_ctrl_c() -> Iterator[None]:
             raise_unless_deferred(Ended())
 
     before = {}
-    for name in ENDING_SIGNALS:
+    for name in ENDING_SIGNALS if threading.current_thread() is threading.main_thread() else ():
         number = signal.Signals[name]
         if signal.getsignal(number) != signal.SIG_IGN:
             before[number] = signal.signal(number, ended)
     try:
         yield
+    except BaseException:
+        if ENDED_BY:
+            raise _ended() from None
+        raise
     finally:
         for number, handler in before.items():
             if handler is not None:  # None: one set outside Python, which Python cannot set back
                 signal.signal(number, handler)
+    if ENDED_BY:
+        raise _ended()
 
 
 def _ended() -> Exit:
