@@ -261,19 +261,9 @@ def end_every_tool(why: str) -> None:
             continue
         for key, (_, _, proc) in list(seam._running.items()):  # a copy in one step: no lock needed
             seam._ended.setdefault(key, why)
-            _kill(proc)
+            _terminate(proc)
         for proc in list(seam._streaming.values()):
-            _kill(proc)
-
-
-def _kill(proc: Any) -> None:
-    """SIGTERM to one command, with no lock and no logging on the way (sh's terminate logs). Not once sh has
-    reaped it (its pid may be another process's by now)."""
-    try:
-        if proc.process.exit_code is None:
-            os.kill(proc.pid, signal.SIGTERM)
-    except (OSError, AttributeError):  # ended already; not ours any more; not an sh command
-        pass
+            _terminate(proc)
 
 
 # What a command ended by `Processes.end` answers (128 + SIGTERM, as a shell reports it), with why on stderr.
@@ -306,9 +296,12 @@ def _signal_line(proc: Any, stderr: str) -> str:
 
 
 def _terminate(proc: Any) -> None:
+    """SIGTERM to one command, with no lock and no logging on the way (sh's terminate logs; end_every_tool runs
+    in a signal's handler). Not once sh has reaped it (its pid may be another process's by now)."""
     try:
-        proc.terminate()
-    except Exception:  # noqa: BLE001 - already gone
+        if proc.process.exit_code is None:
+            os.kill(proc.pid, signal.SIGTERM)
+    except (OSError, AttributeError):  # ended already; not ours any more; not an sh command
         pass
 
 
