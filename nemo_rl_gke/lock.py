@@ -167,13 +167,13 @@ def bucket_lease(s: Settings, what: str, *, force: bool = False) -> Iterator[int
     def left(generation: int, body: LeaseBody) -> bool:
         return left_by_a_run_here(s, kept, generation, body)
 
-    taken: list[tuple[Settings, str, int]] = []
+    generation: int | None = None
     try:
         # SIGTERM or SIGHUP in the take or the release (tools.deferring) comes after it, inside this try: a lease
         # created without its record, or left unreleased, would refuse every machine for 3 hours.
         with tools.deferring():
-            generation, note = _take(s, blob_of, what, now, force, left, record, taken)
-        if generation is None and not note:  # no bucket yet (a first `up` creates it): nothing to hold
+            generation, note = _take(s, blob_of, what, now, force, left, record)
+        if generation is None:  # no bucket yet (a first `up` creates it): nothing to hold
             yield None
             return
         if note:
@@ -181,19 +181,18 @@ def bucket_lease(s: Settings, what: str, *, force: bool = False) -> Iterator[int
                   file=sys.stderr)
         yield generation
     finally:
-        if taken:
+        if generation is not None:
             with tools.deferring():  # first: nothing between the body's end and the release a signal could cut
-                HELD.remove(taken[0])
+                HELD.remove((s, what, generation))
                 with gcs_client.calling("releasing the lock"):
-                    release_lease(blob_of(), taken[0][2])
+                    release_lease(blob_of(), generation)
                 record.unlink(missing_ok=True)  # only once let go: a run ended before (a second Ctrl-C) leaves it
 
 
 def _take(s: Settings, blob_of: Callable[[], Blob], what: str, now: float, force: bool,
-          left: Callable[[int, LeaseBody], bool], record: Path,
-          taken: list[tuple[Settings, str, int]]) -> tuple[int | None, str]:
-    """bucket_lease's take: (generation, note), (None, "") without a bucket; the lease taken is added to taken
-    and HELD, and its record written. A lease held by another run: Exit 1, naming it."""
+          left: Callable[[int, LeaseBody], bool], record: Path) -> tuple[int | None, str]:
+    """bucket_lease's take: (generation, note), (None, "") without a bucket; the lease taken is added to HELD
+    and its record written. A lease held by another run: Exit 1, naming it."""
     import json
     import os
     import socket
@@ -229,9 +228,7 @@ def _take(s: Settings, blob_of: Callable[[], Blob], what: str, now: float, force
                    f"({_where(s)}): {note}. Two runs must not interleave; wait for it to "
                    f"finish. If that run is gone (its machine crashed), run again with --force-unlock, or wait "
                    f"for the lease to expire.{here}", code=1)
-    held = (s, what, generation)
-    taken.append(held)
-    HELD.append(held)
+    HELD.append((s, what, generation))
     try:  # whole or not at all (a kill mid-write must not leave an empty record): written aside, then renamed
         aside = record.with_suffix(f".lease.{os.getpid()}")
         aside.write_text(json.dumps({"generation": generation, "lease": _where(s), "machine": _machine()}))
