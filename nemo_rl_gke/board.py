@@ -284,6 +284,33 @@ class Board:
             setattr(r, name, value)
         self._saved = {}
 
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """The live board stops redrawing (its rows so far stay on the screen) and gives the terminal back, so a
+        question with its [y/N] and what is typed are plain lines; it goes on below them once answered. Live, the
+        question would be printed through rich's redirected stdout as markup ("[y/N]" read as a style and
+        dropped) into a region redrawn four times a second."""
+        self.stream.flush()
+        answered = False
+        live = None
+        try:
+            with self._pausing:
+                live = self._live
+                if live is not None:
+                    self._held = []
+                    live.stop()
+            yield
+            answered = True
+        finally:
+            with self._pausing:
+                # Not after an interrupted question (Ctrl-C): the run is ending, and the board's end prints its tally.
+                if answered and live is not None and self._live is live:  # not ended meanwhile
+                    # A new Live: the stopped one would start by moving the cursor up over the height of the board
+                    # it drew last, erasing the question and its answer.
+                    self._live = self._new_live()
+                    self._live.start(refresh=True)
+                self._let_go_of_held()
+
     # ---- lifetime ------------------------------------------------------------------------------
     def _new_live(self) -> Live:
         from rich.console import Console
@@ -326,31 +353,10 @@ ON_SCREEN: list[Board] = []  # the live board on the terminal now (at most one),
 
 @contextmanager
 def paused() -> Iterator[None]:
-    """While a question waits for its answer (context.confirm): the live board stops redrawing (its rows so far
-    stay on the screen) and gives the terminal back, so the question with its [y/N] and what is typed are plain
-    lines; it goes on below them once answered. Live, the question would be printed through rich's redirected
-    stdout as markup ("[y/N]" read as a style and dropped) into a region redrawn four times a second."""
-    board = ON_SCREEN[-1] if ON_SCREEN else None
-    if board is None:
+    """While a question waits for its answer (context.confirm): the live board on the screen, if any, pauses
+    (Board.paused)."""
+    if not ON_SCREEN:
         yield
         return
-    board.stream.flush()
-    answered = False
-    live = None
-    try:
-        with board._pausing:
-            live = board._live
-            if live is not None:
-                board._held = []
-                live.stop()
+    with ON_SCREEN[-1].paused():
         yield
-        answered = True
-    finally:
-        with board._pausing:
-            # Not after an interrupted question (Ctrl-C): the run is ending, and the board's end prints its tally.
-            if answered and live is not None and board._live is live:  # not ended meanwhile
-                # A new Live: the stopped one would start by moving the cursor up over the height of the board it
-                # drew last, erasing the question and its answer.
-                board._live = board._new_live()
-                board._live.start(refresh=True)
-            board._let_go_of_held()
