@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from support.fake import FAKE_BIN, REPO, TEST_HF_TOKEN, TEST_WANDB_KEY, FakeCloud
+from support.fake import FAKE_BIN, REPO, TEST_HF_TOKEN, TEST_WANDB_KEY, FakeCloud, live_members
 
 PROJECT = "my-nemo-project"
 CONTEXT = f"gke_{PROJECT}_us-central1_nemo-rl"
@@ -86,19 +86,6 @@ def wait_for(check, what: str, timeout: float = 90) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"gave up waiting for {what}")
         time.sleep(0.05)
-
-
-def live_members(pgid: int) -> list[int]:
-    """Processes of the group that are not zombies (an orphan's zombie waits for whoever reaps it)."""
-    members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            members.append(int(stat.parent.name))
-    return members
 
 
 def state_of(fake: FakeCloud, run_id: str) -> str:

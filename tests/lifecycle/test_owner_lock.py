@@ -15,7 +15,7 @@ import pytest
 from google.api_core import exceptions
 
 from nemo_rl_gke import lock
-from support.fake import FakeCloud, example_settings, read_env_example
+from support.fake import FakeCloud, children, example_settings, live_members, read_env_example, running
 
 PROJECT = read_env_example()["PROJECT_ID"]
 BUCKET = f"nemo-rl-{PROJECT}"
@@ -406,47 +406,11 @@ def test_owner_lock_a_killed_teardowns_lease_on_this_machine_does_not_refuse_job
     assert done.code == 0, done.output[-3000:]
 
 
-def _children(pid: int, words: str) -> list[int]:
-    """The running processes whose parent is pid and whose command line holds words."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
-            line = open(f"/proc/{entry}/cmdline").read().replace("\0", " ")
-        except OSError:
-            continue
-        if int(stat[1]) == pid and stat[0] != "Z" and words in line:
-            found.append(int(entry))
-    return found
-
-
-def _running(pid: int) -> bool:
-    try:
-        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def _group(pgid: int) -> list[str]:
-    """The command lines of the running processes of a process group."""
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            stat = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split() if entry.isdigit() else []
-            if stat and int(stat[2]) == pgid and stat[0] != "Z":
-                found.append(open(f"/proc/{entry}/cmdline").read().replace("\0", " "))
-        except OSError:
-            continue
-    return found
-
-
-def _end_group(pgid: int) -> list[str]:
+def _end_group(pgid: int) -> list[int]:
     """What was left running in the group (then killed): a test's leftovers must not outlive it."""
     import signal
 
-    left = _group(pgid)
+    left = live_members(pgid)
     try:
         os.killpg(pgid, signal.SIGKILL)
     except ProcessLookupError:
@@ -465,12 +429,12 @@ def _slow_run_of(cloud: FakeCloud, task: str) -> tuple[dict[str, str], Any]:
 
 
 def _once_running(proc: Any, words: str, read: Callable[[], None] = lambda: None) -> list[int]:
-    deadline, running = time.monotonic() + 60, []
-    while not running and proc.poll() is None and time.monotonic() < deadline:
+    deadline, pids = time.monotonic() + 60, []
+    while not pids and proc.poll() is None and time.monotonic() < deadline:
         read()
         time.sleep(0.05)
-        running = _children(proc.pid, words)
-    return running
+        pids = children(proc.pid, words)
+    return pids
 
 
 @pytest.mark.parametrize(("signum", "task", "under_way"), [
@@ -491,8 +455,8 @@ def test_owner_lock_a_run_ended_by_sigterm_or_sighup_ends_its_tools_and_lets_go(
     ended = cloud.start(task, "--yes", env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                         start_new_session=True)
     try:
-        running = _once_running(ended, under_way)
-        assert running, ended.communicate()[1][-3000:]
+        pids = _once_running(ended, under_way)
+        assert pids, ended.communicate()[1][-3000:]
         if number != signal.SIGTERM:
             os.killpg(ended.pid, number)  # `kill -HUP -PGID`, or Ctrl-C: to the whole group
         else:
@@ -502,7 +466,7 @@ def test_owner_lock_a_run_ended_by_sigterm_or_sighup_ends_its_tools_and_lets_go(
         left = _end_group(ended.pid)
     said = "interrupted" if number == signal.SIGINT else f"ended by {signum}"
     assert (ended.returncode, said in err, "Traceback" in err) == (128 + number, True, False), err[-3000:]
-    assert (left, _running(running[0])) == ([], False)  # nothing it started is left running
+    assert (left, running(pids[0])) == ([], False)  # nothing it started is left running
     assert not lease.exists()  # let go: another machine goes on at once
 
 
@@ -546,8 +510,8 @@ def test_owner_lock_a_closed_terminal_ends_the_run_and_lets_go(cloud):
 
     closed = False
     try:
-        running = _once_running(ended, "container clusters delete", read)
-        assert running, bytes(printed[-3000:]).decode(errors="replace")
+        pids = _once_running(ended, "container clusters delete", read)
+        assert pids, bytes(printed[-3000:]).decode(errors="replace")
         read()
         os.close(main)  # the terminal window closes
         closed = True
@@ -556,7 +520,7 @@ def test_owner_lock_a_closed_terminal_ends_the_run_and_lets_go(cloud):
         if not closed:
             os.close(main)
         left = _end_group(ended.pid)
-    assert (code, left, _running(running[0])) == (128 + signal.SIGHUP, [], False), \
+    assert (code, left, running(pids[0])) == (128 + signal.SIGHUP, [], False), \
         bytes(printed[-3000:]).decode(errors="replace")
     assert not lease.exists()
 

@@ -331,6 +331,40 @@ def signals_as_a_terminal_gives_them() -> None:
         signal.signal(number, signal.SIG_DFL)
 
 
+def _stat(pid: int | str) -> list[str]:
+    """/proc/PID/stat's fields after the command's name (state, ppid, pgrp, ...); [] for a process gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def running(pid: int) -> bool:
+    """The process exists and is not a zombie (an orphan's zombie waits for whoever reaps it)."""
+    stat = _stat(pid)
+    return bool(stat) and stat[0] != "Z"
+
+
+def live_members(pgid: int) -> list[int]:
+    """The running processes of a process group."""
+    return [int(p.name) for p in Path("/proc").glob("[0-9]*") if (stat := _stat(p.name))
+            and int(stat[2]) == pgid and stat[0] != "Z"]
+
+
+def children(pid: int, words: str) -> list[int]:
+    """The running processes whose parent is pid and whose command line holds words."""
+    found = []
+    for p in Path("/proc").glob("[0-9]*"):
+        stat = _stat(p.name)
+        if stat and int(stat[1]) == pid and stat[0] != "Z":
+            try:
+                if words in (p / "cmdline").read_text().replace("\0", " "):
+                    found.append(int(p.name))
+            except OSError:
+                continue
+    return found
+
+
 def _reading_the_terminal(pid: int) -> bool:
     """Whether a thread of the process sleeps in a terminal read (Linux's wchan; True where /proc lacks it)."""
     try:

@@ -18,6 +18,7 @@ from nemo_rl_gke.runner import TRANSIENT, Interrupted, Runner
 from nemo_rl_gke.settings import ConfigError
 from nemo_rl_gke.tasks.cli import ReaderSafe
 from nemo_rl_gke.tools import Ran, ToolError
+from support.fake import running
 
 SECRET = "hf_STREAMEDsecret4242"
 
@@ -567,11 +568,11 @@ def test_a_signal_while_the_main_thread_starts_a_command_is_raised_once_it_is_re
         with pytest.raises(tools_module.Ended):
             seam.run(["sleep", "30"], stdin=None, timeout=60)
         deadline = time.monotonic() + 10
-        while _alive(pids[0]) and time.monotonic() < deadline:
+        while running(pids[0]) and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert (_alive(pids[0]), seam._running) == (False, {})  # ended, and forgotten
+        assert (running(pids[0]), seam._running) == (False, {})  # ended, and forgotten
     finally:
-        if pids and _alive(pids[0]):
+        if pids and running(pids[0]):
             os.kill(pids[0], signal.SIGKILL)
 
 
@@ -619,13 +620,6 @@ def test_seams_made_by_many_threads_at_once_are_all_known(monkeypatch):
     finally:
         sys.setswitchinterval(before)
     assert {id(ref()) for ref in tools_module._SEAMS} == {id(seam) for seam in made}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def test_a_stream_ended_by_sigterm_ends_the_run_not_only_itself(monkeypatch):
