@@ -126,6 +126,8 @@ def cloud(stack: ExitStack, root: Path, scale: float, pycache: Path | None = Non
                     FAKECLOUD_TIME_SCALE=str(scale))
     if pycache is not None:
         fake.env.update(PYTHONDONTWRITEBYTECODE="", PYTHONPYCACHEPREFIX=str(pycache))  # "": not set, to Python
+    else:  # no bytecode read or written (the tests' shared cache would otherwise serve it)
+        fake.env.update(PYTHONDONTWRITEBYTECODE="1", PYTHONPYCACHEPREFIX=str(root / "no-bytecode"))
     return fake
 
 

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,6 +23,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 FAKE_BIN = REPO / "tests" / "fakecloud" / "bin"
 sys.path.insert(0, str(REPO / "tests" / "fakecloud"))
+
+# Where the processes a test starts (invoke, the fake tools) keep their bytecode, shared by the whole run and the
+# next one, as an installed package and gcloud have theirs: a machine that sets PYTHONDONTWRITEBYTECODE (this one
+# and its CI do) would otherwise compile the fake tools and our package in every process, ~25 ms each.
+PYCACHE = Path(tempfile.gettempdir()) / f"nemo-rl-gke-tests-pycache-{os.getuid()}"
 
 TEST_HF_TOKEN = "hf_PLANTEDsecretVALUE1234"
 TEST_WANDB_KEY = "wandbPLANTEDsecretVALUE5678"
@@ -103,6 +109,8 @@ class FakeCloud:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("FAKECLOUD_", "ENV_FILE", "INVOKE_"))}
         for key in read_env_example():
             env.pop(key, None)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env.setdefault("PYTHONPYCACHEPREFIX", str(PYCACHE))
         env.update({
             "PATH": f"{FAKE_BIN}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
             "FAKECLOUD_STATE": str(self.state_dir),

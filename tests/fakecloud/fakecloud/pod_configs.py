@@ -12,8 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 KEYS_FILE = Path(__file__).resolve().parents[3] / "nemo_rl_gke" / "data" / "nemo_rl_v0.5.0_keys.yaml"
 BASE = "grpo_math_1B.yaml"
 GEMMA_8N8G = "recipes/llm/grpo-gemma3-27b-it-8n8g-fsdp2tp8-actckpt-long.yaml"
@@ -62,6 +60,8 @@ def _with(tree: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
 
 def write(configs_dir: Path) -> None:
     """Write the three recipes under configs_dir (…/examples/configs)."""
+    import yaml  # only when a pod's root is seeded: every kubectl call imports this module
+
     paths = [str(p) for p in yaml.safe_load(KEYS_FILE.read_text())["paths"]]
     for name, parent, values in CHAIN:
         body = _tree(paths, values) if parent is None else {"defaults": parent, **_with({}, values)}
