@@ -169,8 +169,8 @@ def bucket_lease(s: Settings, what: str, *, force: bool = False) -> Iterator[int
 
     generation: int | None = None
     try:
-        # SIGTERM or SIGHUP in the take or the release (tools.deferring) comes after it, inside this try: a lease
-        # created without its record, or left unreleased, would refuse every machine for 3 hours.
+        # Ctrl-C, SIGTERM or SIGHUP in the take or the release (tools.deferring) comes after it, inside this try: a
+        # lease created without its record, or left unreleased, would refuse every machine for 3 hours.
         with tools.deferring():
             generation, note = _take(s, blob_of, what, now, force, left, record)
         if generation is None:  # no bucket yet (a first `up` creates it): nothing to hold
@@ -186,7 +186,7 @@ def bucket_lease(s: Settings, what: str, *, force: bool = False) -> Iterator[int
                 HELD.remove((s, what, generation))
                 with gcs_client.calling("releasing the lock"):
                     release_lease(blob_of(), generation)
-                record.unlink(missing_ok=True)  # only once let go: a run ended before (a second Ctrl-C) leaves it
+                record.unlink(missing_ok=True)  # only once let go: a run killed before (SIGKILL) leaves it
 
 
 def _take(s: Settings, blob_of: Callable[[], Blob], what: str, now: float, force: bool,

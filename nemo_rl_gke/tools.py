@@ -193,6 +193,7 @@ class Processes:
                 _terminate(proc)
             if isinstance(stop, Ended) or _EVERY:  # SIGTERM, SIGHUP: the whole run ends, not only this command
                 raise
+            CTRL_C.clear()  # taken here: the run goes on, and its next Ctrl-C is a first one
             return 130
         finally:
             if proc is not None:
@@ -204,6 +205,9 @@ class Processes:
 # Every seam of this process, and why end_every_tool ended them all (set once: what starts later ends at once).
 _SEAMS: list[weakref.ref[Processes]] = []
 _EVERY: list[str] = []
+# The Ctrl-Cs of this run since the last one a stream took (tasks/context.ended_like_ctrl_c counts them): the
+# second, while the first's ending is under way, is said and not raised, so it cannot cut that ending short.
+CTRL_C: list[int] = []
 # How deep this thread is in `deferring` blocks, and what a signal's handler held meanwhile: the handler runs in
 # the main thread, so only the main thread's own outermost block raises it.
 _deferring = threading.local()

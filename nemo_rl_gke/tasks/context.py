@@ -64,6 +64,8 @@ def task(*args: Any, **kwargs: Any) -> Callable[..., Any]:
 # (SIGHUP). ENDED_BY: the one that did, once it did.
 ENDING_SIGNALS = ("SIGTERM", "SIGHUP")
 ENDED_BY: list[int] = []
+AGAIN = (b"\ninterrupted again: still stopping what was under way and letting go of the lock; "
+         b"Ctrl-C once more leaves at once (the lock may then stay until it expires).\n")
 
 
 @contextlib.contextmanager
@@ -75,10 +77,17 @@ def ended_like_ctrl_c() -> Iterator[None]:
     started since and nothing more (the run is ending: its `finally` must not be cut short). Only the main
     thread can set handlers: a task run from another thread changes nothing. Once a signal came, however the
     block ends (Ended; a tool it ended, a refusal or a wait cut short on the way out; its raise lost in a hook
-    that ignores exceptions), the task exits 128 + the signal."""
+    that ignores exceptions), the task exits 128 + the signal.
+
+    Ctrl-C (SIGINT, where Python's own handler has it) stays Python's KeyboardInterrupt, held like the others
+    through a step that must not be cut in two (tools.deferring): the lease's take and its record, its release.
+    Raised there, it left the lease for 3 hours. A second Ctrl-C while the first one's ending is under way is
+    said, not raised: an impatient user's second press cut the ending short (the lease left; a traceback from
+    a lock it interrupted). A third leaves at once."""
+    import os
     import signal
 
-    from ..tools import Ended, end_every_tool, raise_unless_deferred  # not in the handler: no import there
+    from ..tools import CTRL_C, Ended, end_every_tool, raise_unless_deferred  # not in the handler: no import there
 
     def ended(number: int, _frame: object) -> None:
         end_every_tool(f"ended: invoke got {signal.Signals(number).name}")
@@ -86,11 +95,23 @@ def ended_like_ctrl_c() -> Iterator[None]:
             ENDED_BY.append(number)
             raise_unless_deferred(Ended())
 
+    def interrupted(_number: int, _frame: object) -> None:
+        CTRL_C.append(_number)
+        if len(CTRL_C) == 2:
+            with contextlib.suppress(OSError):  # os.write: no lock a print would take (the main thread may hold it)
+                os.write(2, AGAIN)
+            return
+        raise_unless_deferred(KeyboardInterrupt())
+
     before = {}
-    for name in ENDING_SIGNALS if threading.current_thread() is threading.main_thread() else ():
-        number = signal.Signals[name]
-        if signal.getsignal(number) != signal.SIG_IGN:
-            before[number] = signal.signal(number, ended)
+    if threading.current_thread() is threading.main_thread():
+        for name in ENDING_SIGNALS:
+            number = signal.Signals[name]
+            if signal.getsignal(number) != signal.SIG_IGN:
+                before[number] = signal.signal(number, ended)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not ignored, not someone else's
+            CTRL_C.clear()
+            before[signal.SIGINT] = signal.signal(signal.SIGINT, interrupted)
     try:
         yield
     except BaseException:

@@ -170,6 +170,89 @@ def test_context_task_sigterm_ends_it_as_ctrl_c_does_and_a_nohup_sighup_stays_ig
     assert (seen, after) == (["SIGHUP ignored", "finally"], (sentinel, signal.SIG_IGN))
 
 
+def test_context_task_ctrl_c_is_held_through_a_deferred_step_and_raised_at_once_elsewhere(monkeypatch):
+    """Ctrl-C in a step that must not be cut in two (tools.deferring: the lease's take, its release, a command's
+    fork) comes as KeyboardInterrupt at the step's end; anywhere else at once, as Python's own handler raises it.
+    The task exits 130, and Python's handler is back afterwards."""
+    import os
+    import signal
+    import time
+
+    from invoke import Context
+
+    from nemo_rl_gke import tools
+
+    monkeypatch.setattr(context, "ENDED_BY", [])
+    seen: list[str] = []
+
+    @context.task(name="steps")
+    def steps(c):
+        with tools.deferring():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.2)  # the handler runs here
+            seen.append("step done")
+        seen.append("after the step")
+
+    @context.task(name="plain")
+    def plain(c):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)
+        seen.append("went on")
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's, as `invoke` starts with it
+    try:
+        codes = []
+        for body in (steps, plain):
+            with pytest.raises(Exit) as ended:
+                body(Context())
+            codes.append(ended.value.code)
+        after = signal.getsignal(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert (codes, seen, after) == ([130, 130], ["step done"], signal.default_int_handler)
+
+
+def test_context_task_a_second_ctrl_c_does_not_cut_the_ending_short_and_a_third_leaves(monkeypatch, capfd):
+    """The first Ctrl-C ends the body; a second during its ending (the `finally` that ends the steps and lets go
+    of the lock) is said, not raised: raised there it cut the ending short. A third leaves at once."""
+    import os
+    import signal
+    import time
+
+    from invoke import Context
+
+    monkeypatch.setattr(context, "ENDED_BY", [])
+    seen: list[str] = []
+
+    def ctrl_c(wait: float) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(wait)  # the handler runs here
+
+    @context.task(name="ending")
+    def ending(c):
+        try:
+            ctrl_c(5)
+            seen.append("went on")
+        finally:
+            ctrl_c(0.2)
+            seen.append("ending done")
+            try:
+                ctrl_c(5)
+                seen.append("third ignored")
+            except KeyboardInterrupt:
+                seen.append("third raised")
+                raise
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's, as `invoke` starts with it
+    try:
+        with pytest.raises(Exit) as ended:
+            ending(Context())
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert (ended.value.code, seen) == (130, ["ending done", "third raised"])
+    assert capfd.readouterr().err.count("interrupted again: still stopping what was under way") == 1
+
+
 def test_context_task_a_lost_sigterm_still_ends_the_task(monkeypatch):
     """The handler's raise can be lost (raised in a hook that ignores exceptions, or caught on its way): the body
     then returns, and the task still ends 128 + the signal instead of 0."""

@@ -9,7 +9,9 @@ import stat
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -628,7 +630,32 @@ def test_a_stream_ended_by_sigterm_ends_the_run_not_only_itself(monkeypatch):
     and the task ended 0."""
     monkeypatch.setattr(tools_module, "_EVERY", [])
     monkeypatch.setattr(tools_module, "_SEAMS", [])
-    seam = tools_module.Processes()
+
+    def handler(_number, _frame):  # what tasks/context's handler does
+        tools_module.end_every_tool("ended: invoke got SIGTERM")
+        tools_module.raise_unless_deferred(tools_module.Ended())
+
+    with pytest.raises(tools_module.Ended):
+        _stream_signalled(tools_module.Processes(), handler)
+
+
+def test_a_stream_that_takes_a_ctrl_c_makes_the_runs_next_one_a_first_again(monkeypatch):
+    """Ctrl-C in a followed log stops that command and the run goes on: the count of Ctrl-Cs (tools.CTRL_C, by
+    which a second one during the run's ending is said and not raised) starts again, so the next one stops it."""
+    monkeypatch.setattr(tools_module, "_EVERY", [])
+    monkeypatch.setattr(tools_module, "_SEAMS", [])
+    monkeypatch.setattr(tools_module, "CTRL_C", [])
+
+    def handler(number, _frame):  # tasks/context's Ctrl-C handler, at a first Ctrl-C
+        tools_module.CTRL_C.append(number)
+        raise KeyboardInterrupt
+
+    code = _stream_signalled(tools_module.Processes(), handler)
+    assert (code, tools_module.CTRL_C) == (130, [])
+
+
+def _stream_signalled(seam: tools_module.Processes, handler: Callable[[int, Any], None]) -> int:
+    """seam.stream of `sleep 30`, handler run in the main thread (as SIGUSR1) once it waits for the process."""
     main = threading.get_ident()
 
     def waiting() -> bool:  # the main thread waits for the stream's process (past its start)
@@ -639,20 +666,15 @@ def test_a_stream_ended_by_sigterm_ends_the_run_not_only_itself(monkeypatch):
             frame = frame.f_back
         return False
 
-    def ended_soon() -> None:
+    def soon() -> None:
         deadline = time.monotonic() + 10
         while not waiting() and time.monotonic() < deadline:
             time.sleep(0.01)
         signal.pthread_kill(main, signal.SIGUSR1)
 
-    def handler(_number, _frame):  # what tasks/context's handler does
-        tools_module.end_every_tool("ended: invoke got SIGTERM")
-        tools_module.raise_unless_deferred(tools_module.Ended())
-
     before = signal.signal(signal.SIGUSR1, handler)
     try:
-        threading.Thread(target=ended_soon, daemon=True).start()
-        with pytest.raises(tools_module.Ended):
-            seam.stream(["sleep", "30"], stdin=None, out=lambda line: False, err=lambda line: None)
+        threading.Thread(target=soon, daemon=True).start()
+        return seam.stream(["sleep", "30"], stdin=None, out=lambda line: False, err=lambda line: None)
     finally:
         signal.signal(signal.SIGUSR1, before)
