@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from invoke.exceptions import Exit
 
@@ -105,19 +105,21 @@ def take_lease(blob_of: Callable[[], Blob], body: LeaseBody, now: float, *, forc
 
     from google.api_core import exceptions
 
+    bounded = _bounded()
     blob = blob_of()
     try:  # the precondition makes the create atomic: of two machines, one gets 412
-        blob.upload_from_string(json.dumps(body), content_type="application/json", if_generation_match=0)
+        blob.upload_from_string(json.dumps(body), content_type="application/json", if_generation_match=0,
+                                **bounded)
         return int(blob.generation or 0), ""
     except exceptions.PreconditionFailed:
         held = blob_of()
     try:
-        held.reload()
+        held.reload(**bounded)
     except exceptions.NotFound:  # released between our create and our read: start again
         return take_lease(blob_of, body, now, force=force, left=left)
     read = int(held.generation or 0)  # the generation every later request is conditioned on
     try:
-        current: LeaseBody = json.loads(held.download_as_bytes(if_generation_match=read) or b"{}")
+        current: LeaseBody = json.loads(held.download_as_bytes(if_generation_match=read, **bounded) or b"{}")
     except exceptions.NotFound:  # released meanwhile: start again
         return take_lease(blob_of, body, now, force=force, left=left)
     except (exceptions.PreconditionFailed, ValueError):
@@ -129,7 +131,7 @@ def take_lease(blob_of: Callable[[], Blob], body: LeaseBody, now: float, *, forc
     replacing = blob_of()
     try:
         replacing.upload_from_string(json.dumps(body), content_type="application/json",
-                                     if_generation_match=read)
+                                     if_generation_match=read, **bounded)
     except exceptions.PreconditionFailed:  # another machine took it between our read and write
         return None, "another run took the lock at this moment"
     if ours and not expired:
@@ -143,9 +145,17 @@ def release_lease(blob: Blob, generation: int) -> None:
     from google.api_core import exceptions
 
     try:
-        blob.delete(if_generation_match=generation)
+        blob.delete(if_generation_match=generation, **_bounded())
     except (exceptions.NotFound, exceptions.PreconditionFailed):
         pass  # taken over with --force-unlock, or gone: not ours to delete any more
+
+
+def _bounded() -> dict[str, Any]:
+    """Each lease request's timeout and retries, bounded as every other call of ours (gcs_client): the library's
+    default retries for 120 s, and a signal waits for the take or the release (tools.deferring)."""
+    from . import gcs_client
+
+    return {"timeout": gcs_client.CALL_TIMEOUT, "retry": gcs_client.retry()}
 
 
 @contextmanager
@@ -275,7 +285,7 @@ def _lease_now(s: Settings) -> tuple[int, LeaseBody] | None:
 
     from . import gcs_client
 
-    bounded = {"timeout": gcs_client.CALL_TIMEOUT, "retry": gcs_client.retry()}
+    bounded = _bounded()
     blob = gcs_client.client(s).bucket(s.bucket).get_blob(lease_name(s), **bounded)
     if blob is None:
         return None

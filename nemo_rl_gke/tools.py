@@ -108,6 +108,7 @@ class Processes:
         launched = time.monotonic()
         key: int | None = None
         timer: _Deadline | None = None
+        proc: Any = None
         try:
             with deferring():  # a signal's raise held meanwhile comes at its end, inside this try
                 proc = _start(argv, _in=stdin, _tty_out=False)
@@ -123,6 +124,10 @@ class Processes:
                 return Ran(_signalled(proc), _text(proc.stdout), _signal_line(proc, _text(proc.stderr)),
                            signal=abs(int(proc.exit_code)))
             return Ran(ENDED, "", why)
+        except KeyboardInterrupt:  # no one waits for it now: end it (a Ctrl-C held over its start, at the
+            if proc is not None:  # block's end, came before it was in the terminal's group, and never reached it)
+                _terminate(proc)
+            raise
         finally:
             if timer is not None:
                 timer.cancel()

@@ -64,8 +64,8 @@ def task(*args: Any, **kwargs: Any) -> Callable[..., Any]:
 # (SIGHUP). ENDED_BY: the one that did, once it did.
 ENDING_SIGNALS = ("SIGTERM", "SIGHUP")
 ENDED_BY: list[int] = []
-AGAIN = (b"\ninterrupted again: still stopping what was under way and letting go of the lock; "
-         b"Ctrl-C once more leaves at once (the lock may then stay until it expires).\n")
+AGAIN = (b"\ninterrupted again: still stopping what was under way (and letting go of the lock, if this task holds "
+         b"it); Ctrl-C once more leaves at once (the lock may then stay until it expires).\n")
 
 
 @contextlib.contextmanager
@@ -83,7 +83,7 @@ def ended_like_ctrl_c() -> Iterator[None]:
     through a step that must not be cut in two (tools.deferring): the lease's take and its record, its release.
     Raised there, it left the lease for 3 hours. A second Ctrl-C while the first one's ending is under way is
     said, not raised: an impatient user's second press cut the ending short (the lease left; a traceback from
-    a lock it interrupted). A third leaves at once."""
+    a lock it interrupted). A third leaves at once, even from a step the first one waits for."""
     import os
     import signal
 
@@ -101,6 +101,8 @@ def ended_like_ctrl_c() -> Iterator[None]:
             with contextlib.suppress(OSError):  # os.write: no lock a print would take (the main thread may hold it)
                 os.write(2, AGAIN)
             return
+        if len(CTRL_C) > 2:
+            raise KeyboardInterrupt
         raise_unless_deferred(KeyboardInterrupt())
 
     before = {}

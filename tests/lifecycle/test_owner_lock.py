@@ -33,30 +33,43 @@ class Store:
 
 
 class Blob:
+    """Every request must be bounded as our other Cloud Storage calls are (gcs_client): the library's default
+    retries for 120 s, and a signal (Ctrl-C too) waits for the lease's take and release."""
+
     def __init__(self, store: Store):
         self.store, self.generation = store, None
 
-    def reload(self):
+    def reload(self, *, timeout, retry):
+        _bounded(timeout, retry)
         if self.store.data is None:
             raise exceptions.NotFound("no lease")
         self.generation = self.store.generation
 
-    def download_as_bytes(self, if_generation_match=None):
+    def download_as_bytes(self, if_generation_match=None, *, timeout, retry):
+        _bounded(timeout, retry)
         if if_generation_match is not None and if_generation_match != self.store.generation:
             raise exceptions.PreconditionFailed("generation")
         return self.store.data
 
-    def upload_from_string(self, text, content_type=None, if_generation_match=None):
+    def upload_from_string(self, text, content_type=None, if_generation_match=None, *, timeout, retry):
+        _bounded(timeout, retry)
         current = self.store.generation if self.store.data is not None else 0
         if if_generation_match is not None and if_generation_match != current:
             raise exceptions.PreconditionFailed("generation")
         self.store.data, self.store.generation = text.encode(), self.store.generation + 1
         self.generation = self.store.generation
 
-    def delete(self, if_generation_match=None):
+    def delete(self, if_generation_match=None, *, timeout, retry):
+        _bounded(timeout, retry)
         if if_generation_match is not None and if_generation_match != self.store.generation:
             raise exceptions.PreconditionFailed("generation")
         self.store.data = None
+
+
+def _bounded(timeout, retry) -> None:
+    from nemo_rl_gke import gcs_client
+
+    assert (timeout, retry.timeout) == (gcs_client.CALL_TIMEOUT, gcs_client.DEADLINE_SECONDS)
 
 
 def body(host, now, *, expires_in=3600):
@@ -119,13 +132,13 @@ def test_owner_lock_free_lock_is_taken_in_one_request():
     store, now, asked = Store(), time.time(), []
 
     class Counted(Blob):
-        def reload(self):
+        def reload(self, **bounded):
             asked.append("reload")
-            super().reload()
+            super().reload(**bounded)
 
-        def upload_from_string(self, text, content_type=None, if_generation_match=None):
+        def upload_from_string(self, text, content_type=None, if_generation_match=None, **bounded):
             asked.append("create")
-            super().upload_from_string(text, content_type, if_generation_match)
+            super().upload_from_string(text, content_type, if_generation_match, **bounded)
 
     taken, _ = lock.take_lease(lambda: Counted(store), body("laptop-1", now), now, force=False)
     assert taken and asked == ["create"]
@@ -135,10 +148,10 @@ def test_owner_lock_create_race_loser_reads_the_winner():
     store, now = Store(), time.time()
 
     class Racing(Blob):
-        def upload_from_string(self, text, content_type=None, if_generation_match=None):
+        def upload_from_string(self, text, content_type=None, if_generation_match=None, **bounded):
             if store.data is None:  # the other machine wins between our existence check and our create
-                Blob(store).upload_from_string(json.dumps(body("winner", now)), if_generation_match=0)
-            super().upload_from_string(text, content_type, if_generation_match)
+                Blob(store).upload_from_string(json.dumps(body("winner", now)), if_generation_match=0, **bounded)
+            super().upload_from_string(text, content_type, if_generation_match, **bounded)
 
     taken, note = lock.take_lease(lambda: Racing(store), body("loser", now), now, force=False)
     assert (taken, "winner" in note) == (None, True)

@@ -253,6 +253,38 @@ def test_context_task_a_second_ctrl_c_does_not_cut_the_ending_short_and_a_third_
     assert capfd.readouterr().err.count("interrupted again: still stopping what was under way") == 1
 
 
+def test_context_task_a_third_ctrl_c_leaves_even_a_step_the_first_one_waits_for(monkeypatch):
+    """A step a Ctrl-C waits for (tools.deferring: the lease's take or release on a slow bucket) can last: the
+    first press waits for it, the second is said, the third leaves at once, as the note promises."""
+    import os
+    import signal
+    import time
+
+    from invoke import Context
+
+    from nemo_rl_gke import tools
+
+    monkeypatch.setattr(context, "ENDED_BY", [])
+    seen: list[str] = []
+
+    @context.task(name="stuck")
+    def stuck(c):
+        with tools.deferring():
+            for _ in range(3):
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.2)  # the handler runs here
+                seen.append("pressed")
+            seen.append("step done")
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's, as `invoke` starts with it
+    try:
+        with pytest.raises(Exit) as ended:
+            stuck(Context())
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert (ended.value.code, seen) == (130, ["pressed", "pressed"])
+
+
 def test_context_task_a_lost_sigterm_still_ends_the_task(monkeypatch):
     """The handler's raise can be lost (raised in a hook that ignores exceptions, or caught on its way): the body
     then returns, and the task still ends 128 + the signal instead of 0."""

@@ -654,6 +654,43 @@ def test_a_stream_that_takes_a_ctrl_c_makes_the_runs_next_one_a_first_again(monk
     assert (code, tools_module.CTRL_C) == (130, [])
 
 
+def test_a_ctrl_c_held_over_a_commands_start_ends_that_command(monkeypatch):
+    """A Ctrl-C while the main thread starts a command is held until the command is registered
+    (tools.deferring), then raised. Come before the fork, it reached this process alone: the command never got
+    it and, no longer waited for, went on running after "interrupted". run ends it."""
+    from nemo_rl_gke.tasks import context
+
+    monkeypatch.setattr(context, "ENDED_BY", [])
+    monkeypatch.setattr(tools_module, "_EVERY", [])
+    monkeypatch.setattr(tools_module, "_SEAMS", [])
+    real_find, started = tools_module.find_tool, []
+
+    def ctrl_c_then_find(tool: str) -> str:  # in `_start`, before the fork
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)  # the handler runs here, and holds its raise
+        return real_find(tool)
+
+    monkeypatch.setattr(tools_module, "find_tool", ctrl_c_then_find)
+    seam = tools_module.Processes()
+    real_register = seam._register
+
+    def register(argv: list[str], launched: float, proc: Any) -> int:
+        started.append(proc.pid)
+        return real_register(argv, launched, proc)
+
+    monkeypatch.setattr(seam, "_register", register)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's, as `invoke` starts with it
+    try:
+        with pytest.raises(KeyboardInterrupt), context.ended_like_ctrl_c():
+            seam.run(["sleep", "37"], stdin=None, timeout=None)
+    finally:
+        signal.signal(signal.SIGINT, before)
+    deadline = time.monotonic() + 5
+    while started and running(started[0]) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(started) == 1 and not running(started[0])
+
+
 def _stream_signalled(seam: tools_module.Processes, handler: Callable[[int, Any], None]) -> int:
     """seam.stream of `sleep 30`, handler run in the main thread (as SIGUSR1) once it waits for the process."""
     main = threading.get_ident()
