@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -26,8 +25,9 @@ sys.path.insert(0, str(REPO / "tests" / "fakecloud"))
 
 # Where the processes a test starts (invoke, the fake tools) keep their bytecode, shared by the whole run and the
 # next one, as an installed package and gcloud have theirs: a machine that sets PYTHONDONTWRITEBYTECODE (this one
-# and its CI do) would otherwise compile the fake tools and our package in every process, ~25 ms each.
-PYCACHE = Path(tempfile.gettempdir()) / f"nemo-rl-gke-tests-pycache-{os.getuid()}"
+# and its CI do) would otherwise compile the fake tools and our package in every process, ~25 ms each. In the
+# user's own cache, not a fixed /tmp path another user of the machine could create first and fill.
+PYCACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nemo-rl-gke" / "tests-pycache"
 
 TEST_HF_TOKEN = "hf_PLANTEDsecretVALUE1234"
 TEST_WANDB_KEY = "wandbPLANTEDsecretVALUE5678"
