@@ -95,8 +95,8 @@ def ended_like_ctrl_c() -> Iterator[None]:
             ENDED_BY.append(number)
             raise_unless_deferred(Ended())
 
-    def interrupted(_number: int, _frame: object) -> None:
-        CTRL_C.append(_number)
+    def interrupted(number: int, _frame: object) -> None:
+        CTRL_C.append(number)
         if len(CTRL_C) == 2:
             with contextlib.suppress(OSError):  # os.write: no lock a print would take (the main thread may hold it)
                 os.write(2, AGAIN)
