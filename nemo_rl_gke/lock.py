@@ -194,8 +194,14 @@ def bucket_lease(s: Settings, what: str, *, force: bool = False) -> Iterator[int
         if generation is not None:
             with tools.deferring():  # first: nothing between the body's end and the release a signal could cut
                 HELD.remove((s, what, generation))
-                with gcs_client.calling("releasing the lock"):
-                    release_lease(blob_of(), generation)
+                try:
+                    with gcs_client.calling("releasing the lock"):
+                        release_lease(blob_of(), generation)
+                except Exception as exc:
+                    if tools.holding():  # the signal's "interrupted" replaces this error on the way out: say it
+                        print(f"error: the lock was not let go (this machine's next run takes it over): {exc}",
+                              file=sys.stderr)
+                    raise
                 record.unlink(missing_ok=True)  # only once let go: a run killed before (SIGKILL) leaves it
 
 

@@ -241,6 +241,12 @@ def raise_unless_deferred(stop: BaseException) -> None:
     raise stop
 
 
+def holding() -> bool:
+    """Whether a signal's raise waits for the end of this thread's `deferring` block (and will replace any error
+    the block ends with: say that error before, if it matters)."""
+    return getattr(_deferring, "held", None) is not None
+
+
 @contextmanager
 def deferring() -> Iterator[None]:
     """A step a signal's raise must not cut in two (a command's fork and its registration; the lease's take and

@@ -645,3 +645,41 @@ def test_owner_lock_a_ctrl_c_in_the_leases_take_or_release_still_lets_it_go(clou
     assert (steps, blob.exists(), record.exists(), lock.HELD) == (
         ["body", "release"] if during == "release" else ["take"], False, False, [])
     assert after is signal.default_int_handler
+
+
+def test_owner_lock_a_release_that_fails_under_a_held_ctrl_c_still_says_the_lock_stayed(cloud, monkeypatch, tmp_path,
+                                                                                     capsys):
+    # A Ctrl-C during the release waits for it (tools.deferring), then its KeyboardInterrupt replaces whatever the
+    # release ended with: a release that failed (the bucket unreachable) said only "interrupted", and nothing told
+    # the user the lock had stayed. The failure is said first.
+    import signal
+
+    import requests
+
+    from nemo_rl_gke import tools
+    from nemo_rl_gke.tasks import context
+
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", cloud.env["STORAGE_EMULATOR_HOST"])
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(context, "ENDED_BY", [])
+    monkeypatch.setattr(tools, "_EVERY", [])
+    _client(cloud).create_bucket(BUCKET)
+    blob = _client(cloud).bucket(BUCKET).blob("nemo-rl-gke/lock-nemo-rl.json")
+    (tmp_path / "cache" / "nemo-rl-gke").mkdir(parents=True)
+
+    def unreachable(*_args, **_kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)  # the handler runs here, and holds its raise
+        raise requests.exceptions.ConnectionError("connection refused")
+
+    monkeypatch.setattr(lock, "release_lease", unreachable)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's, as `invoke` starts with it
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with context.ended_like_ctrl_c(), lock.bucket_lease(example_settings(), "down"):
+                pass
+    finally:
+        signal.signal(signal.SIGINT, before)
+    err = capsys.readouterr().err
+    said = "error: the lock was not let go (this machine's next run takes it over): Cloud Storage at"
+    assert (said in err, "(releasing the lock: ConnectionError)" in err, blob.exists()) == (True, True, True), err
