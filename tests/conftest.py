@@ -14,6 +14,17 @@ def fake(tmp_path) -> FakeCloud:
     return cloud
 
 
+@pytest.fixture
+def pythons_sigint():
+    """SIGINT at Python's own handler while the test runs, as `invoke` starts with it (the test runner may have
+    set another), and as it was afterwards."""
+    import signal
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 # ---- the reliability suite's counts line, summed over pytest-xdist workers --------------------------
 def pytest_sessionfinish(session):
     workeroutput = getattr(session.config, "workeroutput", None)

@@ -15,7 +15,15 @@ import pytest
 from google.api_core import exceptions
 
 from nemo_rl_gke import lock
-from support.fake import FakeCloud, children, example_settings, live_members, read_env_example, running
+from support.fake import (
+    FakeCloud,
+    children,
+    example_settings,
+    live_members,
+    press_ctrl_c,
+    read_env_example,
+    running,
+)
 
 PROJECT = read_env_example()["PROJECT_ID"]
 BUCKET = f"nemo-rl-{PROJECT}"
@@ -568,6 +576,22 @@ def test_owner_lock_a_closed_terminal_ends_the_run_and_lets_go(cloud):
     assert not lease.exists()
 
 
+def _lease_on_the_emulator(cloud: FakeCloud, monkeypatch: Any, tmp_path: Any) -> tuple[Any, Any]:
+    """This process's lease calls pointed at the cloud's GCS emulator, with the bucket made, no signal noted yet:
+    (the lease's blob, this machine's record of it)."""
+    from nemo_rl_gke import tools
+    from nemo_rl_gke.tasks import context
+
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", cloud.env["STORAGE_EMULATOR_HOST"])
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(context, "ENDED_BY", [])
+    monkeypatch.setattr(tools, "_EVERY", [])
+    _client(cloud).create_bucket(BUCKET)
+    record = tmp_path / "cache" / "nemo-rl-gke" / "my-nemo-project-nemo-rl.lease"
+    record.parent.mkdir(parents=True)  # state_lock's directory
+    return _client(cloud).bucket(BUCKET).blob("nemo-rl-gke/lock-nemo-rl.json"), record
+
+
 @pytest.mark.parametrize("during", ["take", "release"])
 def test_owner_lock_a_signal_in_the_leases_take_or_release_still_lets_it_go(cloud, monkeypatch, tmp_path, during):
     # SIGTERM (or SIGHUP) as Cloud Storage answers the lease's create, or its release: raised there, it left a
@@ -576,12 +600,7 @@ def test_owner_lock_a_signal_in_the_leases_take_or_release_still_lets_it_go(clou
     # is let go.
     from nemo_rl_gke import tools
 
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", cloud.env["STORAGE_EMULATOR_HOST"])
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    _client(cloud).create_bucket(BUCKET)
-    blob = _client(cloud).bucket(BUCKET).blob("nemo-rl-gke/lock-nemo-rl.json")
-    record = tmp_path / "cache" / "nemo-rl-gke" / "my-nemo-project-nemo-rl.lease"
-    record.parent.mkdir(parents=True)  # state_lock's directory
+    blob, record = _lease_on_the_emulator(cloud, monkeypatch, tmp_path)
     real = getattr(lock, f"{during}_lease")
     body_ran = []
 
@@ -599,87 +618,57 @@ def test_owner_lock_a_signal_in_the_leases_take_or_release_still_lets_it_go(clou
 
 
 @pytest.mark.parametrize("during", ["take", "release"])
-def test_owner_lock_a_ctrl_c_in_the_leases_take_or_release_still_lets_it_go(cloud, monkeypatch, tmp_path, during):
+def test_owner_lock_a_ctrl_c_in_the_leases_take_or_release_still_lets_it_go(cloud, monkeypatch, tmp_path, during,
+                                                                            pythons_sigint):
     # A real Ctrl-C under a task's handlers (context.ended_like_ctrl_c): as the lease's create answers, or the
     # impatient second one as the release after the first starts. Python's own handler raised it right there: a
     # lease created and never recorded or released, or a release never sent; every machine refused for 3 hours.
     # It still raises KeyboardInterrupt, after the step: the lease is let go.
     import signal
 
-    from nemo_rl_gke import tools
     from nemo_rl_gke.tasks import context
 
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", cloud.env["STORAGE_EMULATOR_HOST"])
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setattr(context, "ENDED_BY", [])
-    monkeypatch.setattr(tools, "_EVERY", [])
-    _client(cloud).create_bucket(BUCKET)
-    blob = _client(cloud).bucket(BUCKET).blob("nemo-rl-gke/lock-nemo-rl.json")
-    record = tmp_path / "cache" / "nemo-rl-gke" / "my-nemo-project-nemo-rl.lease"
-    record.parent.mkdir(parents=True)
+    blob, record = _lease_on_the_emulator(cloud, monkeypatch, tmp_path)
     real = getattr(lock, f"{during}_lease")
     steps = []
 
-    def ctrl_c() -> None:
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.2)  # the handler runs here, in this (the main) thread
-
     def with_a_ctrl_c(*args, **kwargs):
         if during == "release":
-            ctrl_c()
+            press_ctrl_c(0.2)
         answer = real(*args, **kwargs)
         if during == "take":
-            ctrl_c()
+            press_ctrl_c(0.2)
         steps.append(during)
         return answer
 
     monkeypatch.setattr(lock, f"{during}_lease", with_a_ctrl_c)
-    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's, as `invoke` starts with it
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            with context.ended_like_ctrl_c(), lock.bucket_lease(example_settings(), "down"):
-                steps.append("body")
-        after = signal.getsignal(signal.SIGINT)
-    finally:
-        signal.signal(signal.SIGINT, before)
+    with pytest.raises(KeyboardInterrupt):
+        with context.ended_like_ctrl_c(), lock.bucket_lease(example_settings(), "down"):
+            steps.append("body")
     assert (steps, blob.exists(), record.exists(), lock.HELD) == (
         ["body", "release"] if during == "release" else ["take"], False, False, [])
-    assert after is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_owner_lock_a_release_that_fails_under_a_held_ctrl_c_still_says_the_lock_stayed(cloud, monkeypatch, tmp_path,
-                                                                                     capsys):
+                                                                                     capsys, pythons_sigint):
     # A Ctrl-C during the release waits for it (tools.deferring), then its KeyboardInterrupt replaces whatever the
     # release ended with: a release that failed (the bucket unreachable) said only "interrupted", and nothing told
     # the user the lock had stayed. The failure is said first.
-    import signal
-
     import requests
 
-    from nemo_rl_gke import tools
     from nemo_rl_gke.tasks import context
 
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", cloud.env["STORAGE_EMULATOR_HOST"])
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setattr(context, "ENDED_BY", [])
-    monkeypatch.setattr(tools, "_EVERY", [])
-    _client(cloud).create_bucket(BUCKET)
-    blob = _client(cloud).bucket(BUCKET).blob("nemo-rl-gke/lock-nemo-rl.json")
-    (tmp_path / "cache" / "nemo-rl-gke").mkdir(parents=True)
+    blob, _ = _lease_on_the_emulator(cloud, monkeypatch, tmp_path)
 
     def unreachable(*_args, **_kwargs):
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.2)  # the handler runs here, and holds its raise
+        press_ctrl_c(0.2)  # the handler holds its raise
         raise requests.exceptions.ConnectionError("connection refused")
 
     monkeypatch.setattr(lock, "release_lease", unreachable)
-    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's, as `invoke` starts with it
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            with context.ended_like_ctrl_c(), lock.bucket_lease(example_settings(), "down"):
-                pass
-    finally:
-        signal.signal(signal.SIGINT, before)
+    with pytest.raises(KeyboardInterrupt):
+        with context.ended_like_ctrl_c(), lock.bucket_lease(example_settings(), "down"):
+            pass
     err = capsys.readouterr().err
     said = "error: the lock was not let go (this machine's next run takes it over): Cloud Storage at"
     assert (said in err, "(releasing the lock: ConnectionError)" in err, blob.exists()) == (True, True, True), err

@@ -331,6 +331,15 @@ def in_a_terminal(cloud: FakeCloud, argv: list[str], answer: str | list[str],
             proc.kill()
 
 
+def press_ctrl_c(wait: float) -> None:
+    """A real Ctrl-C to this process, then `wait` seconds in which its handler runs (in the main thread)."""
+    import signal
+    import time
+
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(wait)
+
+
 def signals_as_a_terminal_gives_them() -> None:
     """In a test's child before exec: SIGINT, SIGTERM and SIGHUP at their default, whatever the suite ignores."""
     import signal

@@ -3,11 +3,15 @@ that refuse a bad value with exit 2; and install_usage_exit_codes on a Program."
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 from invoke import Collection, Exit, Program
 from invoke.parser import Parser
 
 from nemo_rl_gke.tasks import context
+from support.fake import press_ctrl_c
 
 
 def _make(name: str):
@@ -170,15 +174,12 @@ def test_context_task_sigterm_ends_it_as_ctrl_c_does_and_a_nohup_sighup_stays_ig
     assert (seen, after) == (["SIGHUP ignored", "finally"], (sentinel, signal.SIG_IGN))
 
 
-def test_context_task_ctrl_c_is_held_through_a_deferred_step_and_raised_at_once_elsewhere(monkeypatch):
+def test_context_task_ctrl_c_is_held_through_a_deferred_step_and_raised_at_once_elsewhere(monkeypatch,
+                                                                                         pythons_sigint):
     """Ctrl-C in a step that must not be cut in two (tools.deferring: the lease's take, its release, a command's
     fork) comes as KeyboardInterrupt at the step's end; anywhere else at once, as Python's own handler raises it.
     The task exits 130, and Python's handler is back afterwards."""
-    import os
     import signal
-    import time
-
-    from invoke import Context
 
     from nemo_rl_gke import tools
 
@@ -188,80 +189,48 @@ def test_context_task_ctrl_c_is_held_through_a_deferred_step_and_raised_at_once_
     @context.task(name="steps")
     def steps(c):
         with tools.deferring():
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(0.2)  # the handler runs here
+            press_ctrl_c(0.2)
             seen.append("step done")
         seen.append("after the step")
 
     @context.task(name="plain")
     def plain(c):
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(5)
+        press_ctrl_c(5)
         seen.append("went on")
 
-    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's, as `invoke` starts with it
-    try:
-        codes = []
-        for body in (steps, plain):
-            with pytest.raises(Exit) as ended:
-                body(Context())
-            codes.append(ended.value.code)
-        after = signal.getsignal(signal.SIGINT)
-    finally:
-        signal.signal(signal.SIGINT, before)
-    assert (codes, seen, after) == ([130, 130], ["step done"], signal.default_int_handler)
+    codes = [_exit_code(steps), _exit_code(plain)]
+    assert (codes, seen, signal.getsignal(signal.SIGINT)) == ([130, 130], ["step done"], signal.default_int_handler)
 
 
-def test_context_task_a_second_ctrl_c_does_not_cut_the_ending_short_and_a_third_leaves(monkeypatch, capfd):
+def test_context_task_a_second_ctrl_c_does_not_cut_the_ending_short_and_a_third_leaves(monkeypatch, capfd,
+                                                                                      pythons_sigint):
     """The first Ctrl-C ends the body; a second during its ending (the `finally` that ends the steps and lets go
     of the lock) is said, not raised: raised there it cut the ending short. A third leaves at once."""
-    import os
-    import signal
-    import time
-
-    from invoke import Context
-
     monkeypatch.setattr(context, "ENDED_BY", [])
     seen: list[str] = []
-
-    def ctrl_c(wait: float) -> None:
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(wait)  # the handler runs here
 
     @context.task(name="ending")
     def ending(c):
         try:
-            ctrl_c(5)
+            press_ctrl_c(5)
             seen.append("went on")
         finally:
-            ctrl_c(0.2)
+            press_ctrl_c(0.2)
             seen.append("ending done")
             try:
-                ctrl_c(5)
+                press_ctrl_c(5)
                 seen.append("third ignored")
             except KeyboardInterrupt:
                 seen.append("third raised")
                 raise
 
-    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's, as `invoke` starts with it
-    try:
-        with pytest.raises(Exit) as ended:
-            ending(Context())
-    finally:
-        signal.signal(signal.SIGINT, before)
-    assert (ended.value.code, seen) == (130, ["ending done", "third raised"])
+    assert (_exit_code(ending), seen) == (130, ["ending done", "third raised"])
     assert capfd.readouterr().err.count("interrupted again: still stopping what was under way") == 1
 
 
-def test_context_task_a_third_ctrl_c_leaves_even_a_step_the_first_one_waits_for(monkeypatch):
+def test_context_task_a_third_ctrl_c_leaves_even_a_step_the_first_one_waits_for(monkeypatch, pythons_sigint):
     """A step a Ctrl-C waits for (tools.deferring: the lease's take or release on a slow bucket) can last: the
     first press waits for it, the second is said, the third leaves at once, as the note promises."""
-    import os
-    import signal
-    import time
-
-    from invoke import Context
-
     from nemo_rl_gke import tools
 
     monkeypatch.setattr(context, "ENDED_BY", [])
@@ -271,18 +240,20 @@ def test_context_task_a_third_ctrl_c_leaves_even_a_step_the_first_one_waits_for(
     def stuck(c):
         with tools.deferring():
             for _ in range(3):
-                os.kill(os.getpid(), signal.SIGINT)
-                time.sleep(0.2)  # the handler runs here
+                press_ctrl_c(0.2)
                 seen.append("pressed")
             seen.append("step done")
 
-    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's, as `invoke` starts with it
-    try:
-        with pytest.raises(Exit) as ended:
-            stuck(Context())
-    finally:
-        signal.signal(signal.SIGINT, before)
-    assert (ended.value.code, seen) == (130, ["pressed", "pressed"])
+    assert (_exit_code(stuck), seen) == (130, ["pressed", "pressed"])
+
+
+def _exit_code(task: Callable[..., Any]) -> int:
+    """The exit code a task's run ends with (its guard's Exit)."""
+    from invoke import Context
+
+    with pytest.raises(Exit) as ended:
+        task(Context())
+    return int(ended.value.code)
 
 
 def test_context_task_a_lost_sigterm_still_ends_the_task(monkeypatch):

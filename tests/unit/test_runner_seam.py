@@ -20,7 +20,7 @@ from nemo_rl_gke.runner import TRANSIENT, Interrupted, Runner
 from nemo_rl_gke.settings import ConfigError
 from nemo_rl_gke.tasks.cli import ReaderSafe
 from nemo_rl_gke.tools import Ran, ToolError
-from support.fake import running
+from support.fake import press_ctrl_c, running
 
 SECRET = "hf_STREAMEDsecret4242"
 
@@ -368,9 +368,8 @@ def test_runner_stream_with_a_reader_runs_to_the_commands_own_end(tmp_path, monk
 
 # ---- Ctrl-C ----------------------------------------------------------------------------------------
 @pytest.fixture
-def ctrl_c():
+def ctrl_c(pythons_sigint):
     """ctrl_c(after): a real SIGINT to the main thread after `after` seconds, Python's own handler in place."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timers: list[threading.Timer] = []
 
     def arm(after: float) -> None:
@@ -381,7 +380,6 @@ def ctrl_c():
     yield arm
     for timer in timers:
         timer.cancel()
-    signal.signal(signal.SIGINT, previous)
 
 
 def test_runner_ctrl_c_in_the_pool_owner_stops_a_workers_poll_within_2_s(ctrl_c):
@@ -654,7 +652,7 @@ def test_a_stream_that_takes_a_ctrl_c_makes_the_runs_next_one_a_first_again(monk
     assert (code, tools_module.CTRL_C) == (130, [])
 
 
-def test_a_ctrl_c_held_over_a_commands_start_ends_that_command(monkeypatch):
+def test_a_ctrl_c_held_over_a_commands_start_ends_that_command(monkeypatch, pythons_sigint):
     """A Ctrl-C while the main thread starts a command is held until the command is registered
     (tools.deferring), then raised. Come before the fork, it reached this process alone: the command never got
     it and, no longer waited for, went on running after "interrupted". run ends it."""
@@ -666,8 +664,7 @@ def test_a_ctrl_c_held_over_a_commands_start_ends_that_command(monkeypatch):
     real_find, started = tools_module.find_tool, []
 
     def ctrl_c_then_find(tool: str) -> str:  # in `_start`, before the fork
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.05)  # the handler runs here, and holds its raise
+        press_ctrl_c(0.05)  # the handler holds its raise
         return real_find(tool)
 
     monkeypatch.setattr(tools_module, "find_tool", ctrl_c_then_find)
@@ -679,12 +676,8 @@ def test_a_ctrl_c_held_over_a_commands_start_ends_that_command(monkeypatch):
         return real_register(argv, launched, proc)
 
     monkeypatch.setattr(seam, "_register", register)
-    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's, as `invoke` starts with it
-    try:
-        with pytest.raises(KeyboardInterrupt), context.ended_like_ctrl_c():
-            seam.run(["sleep", "37"], stdin=None, timeout=None)
-    finally:
-        signal.signal(signal.SIGINT, before)
+    with pytest.raises(KeyboardInterrupt), context.ended_like_ctrl_c():
+        seam.run(["sleep", "37"], stdin=None, timeout=None)
     deadline = time.monotonic() + 5
     while started and running(started[0]) and time.monotonic() < deadline:
         time.sleep(0.02)
