@@ -8,7 +8,7 @@ machines.
   created only if absent (`ifGenerationMatch=0`) and replaced or released only at the generation read, so two
   machines can never both hold it; an expired lease (a crashed holder) is taken over; `--force-unlock` takes
   over a live one and says whose. Without a bucket yet (the first `up`), only the local lock applies until
-  the bucket exists. A lease this machine's own run left behind (SIGKILL, a crash, a second Ctrl-C
+  the bucket exists. A lease this machine's own run left behind (SIGKILL, a crash, a third Ctrl-C
   while it let go) is taken over by this machine's next run, with a note: the generation it took is kept
   beside the local lock file until it is released (left_record), and only that generation of a lease of this
   host whose pid is gone matches (and, on Linux, only if /etc/machine-id is this machine's).
