@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -83,8 +84,9 @@ def ended_like_ctrl_c() -> Iterator[None]:
     through a step that must not be cut in two (tools.deferring): the lease's take and its record, its release.
     Raised there, it left the lease for 3 hours. A second Ctrl-C while the first one's ending is under way is
     said, not raised: an impatient user's second press cut the ending short (the lease left; a traceback from
-    a lock it interrupted). A third leaves at once, even from a step the first one waits for."""
-    import os
+    a lock it interrupted). A third leaves at once, even from a step the first one waits for. Once a signal has
+    ended the task, SIGINT stays with `_leaving` until the process is gone (Invoke prints the task's exit and
+    ends)."""
     import signal
 
     from ..tools import CTRL_C, Ended, end_every_tool, raise_unless_deferred  # not in the handler: no import there
@@ -111,21 +113,42 @@ def ended_like_ctrl_c() -> Iterator[None]:
             number = signal.Signals[name]
             if signal.getsignal(number) != signal.SIG_IGN:
                 before[number] = signal.signal(number, ended)
-        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not ignored, not someone else's
+        # Python's own: not ignored, not someone else's; or ours, left by a task a signal ended (run in-process)
+        if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, _leaving):
             CTRL_C.clear()
-            before[signal.SIGINT] = signal.signal(signal.SIGINT, interrupted)
+            signal.signal(signal.SIGINT, interrupted)
+            before[signal.SIGINT] = signal.default_int_handler
+    failed = False
     try:
         yield
     except BaseException:
+        failed = True
         if ENDED_BY:
             raise _ended() from None
         raise
     finally:
         for number, handler in before.items():
+            if number == signal.SIGINT and (ENDED_BY or (failed and CTRL_C)):  # the task ends: Invoke exits next
+                handler = _leaving
             if handler is not None:  # None: one set outside Python, which Python cannot set back
                 signal.signal(number, handler)
     if ENDED_BY:
         raise _ended()
+
+
+def _leaving(number: int, _frame: object) -> None:
+    """SIGINT's handler from the end of a task a signal ended until the process is gone. Python's own raised
+    KeyboardInterrupt in Invoke's exit path, which then exits 1 without a word (CI saw it: a double Ctrl-C's
+    second press 30 ms after the first, when the ending had just finished). A press here is said as during the
+    ending, and the third of the run leaves at once: nothing is left to stop but threads being joined."""
+    from ..tools import CTRL_C  # a lookup in sys.modules (the guard imported it), no import lock
+
+    CTRL_C.append(number)
+    if len(CTRL_C) > 2:
+        os._exit(128 + number)
+    if len(CTRL_C) == 2:
+        with contextlib.suppress(OSError):
+            os.write(2, AGAIN)
 
 
 def _ended() -> Exit:

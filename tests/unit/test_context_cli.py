@@ -11,7 +11,7 @@ from invoke import Collection, Exit, Program
 from invoke.parser import Parser
 
 from nemo_rl_gke.tasks import context
-from support.fake import press_ctrl_c
+from support.fake import press_ctrl_c, signals_as_a_terminal_gives_them
 
 
 def _make(name: str):
@@ -130,7 +130,7 @@ def test_context_cli_the_real_invoke_ends_without_the_last_collection_and_keeps_
     assert done.stdout.rstrip().endswith("--range=192.168.8.0/24 --description=managed-by=nemo-rl-gke"), done.stdout
 
 
-def test_context_task_sigterm_ends_it_as_ctrl_c_does_and_a_nohup_sighup_stays_ignored(monkeypatch):
+def test_context_task_sigterm_ends_it_as_ctrl_c_does_and_a_nohup_sighup_stays_ignored(monkeypatch, pythons_sigint):
     """A task's body gets SIGTERM: it raises there (every `finally` runs), the task exits 128 + 15 and says so,
     and the handlers are as they were afterwards (here a sentinel, in place of Python's default, which would end
     pytest). SIGHUP ignored (`nohup invoke up &`) is left ignored."""
@@ -178,7 +178,8 @@ def test_context_task_ctrl_c_is_held_through_a_deferred_step_and_raised_at_once_
                                                                                          pythons_sigint):
     """Ctrl-C in a step that must not be cut in two (tools.deferring: the lease's take, its release, a command's
     fork) comes as KeyboardInterrupt at the step's end; anywhere else at once, as Python's own handler raises it.
-    The task exits 130, and Python's handler is back afterwards."""
+    The task exits 130; the handler left for Invoke's exit (`_leaving`) gives the next task run in-process a
+    first Ctrl-C again."""
     import signal
 
     from nemo_rl_gke import tools
@@ -199,7 +200,7 @@ def test_context_task_ctrl_c_is_held_through_a_deferred_step_and_raised_at_once_
         seen.append("went on")
 
     codes = [_exit_code(steps), _exit_code(plain)]
-    assert (codes, seen, signal.getsignal(signal.SIGINT)) == ([130, 130], ["step done"], signal.default_int_handler)
+    assert (codes, seen, signal.getsignal(signal.SIGINT)) == ([130, 130], ["step done"], context._leaving)
 
 
 def test_context_task_a_second_ctrl_c_does_not_cut_the_ending_short_and_a_third_leaves(monkeypatch, capfd,
@@ -247,6 +248,63 @@ def test_context_task_a_third_ctrl_c_leaves_even_a_step_the_first_one_waits_for(
     assert (_exit_code(stuck), seen) == (130, ["pressed", "pressed"])
 
 
+def test_context_task_a_ctrl_c_after_the_ending_is_said_not_raised_in_invokes_exit(monkeypatch, capfd,
+                                                                                 pythons_sigint):
+    """A double Ctrl-C whose second press came once the ending was done, while Invoke was printing
+    "interrupted": Python's handler was back, raised KeyboardInterrupt there, and Invoke exited 1 without a word
+    (CI, 1 run). Once a Ctrl-C has ended the task, a press is said until the process is gone; a task that ends
+    well puts Python's handler back."""
+    import signal
+
+    from invoke import Context
+
+    monkeypatch.setattr(context, "ENDED_BY", [])
+
+    @context.task(name="ended")
+    def ended(c):
+        press_ctrl_c(5)
+
+    @context.task(name="fine")
+    def fine(c):
+        pass
+
+    assert _exit_code(ended) == 130
+    try:
+        press_ctrl_c(0.2)  # in Invoke's exit path
+        raised = False
+    except KeyboardInterrupt:
+        raised = True
+    said = capfd.readouterr().err.count("interrupted again")
+    fine(Context())
+    assert (raised, said, signal.getsignal(signal.SIGINT)) == (False, 1, signal.default_int_handler)
+
+
+def test_context_task_the_third_ctrl_c_after_the_ending_leaves_at_once(tmp_path):
+    """After the task a Ctrl-C ended, nothing is left to stop but threads being joined: the run's third Ctrl-C
+    leaves at once, 130, as the second one's note promises, instead of a traceback from wherever it landed."""
+    import subprocess
+    import sys
+
+    program = ("import os, signal, time\n"
+               "from invoke import Context\n"
+               "from invoke.exceptions import Exit\n"
+               "from nemo_rl_gke.tasks import context\n"
+               "@context.task(name='ended')\n"
+               "def ended(c):\n"
+               "    os.kill(os.getpid(), signal.SIGINT); time.sleep(5)\n"
+               "try:\n"
+               "    ended(Context())\n"
+               "except Exit as leaving:\n"
+               "    print('exit', leaving.code, flush=True)\n"
+               "for _ in range(2):\n"
+               "    os.kill(os.getpid(), signal.SIGINT); time.sleep(0.2)\n"
+               "print('stayed', flush=True)\n")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path, preexec_fn=signals_as_a_terminal_gives_them)
+    assert (done.returncode, done.stdout, done.stderr.count("interrupted again")) == (130, "exit 130\n", 1), \
+        done.stderr
+
+
 def _exit_code(task: Callable[..., Any]) -> int:
     """The exit code a task's run ends with (its guard's Exit)."""
     from invoke import Context
@@ -256,7 +314,7 @@ def _exit_code(task: Callable[..., Any]) -> int:
     return int(ended.value.code)
 
 
-def test_context_task_a_lost_sigterm_still_ends_the_task(monkeypatch):
+def test_context_task_a_lost_sigterm_still_ends_the_task(monkeypatch, pythons_sigint):
     """The handler's raise can be lost (raised in a hook that ignores exceptions, or caught on its way): the body
     then returns, and the task still ends 128 + the signal instead of 0."""
     from invoke import Context
