@@ -84,20 +84,23 @@ def ended_like_ctrl_c() -> Iterator[None]:
     through a step that must not be cut in two (tools.deferring): the lease's take and its record, its release.
     Raised there, it left the lease for 3 hours. A second Ctrl-C while the first one's ending is under way is
     said, not raised: an impatient user's second press cut the ending short (the lease left; a traceback from
-    a lock it interrupted). A third leaves at once, even from a step the first one waits for. Once a signal has
-    ended the task, SIGINT stays with `_leaving` until the process is gone (Invoke prints the task's exit and
-    ends)."""
+    a lock it interrupted). A third leaves at once, even from a step the first one waits for. Once a task a
+    signal came to has ended, SIGINT stays with `_leaving` until the process is gone."""
     import signal
 
     from ..tools import CTRL_C, Ended, end_every_tool, raise_unless_deferred  # not in the handler: no import there
 
+    came: list[int] = []  # the signals this task got, a Ctrl-C a stream took (and cleared from CTRL_C) included
+
     def ended(number: int, _frame: object) -> None:
+        came.append(number)
         end_every_tool(f"ended: invoke got {signal.Signals(number).name}")
         if not ENDED_BY:
             ENDED_BY.append(number)
             raise_unless_deferred(Ended())
 
     def interrupted(number: int, _frame: object) -> None:
+        came.append(number)
         CTRL_C.append(number)
         if len(CTRL_C) == 2:
             with contextlib.suppress(OSError):  # os.write: no lock a print would take (the main thread may hold it)
@@ -113,22 +116,21 @@ def ended_like_ctrl_c() -> Iterator[None]:
             number = signal.Signals[name]
             if signal.getsignal(number) != signal.SIG_IGN:
                 before[number] = signal.signal(number, ended)
-        # Python's own: not ignored, not someone else's; or ours, left by a task a signal ended (run in-process)
-        if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, _leaving):
+        # Python's own: not ignored, not someone else's; or ours, left by a task a signal came to (in-process)
+        current = signal.getsignal(signal.SIGINT)
+        if current is signal.default_int_handler or _is_leaving(current):
             CTRL_C.clear()
             signal.signal(signal.SIGINT, interrupted)
             before[signal.SIGINT] = signal.default_int_handler
-    failed = False
     try:
         yield
     except BaseException:
-        failed = True
         if ENDED_BY:
             raise _ended() from None
         raise
     finally:
         for number, handler in before.items():
-            if number == signal.SIGINT and (ENDED_BY or (failed and CTRL_C)):  # the task ends: Invoke exits next
+            if number == signal.SIGINT and came:  # the run is over: Invoke prints the task's exit and ends
                 handler = _leaving
             if handler is not None:  # None: one set outside Python, which Python cannot set back
                 signal.signal(number, handler)
@@ -137,18 +139,21 @@ def ended_like_ctrl_c() -> Iterator[None]:
 
 
 def _leaving(number: int, _frame: object) -> None:
-    """SIGINT's handler from the end of a task a signal ended until the process is gone. Python's own raised
-    KeyboardInterrupt in Invoke's exit path, which then exits 1 without a word (CI saw it: a double Ctrl-C's
-    second press 30 ms after the first, when the ending had just finished). A press here is said as during the
-    ending, and the third of the run leaves at once: nothing is left to stop but threads being joined."""
-    from ..tools import CTRL_C  # a lookup in sys.modules (the guard imported it), no import lock
+    """SIGINT's handler once a task a signal came to has ended, until the process is gone. Nothing of the run is
+    left to stop (its tools ended, its lock let go, its threads done): Invoke only prints the task's exit and
+    ends. So a Ctrl-C leaves at once, 130, once what was printed is flushed as far as it can be. Python's own
+    handler raised KeyboardInterrupt in Invoke's exit path, which then exits 1 without a word (CI saw it: a
+    double Ctrl-C's second press 30 ms after the first, the ending just done). A program that runs Invoke
+    in-process and goes on after the run sets its own handler back."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a flush the interrupted code was in refuses (reentrant call)
+            stream.flush()
+    os._exit(128 + number)
 
-    CTRL_C.append(number)
-    if len(CTRL_C) > 2:
-        os._exit(128 + number)
-    if len(CTRL_C) == 2:
-        with contextlib.suppress(OSError):
-            os.write(2, AGAIN)
+
+def _is_leaving(handler: object) -> bool:
+    # By name: an in-process run (tests/support/inprocess.py) may have imported this module afresh since.
+    return getattr(handler, "__module__", None) == __name__ and getattr(handler, "__name__", None) == "_leaving"
 
 
 def _ended() -> Exit:
