@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -23,9 +24,8 @@ from types import TracebackType
 from typing import IO, TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    from rich.console import Console, RenderableType
     from rich.live import Live
-    from rich.table import Table
 
     from .runner import Runner
     from .steps import Step
@@ -230,13 +230,25 @@ class Board:
         at = running[-1] + 1 if running else len(rows)
         return rows[:at] + waits + rows[at:]
 
-    def render(self, height: int | None = None) -> Table:
+    def drawing(self) -> bool:
+        """Live and not paused by a question: the board redraws itself (for a signal's handler: no lock)."""
+        return self._live is not None and self._held is None
+
+    def render(self, height: int | None = None, width: int = 80) -> RenderableType:
         from rich import box
+        from rich.console import Group
         from rich.table import Table
         from rich.text import Text
 
+        from .tools import AGAIN, CTRL_C
+
         if height is None:
             height = self._live.console.height if self._live is not None else 10_000
+        # A second Ctrl-C during the ending: its note under the board (a line written under a live board is
+        # drawn over at its next redraw), in lines the rows give up.
+        note = Text(AGAIN) if len(CTRL_C) >= 2 else None
+        if note is not None:
+            height -= len(textwrap.wrap(AGAIN, width))
         title = Text(self.title, style="table.title") if self.title else None
         table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
                       expand=False)
@@ -247,7 +259,7 @@ class Board:
             table.add_row(*(Text(cell) for cell in row))  # titles and waits' labels as they are, never markup
         table.caption = f"{self.clock() - self._began:.0f} s"
         table.caption_justify = "left"
-        return table
+        return table if note is None else Group(table, note)
 
     def tally(self) -> str:
         counts: dict[str, int] = {}
@@ -318,7 +330,7 @@ class Board:
 
         console = self._console = self._console or Console(file=self.out)
         return Live(console=console, refresh_per_second=4, transient=False,
-                    get_renderable=lambda: self.render(console.height),
+                    get_renderable=lambda: self.render(console.height, console.width),
                     redirect_stdout=_isatty(sys.stdout), redirect_stderr=True, vertical_overflow="crop")
 
     def __enter__(self) -> Board:

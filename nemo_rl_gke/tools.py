@@ -211,8 +211,11 @@ class Processes:
 _SEAMS: list[weakref.ref[Processes]] = []
 _EVERY: list[str] = []
 # The Ctrl-Cs of this run since the last one a stream took (tasks/context.ended_like_ctrl_c counts them): the
-# second, while the first's ending is under way, is said and not raised, so it cannot cut that ending short.
+# second, while the first's ending is under way, is said (AGAIN: by the live board if one is drawing, which
+# would draw over a line written under it) and not raised, so it cannot cut that ending short.
 CTRL_C: list[int] = []
+AGAIN = ("interrupted again: still stopping what was under way (and letting go of the lock, if this task holds it); "
+         "Ctrl-C once more leaves at once (the lock may then stay until it expires).")
 # How deep this thread is in `deferring` blocks, and what a signal's handler held meanwhile: the handler runs in
 # the main thread, so only the main thread's own outermost block raises it.
 _deferring = threading.local()

@@ -65,8 +65,6 @@ def task(*args: Any, **kwargs: Any) -> Callable[..., Any]:
 # (SIGHUP). ENDED_BY: the one that did, once it did.
 ENDING_SIGNALS = ("SIGTERM", "SIGHUP")
 ENDED_BY: list[int] = []
-AGAIN = (b"\ninterrupted again: still stopping what was under way (and letting go of the lock, if this task holds "
-         b"it); Ctrl-C once more leaves at once (the lock may then stay until it expires).\n")
 
 
 @contextlib.contextmanager
@@ -88,8 +86,9 @@ def ended_like_ctrl_c() -> Iterator[None]:
     signal came to has ended, SIGINT stays with `_leaving` until the process is gone."""
     import signal
 
-    from ..tools import CTRL_C, Ended, end_every_tool, raise_unless_deferred  # not in the handler: no import there
+    from ..tools import AGAIN, CTRL_C, Ended, end_every_tool, raise_unless_deferred  # not in the handler: no import
 
+    again = f"\n{AGAIN}\n".encode()
     came: list[int] = []  # the signals this task got, a Ctrl-C a stream took (and cleared from CTRL_C) included
 
     def ended(number: int, _frame: object) -> None:
@@ -103,8 +102,9 @@ def ended_like_ctrl_c() -> Iterator[None]:
         came.append(number)
         CTRL_C.append(number)
         if len(CTRL_C) == 2:
-            with contextlib.suppress(OSError):  # os.write: no lock a print would take (the main thread may hold it)
-                os.write(2, AGAIN)
+            if not _a_board_draws_it():
+                with contextlib.suppress(OSError):  # os.write: no lock a print takes (the main thread may hold it)
+                    os.write(2, again)
             return
         if len(CTRL_C) > 2:
             raise KeyboardInterrupt
@@ -149,6 +149,14 @@ def _leaving(number: int, _frame: object) -> None:
         with contextlib.suppress(Exception):  # a flush the interrupted code was in refuses (reentrant call)
             stream.flush()
     os._exit(128 + number)
+
+
+def _a_board_draws_it() -> bool:
+    """Whether a live board on the terminal shows the second Ctrl-C's note (it reads tools.CTRL_C): a line
+    written under it was drawn over at its next redraw, a quarter of a second later. For a signal's handler:
+    the board's module as loaded (the handler imports nothing), attributes read, no lock taken."""
+    board = sys.modules.get(f"{__name__.rsplit('.', 2)[0]}.board")
+    return board is not None and any(shown.drawing() for shown in list(board.ON_SCREEN))
 
 
 def _is_leaving(handler: object) -> bool:

@@ -191,3 +191,31 @@ def test_board_live_shows_a_label_with_brackets_as_it_is():
     with Board(STEPS[:2], live=True, console=console, title="up [nemo-rl]") as board:
         board.wait_display(label, 0.0, False)
     assert label in screen.getvalue() and "up [nemo-rl]" in screen.getvalue()
+
+
+def test_board_live_says_a_second_ctrl_c_that_a_line_under_it_would_lose(monkeypatch, capfd, pythons_sigint):
+    # A second Ctrl-C during the ending is said, not raised: "interrupted again: … once more leaves at once". It
+    # was written under the live board, which drew over it at its next redraw (a quarter of a second later): the
+    # user never read that a third press leaves the lock behind. The board says it now, under its rows.
+    import pyte
+
+    from nemo_rl_gke.tasks import context
+    from support.fake import press_ctrl_c
+
+    monkeypatch.setattr(context, "ENDED_BY", [])
+    screen = io.StringIO()
+    console = Console(file=screen, width=80, height=24, force_terminal=True, color_system=None)
+    with pytest.raises(KeyboardInterrupt), context.ended_like_ctrl_c():
+        with Board(STEPS, live=True, console=console, title="down nemo-rl") as board:
+            board.listener(STEPS[0], "running", 0.0)
+            try:
+                press_ctrl_c(5)
+            finally:  # the ending, on the board
+                press_ctrl_c(0.3)
+                board.listener(STEPS[0], "interrupted", 1.0)
+    terminal = pyte.Screen(80, 200)
+    pyte.Stream(terminal).feed(screen.getvalue().replace("\n", "\r\n"))
+    lines = [line.rstrip() for line in terminal.display if line.strip()]
+    note = [i for i, line in enumerate(lines) if line.startswith("interrupted again: still stopping")]
+    assert (note, capfd.readouterr().err.count("interrupted again")) == ([len(lines) - 3], 0), "\n".join(lines)
+    assert lines[-1].endswith("until it expires).") and len(lines) < 24  # the rows gave it their lines
