@@ -199,6 +199,10 @@ class Runner:
             yield pool
         except KeyboardInterrupt:
             self.interrupt()
+            # A Ctrl-C to invoke alone (`kill -INT`, a supervisor's stop) never reached the commands the workers
+            # run: the shutdown waited for each to finish (a cluster delete: minutes). They are ended (a terminal's
+            # Ctrl-C ended them already); what each asked of the cloud goes on there, as it would have.
+            self.end_calls(lambda _argv: True, "interrupted: invoke got Ctrl-C")
             pool.shutdown(wait=True, cancel_futures=True)
             raise
         finally:

@@ -284,6 +284,34 @@ def end_every_tool(why: str) -> None:
             _terminate(proc)
 
 
+def end_every_tool_and_wait(why: str, within: float = 5.0) -> None:
+    """Once a run a signal came to has unwound (tasks/context.ended_like_ctrl_c): end what it still runs in
+    threads no one joined on the way out (a teardown's early lists, a watch beside a poll, a context check) and
+    wait up to `within` seconds for each to exit, so nothing invoke started outlives it."""
+    procs = []
+    for ref in list(_SEAMS):
+        seam = ref()
+        if seam is None:
+            continue
+        for key, (_, _, proc) in list(seam._running.items()):
+            seam._ended.setdefault(key, why)
+            procs.append(proc)
+        procs.extend(list(seam._streaming.values()))
+    for proc in procs:
+        _terminate(proc)
+    deadline = time.monotonic() + within
+    while any(_alive(proc) for proc in procs) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def _alive(proc: Any) -> bool:
+    """Not reaped yet (by the thread that waits for it), or, reaped, not gone from the process table."""
+    try:
+        return proc.process.exit_code is None
+    except AttributeError:  # not an sh command
+        return False
+
+
 # What a command ended by `Processes.end` answers (128 + SIGTERM, as a shell reports it), with why on stderr.
 ENDED = 143
 

@@ -86,7 +86,8 @@ def ended_like_ctrl_c() -> Iterator[None]:
     signal came to has ended, SIGINT stays with `_leaving` until the process is gone."""
     import signal
 
-    from ..tools import AGAIN, CTRL_C, Ended, end_every_tool, raise_unless_deferred  # not in the handler: no import
+    # Imported here, not in a handler (no import there); not at the top (`invoke --list` imports this module).
+    from ..tools import AGAIN, CTRL_C, Ended, end_every_tool, end_every_tool_and_wait, raise_unless_deferred
 
     again = f"\n{AGAIN}\n".encode()
     came: list[int] = []  # the signals this task got, a Ctrl-C a stream took (and cleared from CTRL_C) included
@@ -129,6 +130,8 @@ def ended_like_ctrl_c() -> Iterator[None]:
             raise _ended() from None
         raise
     finally:
+        if came:  # what threads no one joined on the way out still run: ended and waited for, not left behind
+            end_every_tool_and_wait(f"ended: invoke got {signal.Signals(came[0]).name}")
         for number, handler in before.items():
             if number == signal.SIGINT and came:  # the run is over: Invoke prints the task's exit and ends
                 handler = _leaving

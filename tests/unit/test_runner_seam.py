@@ -49,6 +49,9 @@ class Scripted:
         err(f"and {SECRET} on stderr\n")
         return 0
 
+    def end(self, matches, why, *, launched_before):  # its answers come at once: never one running to end
+        return 0
+
 
 def quiet(**kw) -> tuple[Runner, io.StringIO, io.StringIO]:
     out, err = io.StringIO(), io.StringIO()
@@ -708,3 +711,37 @@ def _stream_signalled(seam: tools_module.Processes, handler: Callable[[int, Any]
         return seam.stream(["sleep", "30"], stdin=None, out=lambda line: False, err=lambda line: None)
     finally:
         signal.signal(signal.SIGUSR1, before)
+
+
+def test_a_task_a_ctrl_c_ended_leaves_nothing_its_unjoined_threads_ran(monkeypatch, pythons_sigint):
+    """A teardown's early lists, a watch beside a poll, a context check: commands run in threads no one joins on
+    the way out of a task a Ctrl-C (SIGINT to invoke alone: its tools never got it) ended. Invoke exited with them
+    still running. The task's end ends them and waits for each."""
+    from invoke import Context, Exit
+
+    from nemo_rl_gke.tasks import context
+
+    monkeypatch.setattr(context, "ENDED_BY", [])
+    monkeypatch.setattr(tools_module, "_EVERY", [])
+    monkeypatch.setattr(tools_module, "_SEAMS", [])
+    seam, started = tools_module.Processes(), []
+    real_register = seam._register
+
+    def register(argv: list[str], launched: float, proc: Any) -> int:
+        started.append(proc.pid)
+        return real_register(argv, launched, proc)
+
+    monkeypatch.setattr(seam, "_register", register)
+
+    @context.task(name="watching")
+    def watching(c):
+        threading.Thread(target=seam.run, args=(["sleep", "37"],), kwargs={"stdin": None, "timeout": None},
+                         daemon=True).start()
+        deadline = time.monotonic() + 10
+        while not started and time.monotonic() < deadline:
+            time.sleep(0.01)
+        press_ctrl_c(5)
+
+    with pytest.raises(Exit) as ended:
+        watching(Context())
+    assert (ended.value.code, len(started), running(started[0])) == (130, 1, False)
