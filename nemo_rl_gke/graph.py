@@ -12,9 +12,9 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import Future
 
-from .runner import Runner, says_not_found
+from .runner import Runner, says_not_found, settled
 from .steps import Consent, GraphError, Listener, Outcome, Report, Step
 from .tools import ToolError, background, killed_by
 
@@ -184,7 +184,7 @@ def _schedule(runner: Runner, pending: list[Step], waits: dict[str, set[str]], f
                     raise _stall_error(pending, {s.name: waits[s.name] - finished for s in pending},
                                        "the step graph stalled")
                 break
-            done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            done = settled(running, first=True)
             for future in done:
                 running.pop(future)
 

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any, TypeVar
@@ -85,7 +85,22 @@ INCOMPLETE_LIST = "Some requests did not succeed"
 
 # The longest the runner sleeps in one go while waiting, so Ctrl-C and progress stay prompt.
 WAIT_SLICE_SECONDS = 0.5
+# The longest the main thread waits on workers in one go: see settled.
+MAIN_SLICE_SECONDS = 0.2
 T = TypeVar("T")
+
+
+def settled(futures: Iterable[Future[Any]], *, first: bool = False) -> set[Future[Any]]:
+    """The futures done once all are (first: once one is), waited for in slices. The kernel may hand a signal
+    sent to invoke (`kill`, a CI's cancel: SIGTERM, SIGINT) to a worker thread; Python then runs its handler in
+    the main thread, but only once that thread runs again: in concurrent.futures' untimed wait it slept on
+    until a worker finished (a cluster's delete: 15 s here, minutes in GKE), the tools went on, and the run
+    said "deleted". A slice's end lets the handler run."""
+    pending, until = list(futures), FIRST_COMPLETED if first else ALL_COMPLETED
+    while True:
+        done, not_done = wait(pending, timeout=MAIN_SLICE_SECONDS, return_when=until)
+        if (done and first) or not not_done:
+            return done
 
 
 class Interrupted(KeyboardInterrupt):
@@ -420,6 +435,7 @@ class Runner:
 
         with self.pool(min(max_workers, len(thunks))) as pool:
             futures = [pool.submit(at_our_priority, t) for t in thunks]
+            settled(futures)
             errors = [f.exception() for f in futures]
         for error in errors:
             if error is not None:

@@ -747,3 +747,32 @@ def test_a_task_a_ctrl_c_ended_leaves_nothing_its_unjoined_threads_ran(monkeypat
     with pytest.raises(Exit) as ended:
         watching(Context())
     assert (ended.value.code, len(started), running(started[0])) == (130, 1, False)
+
+
+@pytest.mark.parametrize("through", ["parallel", "graph"])
+def test_a_signal_a_worker_thread_takes_still_stops_the_run_at_once(pythons_sigint, through):
+    """The kernel may hand a signal sent to invoke (a `kill`, a CI's cancel) to any of its threads. Python runs
+    the handler in the main thread, and only once that thread runs again: asleep in concurrent.futures' wait, it
+    slept on until a worker finished, so the workers' waits and tools went on (a cluster delete ran its 15 s to
+    "deleted"). Here the signal is a worker's own (pthread_kill); the worker's wait must be cut short."""
+    from nemo_rl_gke import graph
+    from nemo_rl_gke.steps import Step
+
+    r, _, _ = quiet()
+    cut: list[str] = []
+
+    def worker(*_args: Any) -> None:
+        time.sleep(0.5)  # the main thread waits on the workers by now
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+        try:
+            r.wait_for(10)
+        except Interrupted:
+            cut.append("cut short")
+            raise
+
+    with pytest.raises(KeyboardInterrupt):
+        if through == "parallel":
+            r.parallel([worker, lambda: None])
+        else:
+            graph.apply(r, [Step(name="a", title="a", create=worker, exists=lambda _r: False)])
+    assert cut == ["cut short"]
