@@ -231,8 +231,10 @@ class Board:
         return rows[:at] + waits + rows[at:]
 
     def drawing(self) -> bool:
-        """Live and not paused by a question: the board redraws itself (for a signal's handler: no lock)."""
-        return self._live is not None and self._held is None
+        """Live and not paused by a question (nor stopped by a Ctrl-C at one): the board redraws itself (for a
+        signal's handler: attributes read, no lock)."""
+        live = self._live
+        return live is not None and live.is_started and self._held is None
 
     def render(self, height: int | None = None, width: int = 80) -> RenderableType:
         from rich import box
@@ -244,8 +246,8 @@ class Board:
 
         if height is None:
             height = self._live.console.height if self._live is not None else 10_000
-        # A second Ctrl-C during the ending: its note under the board (a line written under a live board is
-        # drawn over at its next redraw), in lines the rows give up.
+        # A second Ctrl-C during the ending: its note on the board (a line written under a live board is drawn
+        # over at its next redraw), above the rows: the terminal's height crops running rows, not the note.
         note = Text(AGAIN) if len(CTRL_C) >= 2 else None
         if note is not None:
             height -= len(textwrap.wrap(AGAIN, width))
@@ -259,7 +261,7 @@ class Board:
             table.add_row(*(Text(cell) for cell in row))  # titles and waits' labels as they are, never markup
         table.caption = f"{self.clock() - self._began:.0f} s"
         table.caption_justify = "left"
-        return table if note is None else Group(table, note)
+        return table if note is None else Group(note, table)
 
     def tally(self) -> str:
         counts: dict[str, int] = {}

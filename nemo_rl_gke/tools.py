@@ -12,7 +12,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -126,7 +126,9 @@ class Processes:
             return Ran(ENDED, "", why)
         except KeyboardInterrupt:  # no one waits for it now: end it (a Ctrl-C held over its start, at the
             if proc is not None:  # block's end, came before it was in the terminal's group, and never reached it)
-                _terminate(proc)
+                _terminate(proc)  # and see it gone (briefly: a tool's own Ctrl-C ending), not outlive invoke
+                with suppress(Exception):
+                    proc.wait(timeout=2)
             raise
         finally:
             if timer is not None:
@@ -287,20 +289,27 @@ def end_every_tool(why: str) -> None:
 def end_every_tool_and_wait(why: str, within: float = 5.0) -> None:
     """Once a run a signal came to has unwound (tasks/context.ended_like_ctrl_c): end what it still runs in
     threads no one joined on the way out (a teardown's early lists, a watch beside a poll, a context check) and
-    wait up to `within` seconds for each to exit, so nothing invoke started outlives it."""
-    procs = []
-    for ref in list(_SEAMS):
-        seam = ref()
-        if seam is None:
-            continue
-        for key, (_, _, proc) in list(seam._running.items()):
-            seam._ended.setdefault(key, why)
-            procs.append(proc)
-        procs.extend(list(seam._streaming.values()))
-    for proc in procs:
-        _terminate(proc)
+    wait up to `within` seconds for each to exit, so nothing invoke started outlives it: one such thread may
+    start a command meanwhile, so each look takes what runs then. What a thread starts after the last look (a
+    fork in flight as the run leaves) is not waited for."""
+    ended: set[int] = set()
     deadline = time.monotonic() + within
-    while any(_alive(proc) for proc in procs) and time.monotonic() < deadline:
+    while True:
+        procs = []
+        for ref in list(_SEAMS):
+            seam = ref()
+            if seam is None:
+                continue
+            for key, (_, _, proc) in list(seam._running.items()):
+                seam._ended.setdefault(key, why)
+                procs.append(proc)
+            procs.extend(list(seam._streaming.values()))
+        for proc in procs:
+            if id(proc) not in ended:
+                ended.add(id(proc))
+                _terminate(proc)
+        if not any(_alive(proc) for proc in procs) or time.monotonic() >= deadline:
+            return
         time.sleep(0.01)
 
 

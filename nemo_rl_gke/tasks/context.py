@@ -130,13 +130,13 @@ def ended_like_ctrl_c() -> Iterator[None]:
             raise _ended() from None
         raise
     finally:
-        if came:  # what threads no one joined on the way out still run: ended and waited for, not left behind
-            end_every_tool_and_wait(f"ended: invoke got {signal.Signals(came[0]).name}")
         for number, handler in before.items():
             if number == signal.SIGINT and came:  # the run is over: Invoke prints the task's exit and ends
                 handler = _leaving
             if handler is not None:  # None: one set outside Python, which Python cannot set back
                 signal.signal(number, handler)
+        if came:  # what threads no one joined on the way out still run: ended and waited for, not left behind
+            end_every_tool_and_wait(f"ended: invoke got {signal.Signals(came[0]).name}")
     if ENDED_BY:
         raise _ended()
 

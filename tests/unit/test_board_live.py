@@ -217,5 +217,31 @@ def test_board_live_says_a_second_ctrl_c_that_a_line_under_it_would_lose(monkeyp
     pyte.Stream(terminal).feed(screen.getvalue().replace("\n", "\r\n"))
     lines = [line.rstrip() for line in terminal.display if line.strip()]
     note = [i for i, line in enumerate(lines) if line.startswith("interrupted again: still stopping")]
-    assert (note, capfd.readouterr().err.count("interrupted again")) == ([len(lines) - 3], 0), "\n".join(lines)
-    assert lines[-1].endswith("until it expires).") and len(lines) < 24  # the rows gave it their lines
+    assert (len(note), capfd.readouterr().err.count("interrupted again")) == (1, 0), "\n".join(lines)
+    assert lines[note[0] + 2].endswith("until it expires).") and lines[note[0] + 3] == "down nemo-rl"
+    assert len(lines) < 24  # the rows gave it their lines
+
+
+def test_board_the_second_ctrl_c_note_stays_when_running_rows_overflow_the_terminal(monkeypatch):
+    # Running steps are never folded: more of them than the terminal's lines are cropped at the bottom, and the
+    # note, last, went with them.
+    from nemo_rl_gke import tools
+
+    monkeypatch.setattr(tools, "CTRL_C", [2, 2])
+    lines = _screen(_board(0, 12, clock=Clock()), height=12)
+    assert any(line.startswith("interrupted again: still stopping") for line in lines[:12]), "\n".join(lines)
+
+
+def test_board_stopped_by_a_ctrl_c_at_a_question_draws_no_note(monkeypatch):
+    # A Ctrl-C at a question leaves the board stopped until its end: it draws nothing more, so the second Ctrl-C's
+    # note is written as a line (the board said it drew it, and it was shown nowhere).
+    from nemo_rl_gke.board import paused
+
+    console = Console(file=io.StringIO(), width=80, height=24, force_terminal=True, color_system=None)
+    with Board(STEPS[:3], live=True, console=console, title="down nemo-rl") as board:
+        drawing = [board.drawing()]
+        with pytest.raises(KeyboardInterrupt), paused():
+            drawing.append(board.drawing())
+            raise KeyboardInterrupt
+        drawing.append(board.drawing())
+    assert drawing == [True, False, False]
