@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any, TypeVar
@@ -95,12 +95,24 @@ def settled(futures: Iterable[Future[Any]], *, first: bool = False) -> set[Futur
     sent to invoke (`kill`, a CI's cancel: SIGTERM, SIGINT) to a worker thread; Python then runs its handler in
     the main thread, but only once that thread runs again: in concurrent.futures' untimed wait it slept on
     until a worker finished (a cluster's delete: 15 s here, minutes in GKE), the tools went on, and the run
-    said "deleted". A slice's end lets the handler run."""
-    pending, until = list(futures), FIRST_COMPLETED if first else ALL_COMPLETED
-    while True:
-        done, not_done = wait(pending, timeout=MAIN_SLICE_SECONDS, return_when=until)
-        if (done and first) or not not_done:
-            return done
+    said "deleted". A slice's end lets the handler run. Not concurrent.futures.wait 5 times a second: it takes
+    every future's lock in turn, and a handler's raise between two could leave one held (a worker then blocks
+    in set_result, and the pool's shutdown with it). Each future's end is put on a SimpleQueue, which a signal
+    can interrupt safely."""
+    import queue
+
+    pending, ended = list(futures), queue.SimpleQueue[Future[Any]]()
+    for future in pending:
+        future.add_done_callback(ended.put)  # in the worker that ends it; at once if it has ended
+    done: set[Future[Any]] = set()
+    while len(done) < len(pending) and not (done and first):
+        try:
+            done.add(ended.get(timeout=MAIN_SLICE_SECONDS))
+        except queue.Empty:
+            continue
+        while not ended.empty():  # what ended meanwhile, as wait's FIRST_COMPLETED gives it
+            done.add(ended.get_nowait())
+    return done
 
 
 class Interrupted(KeyboardInterrupt):

@@ -292,7 +292,7 @@ def end_every_tool_and_wait(why: str, within: float = 5.0) -> None:
     wait up to `within` seconds for each to exit, so nothing invoke started outlives it: one such thread may
     start a command meanwhile, so each look takes what runs then. What a thread starts after the last look (a
     fork in flight as the run leaves) is not waited for."""
-    ended: set[int] = set()
+    ended: dict[int, Any] = {}  # held, so no new command gets the id of one that ended
     deadline = time.monotonic() + within
     while True:
         procs = []
@@ -306,7 +306,7 @@ def end_every_tool_and_wait(why: str, within: float = 5.0) -> None:
             procs.extend(list(seam._streaming.values()))
         for proc in procs:
             if id(proc) not in ended:
-                ended.add(id(proc))
+                ended[id(proc)] = proc
                 _terminate(proc)
         if not any(_alive(proc) for proc in procs) or time.monotonic() >= deadline:
             return

@@ -83,7 +83,8 @@ def ended_like_ctrl_c() -> Iterator[None]:
     Raised there, it left the lease for 3 hours. A second Ctrl-C while the first one's ending is under way is
     said, not raised: an impatient user's second press cut the ending short (the lease left; a traceback from
     a lock it interrupted). A third leaves at once, even from a step the first one waits for. Once a task a
-    signal came to has ended, SIGINT stays with `_leaving` until the process is gone."""
+    signal came to has ended (the lock let go), SIGINT stays with `_leaving` until the process is gone: a press
+    there leaves at once, also while the task's end waits for the tools it ended."""
     import signal
 
     # Imported here, not in a handler (no import there); not at the top (`invoke --list` imports this module).
