@@ -275,15 +275,23 @@ def end_every_tool(why: str) -> None:
     itself), so none is missed."""
     if not _EVERY:
         _EVERY.append(why)
-    for ref in list(_SEAMS):  # a copy in one step
+    for proc in _every_command(why):
+        _terminate(proc)
+
+
+def _every_command(why: str) -> list[Any]:
+    """The commands every seam of this process runs or streams now, each `run` one noted as ended for why (its
+    answer: Ran(ENDED, "", why)). No lock taken: copies made in one step each (a signal's handler calls it)."""
+    procs = []
+    for ref in list(_SEAMS):
         seam = ref()
         if seam is None:
             continue
-        for key, (_, _, proc) in list(seam._running.items()):  # a copy in one step: no lock needed
+        for key, (_, _, proc) in list(seam._running.items()):
             seam._ended.setdefault(key, why)
-            _terminate(proc)
-        for proc in list(seam._streaming.values()):
-            _terminate(proc)
+            procs.append(proc)
+        procs.extend(list(seam._streaming.values()))
+    return procs
 
 
 def end_every_tool_and_wait(why: str, within: float = 5.0) -> None:
@@ -295,15 +303,7 @@ def end_every_tool_and_wait(why: str, within: float = 5.0) -> None:
     ended: dict[int, Any] = {}  # held, so no new command gets the id of one that ended
     deadline = time.monotonic() + within
     while True:
-        procs = []
-        for ref in list(_SEAMS):
-            seam = ref()
-            if seam is None:
-                continue
-            for key, (_, _, proc) in list(seam._running.items()):
-                seam._ended.setdefault(key, why)
-                procs.append(proc)
-            procs.extend(list(seam._streaming.values()))
+        procs = _every_command(why)
         for proc in procs:
             if id(proc) not in ended:
                 ended[id(proc)] = proc
@@ -314,7 +314,7 @@ def end_every_tool_and_wait(why: str, within: float = 5.0) -> None:
 
 
 def _alive(proc: Any) -> bool:
-    """Not reaped yet (by the thread that waits for it), or, reaped, not gone from the process table."""
+    """Not reaped yet: the thread that waits for the command sets its exit code once it has reaped it."""
     try:
         return proc.process.exit_code is None
     except AttributeError:  # not an sh command

@@ -666,7 +666,7 @@ def test_a_ctrl_c_held_over_a_commands_start_ends_that_command(monkeypatch, pyth
     monkeypatch.setattr(context, "ENDED_BY", [])
     monkeypatch.setattr(tools_module, "_EVERY", [])
     monkeypatch.setattr(tools_module, "_SEAMS", [])
-    real_find, started = tools_module.find_tool, []
+    real_find = tools_module.find_tool
 
     def ctrl_c_then_find(tool: str) -> str:  # in `_start`, before the fork
         press_ctrl_c(0.05)  # the handler holds its raise
@@ -674,6 +674,18 @@ def test_a_ctrl_c_held_over_a_commands_start_ends_that_command(monkeypatch, pyth
 
     monkeypatch.setattr(tools_module, "find_tool", ctrl_c_then_find)
     seam = tools_module.Processes()
+    started = _starts_of(seam, monkeypatch)
+    with pytest.raises(KeyboardInterrupt), context.ended_like_ctrl_c():
+        seam.run(["sleep", "37"], stdin=None, timeout=None)
+    deadline = time.monotonic() + 5
+    while started and running(started[0]) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(started) == 1 and not running(started[0])
+
+
+def _starts_of(seam: tools_module.Processes, monkeypatch: Any) -> list[int]:
+    """The pids of the commands the seam starts from now on, as each registers."""
+    started: list[int] = []
     real_register = seam._register
 
     def register(argv: list[str], launched: float, proc: Any) -> int:
@@ -681,12 +693,7 @@ def test_a_ctrl_c_held_over_a_commands_start_ends_that_command(monkeypatch, pyth
         return real_register(argv, launched, proc)
 
     monkeypatch.setattr(seam, "_register", register)
-    with pytest.raises(KeyboardInterrupt), context.ended_like_ctrl_c():
-        seam.run(["sleep", "37"], stdin=None, timeout=None)
-    deadline = time.monotonic() + 5
-    while started and running(started[0]) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert len(started) == 1 and not running(started[0])
+    return started
 
 
 def _stream_signalled(seam: tools_module.Processes, handler: Callable[[int, Any], None]) -> int:
@@ -726,14 +733,8 @@ def test_a_task_a_ctrl_c_ended_leaves_nothing_its_unjoined_threads_ran(monkeypat
     monkeypatch.setattr(context, "ENDED_BY", [])
     monkeypatch.setattr(tools_module, "_EVERY", [])
     monkeypatch.setattr(tools_module, "_SEAMS", [])
-    seam, started = tools_module.Processes(), []
-    real_register = seam._register
-
-    def register(argv: list[str], launched: float, proc: Any) -> int:
-        started.append(proc.pid)
-        return real_register(argv, launched, proc)
-
-    monkeypatch.setattr(seam, "_register", register)
+    seam = tools_module.Processes()
+    started = _starts_of(seam, monkeypatch)
 
     @context.task(name="watching")
     def watching(c):
