@@ -35,6 +35,9 @@ TRANSIENT = re.compile(
     r"|operation .{0,80} (is )?(already )?in progress|currently (being )?(updated|modified|in use by another operation)"
     r"|currently being created, deleted, updated or repaired|running incompatible operation"
     r"|TLS handshake timeout|connection reset by peer|i/o timeout|the server is currently unable"
+    # client-go's words for a 500 and a 504 of the API server (kubectl and helm alike), and etcd's own
+    r"|has prevented the request from succeeding|unable to return a response in the time allotted"
+    r"|etcdserver: (request timed out|leader changed)"
     # gcloud's own words for a 5xx: compute's "Could not fetch resource: - The service is currently unavailable."
     # and "Internal error. Please try again", apitools' "HttpError accessing <URL>: response: <{'status': '503'"
     r"|service is currently unavailable|Internal error\. Please try again|backendError"

@@ -9,6 +9,7 @@ chart's schema rejects it (ours does).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from .. import names
@@ -18,6 +19,9 @@ Argv = list[str]
 # How long helm may take for the install itself. The RayCluster is one custom object; the pods' readiness
 # is awaited by ray.deploy, because helm's --wait does not understand a RayCluster (it returns at once).
 INSTALL_TIMEOUT = "10m"
+# helm uninstall of a release that is not there (its history is empty): "Error: uninstall: Release not loaded:
+# NAME: release: not found". A history it could not read says why after the name (query: failed to ...).
+RELEASE_GONE = re.compile(r"Release not loaded: \S+: release: not found")
 
 
 def chart_path(chart: Path, cwd: Path | None = None) -> str:
@@ -59,8 +63,11 @@ def template(s: Settings, chart: str, *, values_file: str = "-", release: str = 
 def uninstall(s: Settings, *, wait: bool = True, release: str = names.RAY_RELEASE) -> Argv:
     # --wait: helm waits for the release's own objects (the RayCluster) to go, not for the pods KubeRay deletes
     # after it (background cascade): they may still be shutting down when it returns (what follows waits for
-    # them where it matters). A missing release is not an error.
-    argv = ["helm", "uninstall", release, *_cluster(s), "--ignore-not-found"]
+    # them where it matters). A missing release is not an error: RELEASE_GONE counts as done. Not helm's
+    # --ignore-not-found: in helm 3.13 to 3.19 it answers 'release "X" uninstalled' and 0 whenever the release
+    # could not be read, a 503 or a Forbidden from the API server too (pkg/action/uninstall.go), and nothing is
+    # uninstalled.
+    argv = ["helm", "uninstall", release, *_cluster(s)]
     return argv + (["--wait", f"--timeout={INSTALL_TIMEOUT}"] if wait else [])
 
 

@@ -436,7 +436,7 @@ def listed_workers(r: Runner, s: Settings, steps: Any) -> int | None:
 
 
 def uninstall(r: Runner, s: Settings) -> None:
-    r.run(helm.uninstall(s), timeout=900)
+    r.run(helm.uninstall(s), accept=helm.RELEASE_GONE, timeout=900)
 
 
 def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:

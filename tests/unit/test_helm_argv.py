@@ -45,10 +45,18 @@ def test_helm_template_is_offline_without_context():
     assert "--values=-" in argv and not any(a.startswith("--kube-context") for a in argv)
 
 
-def test_helm_uninstall_ignores_a_missing_release_and_waits():
+def test_helm_uninstall_waits_and_counts_only_a_missing_release_as_gone():
     argv = helm.uninstall(settings())
     assert argv[:3] == ["helm", "uninstall", "nemo-rl"]
-    assert CONTEXT in argv and "--ignore-not-found" in argv and "--wait" in argv
+    # Not --ignore-not-found: helm 3.13-3.19 then says "uninstalled" (exit 0) for a release it could not read.
+    assert CONTEXT in argv and "--ignore-not-found" not in argv and "--wait" in argv
+    assert helm.RELEASE_GONE.search("Error: uninstall: Release not loaded: nemo-rl: release: not found")
+    for unread in ("Error: uninstall: Release not loaded: nemo-rl: query: failed to query with labels: the server "
+                   "is currently unable to handle the request",
+                   'Error: uninstall: Release not loaded: nemo-rl: secrets is forbidden: User "x" cannot list '
+                   'resource "secrets"',
+                   'Error: Kubernetes cluster unreachable: context "gke_p_r_c" does not exist'):
+        assert not helm.RELEASE_GONE.search(unread), unread
 
 
 def test_helm_status_asks_for_json_in_the_clusters_context():

@@ -164,6 +164,15 @@ REAL_TRANSIENT_ERRORS = {
     "k8s 429": "Error from server (TooManyRequests): the server has received too many requests and has asked us to "
                "try again later",
     "helm busy": "Error: UPGRADE FAILED: another operation (install/upgrade/rollback) is in progress",
+    # client-go's words for an API server's 500 and 504 (apimachinery's NewGenericServerResponse), and etcd's:
+    "k8s 500": 'Error from server (InternalError): an error on the server ("<html>upstream error</html>") has '
+               "prevented the request from succeeding (get pods)",
+    "k8s 504": "Error from server (Timeout): the server was unable to return a response in the time allotted, but "
+               "may still be processing the request (get pods)",
+    "helm 500": 'Error: uninstall: Release not loaded: nemo-rl: query: failed to query with labels: an error on the '
+                'server ("") has prevented the request from succeeding (get secrets)',
+    "etcd timeout": "Error from server: etcdserver: request timed out",
+    "etcd leader": "Error from server: etcdserver: leader changed",
     # gcloud 528's words for a 503 and a 500, by API (the real gcloud answering a local server):
     "compute 503": "ERROR: (gcloud.compute.networks.create) Could not fetch resource:\n - The service is currently "
                    "unavailable.",
@@ -208,6 +217,25 @@ def test_a_missing_kube_context_failure_says_how_to_fetch_it(stderr):
     r, _, _ = quiet(tools=seam, backoff_seconds=0)
     with pytest.raises(ToolError, match="`invoke cluster.credentials` fetches it"):
         r.run(["kubectl", "get", "pods"])
+
+
+@pytest.mark.parametrize(("stderr", "done"), [
+    ("Error: uninstall: Release not loaded: nemo-rl: release: not found", True),  # gone meanwhile: what we want
+    ('Error: uninstall: Release not loaded: nemo-rl: secrets is forbidden: User "u" cannot list resource '
+     '"secrets" in API group "" in the namespace "default"', False),  # not read: not gone
+    ('Error: Kubernetes cluster unreachable: context "gke_p_us-central1_c" does not exist', False),
+])
+def test_the_ray_uninstall_counts_only_helms_release_not_found_as_done(stderr, done):
+    from nemo_rl_gke.resources import ray_steps
+    from support.fake import example_settings
+
+    r, _, _ = quiet(tools=Scripted([(1, stderr)]), backoff_seconds=0)
+    try:
+        ray_steps.uninstall(r, example_settings())
+    except ToolError:
+        assert not done
+    else:
+        assert done
 
 
 def test_a_gcloud_list_that_exit_0_after_a_failed_request_is_not_complete():

@@ -11,6 +11,7 @@ import importlib
 import json
 import os
 import pkgutil
+import re
 import sys
 import threading
 import time
@@ -53,6 +54,19 @@ FAULT_TEXT = {
                    "(injected operation in progress)",
         "helm": "Error: UPGRADE FAILED: another operation (install/upgrade/rollback) is in progress "
                 "(injected operation in progress)",
+    },
+    "internal": {  # a 500: client-go's words for it in kubectl and helm, GKE's in gcloud
+        "gcloud": "ERROR: (gcloud) ResponseError: code=500, message=Internal error encountered. (injected 500)",
+        "kubectl": 'Error from server (InternalError): an error on the server ("") has prevented the request from '
+                   "succeeding (injected 500)",
+        "helm": 'Error: an error on the server ("") has prevented the request from succeeding (injected 500)',
+    },
+    "timeout": {  # a 504
+        "gcloud": "ERROR: (gcloud) ResponseError: code=504, message=Deadline exceeded. (injected 504)",
+        "kubectl": "Error from server (Timeout): the server was unable to return a response in the time allotted, "
+                   "but may still be processing the request (injected 504)",
+        "helm": "Error: the server was unable to return a response in the time allotted, but may still be "
+                "processing the request (injected 504)",
     },
     "permanent": {
         "gcloud": "ERROR: (gcloud) INVALID_ARGUMENT: injected permanent failure; code=400",
@@ -109,9 +123,23 @@ def _injected_failure(state: core.State, ctx: core.Ctx) -> tuple[int, str, str] 
             ctx.out("[]")
             reason = text.split(")", 1)[-1].strip().removeprefix("Could not fetch resource:").strip(" -\n")
             return 0, f"WARNING: Some requests did not succeed.\n - {reason}\n", kind
+        if tool == "helm" and ctx.words == ("uninstall",):
+            return _uninstall_unread(ctx, text, kind)
         # gcloud names the failing command: ERROR: (gcloud.compute.networks.create) ...
         return 1, text.replace("(gcloud)", f"({ctx.command_name()})", 1), kind
     return None
+
+
+def _uninstall_unread(ctx: core.Ctx, text: str, kind: str) -> tuple[int, str, str]:
+    """helm uninstall reads the release's history first (pkg/action/uninstall.go); a failed read is said after
+    the release's name. With --ignore-not-found (helm 3.13 to 3.19) any failed read counts as a missing release:
+    'release "X" uninstalled', exit 0, and nothing is uninstalled."""
+    if ctx.flag("--ignore-not-found"):
+        ctx.out("\n".join(f'release "{name}" uninstalled' for name in ctx.positionals))
+        return 0, "", kind
+    reason = re.sub(r"^Error: (INSTALLATION FAILED: |UPGRADE FAILED: |Kubernetes cluster unreachable: )?", "", text)
+    release = ctx.positionals[0] if ctx.positionals else ""
+    return 1, f"Error: uninstall: Release not loaded: {release}: query: failed to query with labels: {reason}", kind
 
 
 # What gcloud 528 prints for an HTTP 503, by API (checked against the real gcloud answering a local server):
@@ -158,7 +186,8 @@ def dispatch(tool: str, argv: list[str], *, stdin: str | None, stdout: TextIO, s
             code, message, kind = failure
             if kind not in AT_ONCE:
                 ctx.work(min(registered.latency, 5.0))
-            stderr.write(message + "\n")
+            if message:
+                stderr.write(message + "\n")
         else:
             try:
                 code = registered.handler(ctx) or 0

@@ -126,7 +126,8 @@ def uninstall(ctx: Ctx) -> int:
     code = 0
     for release in ctx.positionals:
         if not ctx.state.delete(f"helm:{context}", f"{namespace}/{release}"):
-            if ctx.flag("--ignore-not-found"):
+            if ctx.flag("--ignore-not-found"):  # helm says so all the same (cmd/helm/uninstall.go)
+                ctx.out(f'release "{release}" uninstalled')
                 continue
             ctx.err(f"Error: uninstall: Release not loaded: {release}: release: not found")
             code = 1
