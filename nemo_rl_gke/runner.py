@@ -174,6 +174,10 @@ class Runner:
     sleep: Callable[[float], None] | None = None
     tools: Tools = field(default_factory=Processes)
     wait_display: WaitDisplay | None = None
+    # Read-only overviews (status, plan): a question kubectl or helm could not ask for want of this machine's
+    # kubeconfig context fails (the answer is unknown), instead of its "not found" reading as absent. Teardowns
+    # keep reading it as absent: what is in a cluster goes with it (the layer teardowns fetch the context first).
+    no_context_is_unknown: bool = False
     calls: list[CallRecord] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _interrupted: threading.Event = field(default_factory=threading.Event, repr=False)
@@ -297,6 +301,8 @@ class Runner:
         if self.verbose:
             self.say("? " + shlex.join(argv), err=True)
         result = self._answer(argv, stdin=stdin, timeout=timeout)
+        if self.no_context_is_unknown and result.exit_code and NO_CONTEXT.search(result.stderr or ""):
+            raise self.failure(result)
         if result.exit_code in tuple(ok_codes):
             return result
         raise self.failure(result)

@@ -18,7 +18,7 @@ from typing import Any
 
 from .. import gcs, gcs_client, names
 from ..commands import buckets, gcloud, kube_objects, kubectl, lustre
-from ..runner import ALREADY_EXISTS, Result, Runner, last_lines
+from ..runner import ALREADY_EXISTS, NO_CONTEXT, Result, Runner, last_lines
 from ..settings import Settings
 from ..steps import Action, Check, Step
 from ..tools import ToolError
@@ -382,6 +382,8 @@ def status_rows(r: Runner, s: Settings) -> list[tuple[str, str]]:
     def in_cluster(result: Result | None, here: str) -> str:
         if result is not None and result.ok:
             return here
+        if result is not None and NO_CONTEXT.search(result.stderr):  # its "not found" is the context's
+            return "unknown: no kubectl context for the cluster here (`invoke cluster.credentials` fetches it)"
         if result is None or result.not_found:
             return "absent"
         return f"unknown: {last_lines(result.stderr, 1) or f'kubectl exit {result.exit_code}'}"

@@ -57,6 +57,7 @@ def plan(c: Context, gpu: str | None = None, mode: str | None = None, nodes: int
         s = cluster_settings(c, gpu, mode, nodes, spot, reservation)
         steps = all_steps(s)
         r = context.runner(c, s)
+        r.no_context_is_unknown = True  # no kubeconfig context here: what is in the cluster is unknown, not absent
         present = present_map(r, steps)
         est = cost.estimate(s)
         hourly = cost.hourly_by_step(est, steps)
@@ -110,8 +111,9 @@ def status(c: Context, json_: bool = False) -> None:
         s = context.settings(c)
         steps = all_steps(s)
         r = context.runner(c, s)
+        r.no_context_is_unknown = True
         # Any state: a Lustre instance still CREATING already bills (plan asks "ready?": what up would do).
-        present = present_map(r, steps, any_state=True)
+        present = _inside_known(steps, present_map(r, steps, any_state=True))
         # After the lists, three reads at once: the GPU pool's size now (the cluster and the pool are listed),
         # the Ray cluster (deployed: helm was asked with the lists) and the latest run in its head.
         deployed = present.get(RELEASE)
@@ -149,6 +151,14 @@ def status(c: Context, json_: bool = False) -> None:
         print(f"now: about {cost.money(total)}/hour ({est.caveat()})")
         for name, part in (("ray", ray), ("job", job)):
             part.print(name)
+
+
+def _inside_known(steps: list[Any], present: dict[str, bool | None]) -> dict[str, bool | None]:
+    """What lives in the cluster is absent when the cluster is: not "unknown" because this machine has no kubeconfig
+    context for a cluster that is not there (the steps that ask helm or kubectl directly could not tell)."""
+    parents = {step.name: step.parent for step in steps}
+    return {name: False if here is None and present.get(parents.get(name) or "") is False else here
+            for name, here in present.items()}
 
 
 def _age_text(age: float | None) -> str:

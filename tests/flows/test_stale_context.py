@@ -124,3 +124,24 @@ def test_stale_context_ray_dashboard_says_why_in_seconds(fake, tmp_path):
     assert "removed it" in done.stderr and "i/o timeout" not in done.output and "port-forward" not in done.output
     again = on(fake, here, "ray.dashboard", f"--port={port}")  # no context now: said at once, with what to run
     assert again.code == 1 and "`invoke cluster.credentials` fetches it" in again.stderr, again.output
+
+
+def test_a_machine_without_the_context_says_unknown_inside_the_cluster_not_absent(fake, tmp_path):
+    """A second laptop that never fetched the credentials: kubectl's and helm's "context was not found" read as
+    "not found", so status showed the Ray cluster, the claim and the Secret absent ("run `invoke ray.deploy`")
+    while Ray ran, and plan said it would create them."""
+    here, there = tmp_path / "here", tmp_path / "there"
+    setting(fake, here, "up", "--yes")
+    status = on(fake, there, "status")
+    assert status.code == 0, status.output
+    rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in status.stdout.splitlines()
+            if line.count("│") >= 3}
+    inside = [title for title in rows if title.startswith(("Ray cluster", "Secret", "PersistentVolumeClaim"))]
+    assert len(inside) == 3 and {rows[title] for title in inside} == {"unknown"}, rows
+    assert rows["Standard cluster nemo-rl"] == "present", rows
+    assert "not deployed" not in status.output and "`invoke cluster.credentials` fetches it" in status.output
+    plan = on(fake, there, "plan")
+    assert plan.code == 0, plan.output
+    ray = next(line for line in plan.stdout.splitlines() if "Ray cluster nemo-rl" in line)
+    assert "create?" in ray, plan.stdout
+    assert CONTEXT not in contexts(there)  # read-only: nothing fetched

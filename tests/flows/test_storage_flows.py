@@ -341,6 +341,17 @@ def test_storage_status_says_unknown_not_absent_when_kubectl_cannot_ask(made):
     assert rows["Lustre nemo-lustre"].startswith("ACTIVE"), rows
 
 
+def test_storage_status_says_unknown_not_absent_on_a_machine_without_the_clusters_context(made):
+    # kubectl's "context was not found for specified context" matched "not found": the claim and the Secret,
+    # both there, read "absent" on a second laptop that never fetched the credentials.
+    done = made.invoke("storage.status", process=True, FAKECLOUD_MACHINE="a second laptop")
+    assert done.code == 0, done.output
+    rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in done.stdout.splitlines()
+            if line.count("│") >= 3}
+    for row in ("PVC default/lustre-pvc", "Secret default/nemo-rl-secrets"):
+        assert rows[row].startswith("unknown: ") and "invoke cluster.credentials" in rows[row], rows
+
+
 def test_storage_secret_is_updated_when_a_token_changes(made):
     cloud = made
     cloud.write_env(HF_TOKEN="hf_ANOTHERsecretVALUE999")
