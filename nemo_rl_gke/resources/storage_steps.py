@@ -303,6 +303,10 @@ def _kube_steps(s: Settings, inv: Inventory) -> list[Step]:
     with the cluster."""
     in_cluster: dict[str, Any] = {"deps": (cluster.CREDENTIALS,), "parent": cluster.CLUSTER, "create_seconds": 2,
                                   "delete_seconds": 2}
+    # A NAMESPACE of its own is made by the KSA's apply: what else lives in it waits for that (kubectl's apply
+    # into a namespace not there yet fails: namespaces "NAME" not found).
+    in_namespace = {**in_cluster, "deps": (cluster.CREDENTIALS, KSA) if s.NAMESPACE != "default" else (
+        cluster.CREDENTIALS,)}
 
     def secret_listed(items: list[dict[str, Any]]) -> bool:
         found = [i for i in items if i.get("kind") == "Secret" and i["metadata"]["name"] == names.SECRET_NAME]
@@ -321,7 +325,7 @@ def _kube_steps(s: Settings, inv: Inventory) -> list[Step]:
              inv.in_cluster(SECRET, KubeRef("secret", "Secret", names.SECRET_NAME, s.NAMESPACE), secret_listed,
                             lambda r: secret_present(r, s)),
              _apply_secret(s), deleter(kubectl.delete(s, "secret", names.SECRET_NAME, namespace=s.NAMESPACE)),
-             **in_cluster),
+             **in_namespace),
         Step(PV, f"PersistentVolume {names.LUSTRE_PV}",
              kube(PV, "persistentvolume", "PersistentVolume", names.LUSTRE_PV,
                   kubectl.get(s, "persistentvolume", names.LUSTRE_PV)),
@@ -332,7 +336,7 @@ def _kube_steps(s: Settings, inv: Inventory) -> list[Step]:
                   kubectl.get(s, "persistentvolumeclaim", names.LUSTRE_PVC, namespace=s.NAMESPACE)),
              _apply_pvc(s, inv), deleter(kubectl.delete(s, "persistentvolumeclaim", names.LUSTRE_PVC,
                                                    namespace=s.NAMESPACE)),
-             **{**in_cluster, "deps": (cluster.CREDENTIALS, PV)}),
+             **{**in_namespace, "deps": (*in_namespace["deps"], PV)}),
     ]
 
 

@@ -3,6 +3,8 @@ through `invoke` on the fake cloud, which now answers as the real tool does (che
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 
@@ -28,3 +30,35 @@ def test_a_ray_uninstall_that_could_not_read_the_release_is_retried_not_taken_fo
     uninstalls = [c for c in cloud.calls() if c["tool"] == "helm" and c["argv"][0] == "uninstall"]
     assert [c["exit"] for c in uninstalls] == [1, 0], uninstalls
 
+
+
+def _kubectl(cloud, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["kubectl", "--context=gke_my-nemo-project_us-central1_nemo-rl", *args], input=stdin,
+                          env=cloud.process_env(), capture_output=True, text=True, cwd=cloud.workdir)
+
+
+def _objects(cloud) -> list[str]:
+    return [key for kind, items in cloud.resources().items() if kind.startswith("k8s:") for key in items]
+
+
+def test_storage_in_a_namespace_of_its_own_makes_the_namespace_first(cloud):
+    # kubectl's apply into a namespace that is not there fails (the fake stored it anyway): the Secret's apply ran
+    # beside the KSA's, which makes the namespace, and a first `up` with NAMESPACE=nemo failed on it.
+    cloud.write_env(NAMESPACE="nemo")
+    _ok(cloud.invoke("up", "--yes"), "up")
+    assert {"Namespace//nemo", "PersistentVolumeClaim/nemo/lustre-pvc"} <= set(_objects(cloud))
+    assert _releases(cloud) == ["nemo/nemo-rl"]
+    for kind, name in (("secret", "nemo-rl-secrets"), ("serviceaccount", "generic-ksa"), ("namespace", "nemo")):
+        assert _kubectl(cloud, "delete", kind, name, "--namespace=nemo").returncode == 0
+    # Each apply now takes 0.1 s: the Secret's, started beside the KSA's, asks before the namespace is there.
+    _ok(cloud.invoke("storage.create", process=True, FAKECLOUD_TIME_SCALE="0.05"), "storage.create")
+    assert {"Namespace//nemo", "ServiceAccount/nemo/generic-ksa", "Secret/nemo/nemo-rl-secrets"} <= set(
+        _objects(cloud))
+    _ok(cloud.invoke("down", "--yes", "--delete-data"), "down")
+
+
+def test_the_fakes_apply_into_a_missing_namespace_fails_as_kubectls_does(cloud):
+    _ok(cloud.invoke("up", "--yes"), "up")
+    secret = "apiVersion: v1\nkind: Secret\nmetadata: {name: x, namespace: elsewhere}\nstringData: {a: b}\n"
+    done = _kubectl(cloud, "apply", "--filename=-", stdin=secret)
+    assert done.returncode == 1 and 'namespaces "elsewhere" not found' in done.stderr, done.stderr

@@ -246,3 +246,19 @@ def test_secret_with_a_value_that_is_not_base64_does_not_match():
     ("Created instance [nemo-lustre].", ""), ("", "")])
 def test_lustre_operation_id_from_the_async_create(stderr, wanted):
     assert lustre.operation_id(stderr) == wanted
+
+
+@pytest.mark.parametrize("namespace", ["nemo", "default"])
+def test_what_lives_in_a_namespace_of_its_own_waits_for_the_apply_that_makes_it(namespace):
+    # The KSA's apply makes a NAMESPACE that is not `default`; the Secret's and the claim's applies ran beside it
+    # and failed on a first `up` (kubectl: namespaces "nemo" not found).
+    from nemo_rl_gke import graph
+    from nemo_rl_gke.resources import all_steps, prefetch_steps, ray_steps
+
+    steps = all_steps(make_settings(NAMESPACE=namespace))
+    inside = (storage_steps.SECRET, storage_steps.PVC, ray_steps.RELEASE, prefetch_steps.PREFETCH)
+    waits = {name: storage_steps.KSA in graph.needed_by(steps, [name]) for name in inside}
+    if namespace == "default":  # always there: the Secret and the claim need not wait
+        assert not waits[storage_steps.SECRET] and not waits[storage_steps.PVC], waits
+    else:
+        assert all(waits.values()), waits

@@ -18,6 +18,7 @@ from typing import Any
 from .. import kubeconfig
 from ..core import Ctx, Fail, command
 from . import ray_pods
+from .kubectl_objects import namespaces
 
 INSTALL_SECONDS = 600  # helm install + Ray pods Ready (image pull), FACTS §6
 HELM_CALL_SECONDS = 3  # the helm call itself: one custom object to apply
@@ -59,6 +60,8 @@ def upgrade(ctx: Ctx) -> int:
         raise Fail(1, f'Error: "helm upgrade" requires 2 arguments, got {ctx.positionals}')
     release, chart = ctx.positionals
     context, namespace = _context(ctx), _namespace(ctx)
+    if namespace not in namespaces(ctx, context) and not ctx.flag("--create-namespace"):
+        raise Fail(1, f'Error: INSTALLATION FAILED: create: failed to create: namespaces "{namespace}" not found')
     if ctx.flag("--set") or ctx.flag("--set-string"):
         raise Fail(1, "Error: fakecloud: our code passes values on stdin, never with --set")
     source = ctx.flag("--values")

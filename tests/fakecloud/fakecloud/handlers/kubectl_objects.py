@@ -86,6 +86,16 @@ def _resource_word(kind: str, obj: dict[str, Any]) -> str:
     return f"{kind.lower()}{'.' + group if group else ''}"
 
 
+BUILT_IN_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease"}
+
+
+def namespaces(ctx: Ctx, context: str) -> set[str]:
+    """The namespaces of the context's cluster: the four every cluster has, and those applied."""
+    with ctx.state.reading() as data:
+        keys = list((data.get(f"k8s:{context}") or {}).keys())
+    return BUILT_IN_NAMESPACES | {key.split("/", 2)[2] for key in keys if key.startswith("Namespace/")}
+
+
 def put_object(ctx: Ctx, obj: dict[str, Any]) -> str:
     """Store obj; returns 'created', 'configured' or 'unchanged' as kubectl apply says."""
     kind = obj["kind"]
@@ -126,6 +136,9 @@ def apply(ctx: Ctx) -> None:
             raise Fail(1, f"error: the path \"{source}\" does not exist (fakecloud knows no such manifest)")
         docs = [dict(d, metadata=dict(d["metadata"])) for d in docs]
     store_kind(ctx)
+    # The namespaces as the call starts: an apply beside the one making the namespace fails, as a real one racing
+    # it may (the API server checks the namespace when the object is created).
+    known = namespaces(ctx, str(ctx.flag("--context")))
     ctx.work()
     unmapped = []
     for doc in docs:
@@ -139,7 +152,14 @@ def apply(ctx: Ctx) -> None:
                                                               "STDIN" if source == "-" else source,
                                                               str(doc.get("apiVersion")), doc["kind"]))
             continue
+        namespace = namespace_of(doc["kind"], (doc.get("metadata") or {}).get("namespace"), ctx)
+        if namespace and namespace not in known:  # kubectl goes on with the others, then fails naming it
+            unmapped.append(f'Error from server (NotFound): error when creating "{"STDIN" if source == "-" else source}'
+                            f'": namespaces "{namespace}" not found')
+            continue
         verdict = put_object(ctx, doc)
+        if doc["kind"] == "Namespace":
+            known.add(doc["metadata"]["name"])
         ctx.out(f"{_resource_word(doc['kind'], doc)}/{doc['metadata']['name']} {verdict}")
     if unmapped:
         raise Fail(1, "\n".join(unmapped))
