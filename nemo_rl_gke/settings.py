@@ -86,7 +86,15 @@ GPU_PROFILES: dict[str, GpuProfile] = {
 
 GPU_ALIASES = {p.accelerator: p.short for p in GPU_PROFILES.values()} | {p: p for p in GPU_PROFILES}
 CLUSTER_MODES = ("standard", "autopilot")
-LUSTRE_THROUGHPUTS = (125, 250, 500, 1000)
+# Managed Lustre's tiers (MB/s per TiB) -> (smallest GiB, step GiB, up to GiB, step beyond that GiB, largest GiB):
+# the "Performance tiers" page of the Managed Lustre docs (gcloud 528's --capacity-gib help is older, tier-blind).
+LUSTRE_TIERS = {
+    1000: (9_000, 9_000, 1_530_000, 72_000, 10_008_000),
+    500: (18_000, 18_000, 3_060_000, 144_000, 20_016_000),
+    250: (36_000, 36_000, 6_120_000, 288_000, 40_032_000),
+    125: (72_000, 72_000, 12_240_000, 72_000, 12_240_000),
+}
+LUSTRE_THROUGHPUTS = tuple(sorted(LUSTRE_TIERS))
 # NeMo RL image tag -> the Ray version inside it (the RayCluster's rayVersion must match).
 RAY_VERSIONS = {"v0.5.0": "2.49.2"}
 

@@ -11,6 +11,7 @@ from .settings import (
     DEFAULT_PREFETCH_MODELS,
     GPU_ALIASES,
     LUSTRE_THROUGHPUTS,
+    LUSTRE_TIERS,
     NCCL_INSTALLER_DEFAULT_REF,
     RAY_VERSIONS,
     REQUIRED,
@@ -158,10 +159,18 @@ def _check_capacity(s: Settings) -> None:
     if s.LUSTRE_THROUGHPUT not in LUSTRE_THROUGHPUTS:
         raise ConfigError("LUSTRE_THROUGHPUT", s.LUSTRE_THROUGHPUT, "allowed values (MB/s per TiB): 125, 250, 500,"
                                                                     " 1000.")
-    # gcloud 528's own help for `lustre instances create --capacity-gib`.
-    if not 18_000 <= s.LUSTRE_CAPACITY_GIB <= 954_000 or s.LUSTRE_CAPACITY_GIB % 9000:
+    if not lustre_capacity_fits(s.LUSTRE_CAPACITY_GIB, s.LUSTRE_THROUGHPUT):
+        low, step, up_to, then, high = LUSTRE_TIERS[s.LUSTRE_THROUGHPUT]
+        beyond = f", or a multiple of {then} up to {high}" if high > up_to else ""
         raise ConfigError("LUSTRE_CAPACITY_GIB", s.LUSTRE_CAPACITY_GIB,
-                          "use a multiple of 9000 GiB from 18000 to 954000 (e.g. 18000).")
+                          f"at LUSTRE_THROUGHPUT={s.LUSTRE_THROUGHPUT} Managed Lustre takes a multiple of {step} GiB "
+                          f"from {low} to {up_to}{beyond} (e.g. {low}); a faster tier takes smaller instances.")
+
+
+def lustre_capacity_fits(capacity: int, throughput: int) -> bool:
+    """A size Managed Lustre creates at that tier (its minimum, its step, and a coarser step past a threshold)."""
+    low, step, up_to, then, high = LUSTRE_TIERS[throughput]
+    return low <= capacity <= high and not capacity % (step if capacity <= up_to else then)
 
 
 def _check_image_and_refs(s: Settings) -> None:

@@ -109,8 +109,16 @@ def _not_digits() -> st.SearchStrategy[str]:
 
 
 BASE_REGION = "us-central1"
-# Managed Lustre's capacity range (gcloud 528): multiples of 9000 GiB in it.
-LUSTRE_MIN, LUSTRE_MAX = 18_000, 954_000
+# Managed Lustre's sizes at the .env.example's tier (500 MB/s per TiB, the docs' "Performance tiers"): multiples of
+# 18000 GiB up to 3060000, of 144000 GiB beyond, up to 20016000.
+LUSTRE_STEP, LUSTRE_UP_TO, LUSTRE_THEN, LUSTRE_MAX = 18_000, 3_060_000, 144_000, 20_016_000
+# Each tier's smallest size.
+LUSTRE_SMALLEST = {"1000": 9000, "500": 18000, "250": 36000, "125": 72000}
+
+
+def _lustre_fits(n: int) -> bool:
+    return 0 < n <= LUSTRE_MAX and not n % (LUSTRE_STEP if n <= LUSTRE_UP_TO else LUSTRE_THEN)
+
 
 # Hugging Face repo ids: owner/name, each part [A-Za-z0-9_.-] starting and ending with a letter, digit or '_'.
 hf_part = st.builds(lambda head, middle, tail: head + middle + tail,
@@ -146,9 +154,14 @@ VALID: dict[str, st.SearchStrategy[dict[str, str]]] = {
     "LUSTRE_NAME": st.builds(lambda v: {"LUSTRE_NAME": v}, name(57)),
     "LUSTRE_ZONE": st.builds(lambda z: {"LUSTRE_ZONE": z}, st.one_of(
         st.just(""), zone_letter.map(lambda z: f"{BASE_REGION}-{z}"))),
-    "LUSTRE_CAPACITY_GIB": st.builds(lambda k: {"LUSTRE_CAPACITY_GIB": str(9000 * k)},
-                                     st.integers(LUSTRE_MIN // 9000, LUSTRE_MAX // 9000)),
-    "LUSTRE_THROUGHPUT": st.builds(lambda v: {"LUSTRE_THROUGHPUT": str(v)}, st.sampled_from(S.LUSTRE_THROUGHPUTS)),
+    "LUSTRE_CAPACITY_GIB": st.one_of(
+        st.builds(lambda k: {"LUSTRE_CAPACITY_GIB": str(LUSTRE_STEP * k)}, st.integers(1, LUSTRE_UP_TO // LUSTRE_STEP)),
+        st.builds(lambda k: {"LUSTRE_CAPACITY_GIB": str(LUSTRE_THEN * k)},
+                  st.integers(LUSTRE_UP_TO // LUSTRE_THEN + 1, LUSTRE_MAX // LUSTRE_THEN))),
+    # A tier brings a size it takes (below each tier's threshold, its smallest size is its step).
+    "LUSTRE_THROUGHPUT": st.builds(
+        lambda v, k: {"LUSTRE_THROUGHPUT": v, "LUSTRE_CAPACITY_GIB": str(LUSTRE_SMALLEST[v] * k)},
+        st.sampled_from(sorted(LUSTRE_SMALLEST)), st.integers(1, 20)),
     "NEMO_RL_IMAGE": st.builds(lambda v: {"NEMO_RL_IMAGE": v}, image_ok),
     "PROJECT_NUMBER": st.builds(lambda v: {"PROJECT_NUMBER": v}, st.one_of(
         st.just(""), st.text(string.digits, min_size=6, max_size=20))),
@@ -209,7 +222,7 @@ INVALID: dict[str, st.SearchStrategy[dict[str, str]]] = {
         spoil(st.just(f"{BASE_REGION}-b")),
         st.builds(lambda r, z: f"{r}-{z}", region.filter(lambda r: r != BASE_REGION), zone_letter))),
     "LUSTRE_CAPACITY_GIB": _one("LUSTRE_CAPACITY_GIB", st.one_of(
-        _not_digits(), _digits_not(lambda n: n % 9000 or n < LUSTRE_MIN or n > LUSTRE_MAX))),
+        _not_digits(), _digits_not(lambda n: not _lustre_fits(n)))),
     "LUSTRE_THROUGHPUT": _one("LUSTRE_THROUGHPUT", st.one_of(
         _not_digits(), _digits_not(lambda n: n not in S.LUSTRE_THROUGHPUTS))),
     "NEMO_RL_IMAGE": _one("NEMO_RL_IMAGE", st.one_of(
@@ -251,10 +264,11 @@ invalid_override = st.one_of(
 )
 
 
-# Keys that can change together without making each other invalid (a region brings its own zone).
+# Keys that can change together without making each other invalid (a region brings its own zone, a Lustre tier its
+# size: the capacity alone is not among them).
 INDEPENDENT = ("PROJECT_ID", "CONTROL_PLANE_LOCATION", "CLUSTER_NAME", "GPU_TYPE", "CLUSTER_MODE", "GKE_VERSION",
                "GS_BUCKET", "GVNIC_NETWORK_PREFIX", "RDMA_NETWORK_PREFIX", "NETWORK", "RESERVATION", "GPU_NODES",
-               "LUSTRE_NAME", "LUSTRE_CAPACITY_GIB", "LUSTRE_THROUGHPUT", "KSA_NAME", "NAMESPACE")
+               "LUSTRE_NAME", "LUSTRE_THROUGHPUT", "KSA_NAME", "NAMESPACE")
 
 
 @st.composite

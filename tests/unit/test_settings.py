@@ -70,7 +70,8 @@ def test_validate_rejects_bad_value_naming_the_key(key, value):
     ("CLUSTER_MODE", "autopilot"), ("CLUSTER_MODE", "Standard"), ("GKE_VERSION", ""),
     ("GKE_VERSION", "1.33.5-gke.1000000"), ("LUSTRE_ZONE", "us-central1-a"), ("GS_BUCKET", ""),
     ("RESERVATION", "projects/other-project/reservations/a4-res"), ("GPU_NODES", "64"),
-    ("LUSTRE_THROUGHPUT", "125"), ("LUSTRE_CAPACITY_GIB", "954000"), ("PROJECT_NUMBER", "123456789012"),
+    ("LUSTRE_THROUGHPUT", "1000"), ("LUSTRE_CAPACITY_GIB", "954000"), ("PROJECT_NUMBER", "123456789012"),
+    ("LUSTRE_CAPACITY_GIB", "3060000"), ("LUSTRE_CAPACITY_GIB", "3168000"), ("LUSTRE_CAPACITY_GIB", "20016000"),
     ("NEMO_RL_IMAGE", "nvcr.io/nvidia/nemo-rl:v0.6.0"),
     ("GS_BUCKET", "my.data.bucket"), ("GS_BUCKET", "a_b-c"), ("GS_BUCKET", ".".join(["x" * 63] * 3)),
     ("GS_BUCKET", "1.2.3.4.5"), ("NETWORK", "nemo-gvnic"),
@@ -83,6 +84,25 @@ def test_validate_accepts_good_value(key, value):
     if key == "NEMO_RL_IMAGE":
         overrides["RAY_VERSION"] = "2.52.0"
     validate(base(**overrides))
+
+
+@pytest.mark.parametrize(("throughput", "capacity", "fits"), [
+    # The Managed Lustre docs' tiers: smallest size, step, the threshold past which the step grows, largest size.
+    (1000, 9000, True), (1000, 27000, True), (1000, 1_530_000, True), (1000, 1_539_000, False),
+    (1000, 1_584_000, True), (1000, 10_008_000, True), (1000, 10_080_000, False),
+    (500, 18000, True), (500, 27000, False), (500, 9000, False), (500, 3_168_000, True), (500, 3_078_000, False),
+    (250, 18000, False), (250, 36000, True), (250, 54000, False), (250, 6_336_000, True),
+    (125, 18000, False), (125, 72000, True), (125, 108_000, False), (125, 12_240_000, True),
+    (125, 12_312_000, False),
+])
+def test_lustre_capacity_is_checked_against_its_tier(throughput, capacity, fits):
+    settings = base(LUSTRE_THROUGHPUT=str(throughput), LUSTRE_CAPACITY_GIB=str(capacity))
+    if fits:
+        validate(settings)
+        return
+    with pytest.raises(ConfigError) as caught:
+        validate(settings)
+    assert caught.value.key == "LUSTRE_CAPACITY_GIB" and f"LUSTRE_THROUGHPUT={throughput}" in str(caught.value)
 
 
 def test_coerce_rejects_non_boolean_spot():

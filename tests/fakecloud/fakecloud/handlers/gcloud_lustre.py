@@ -21,6 +21,9 @@ from .gcloud_filter import filtered
 
 CREATE_SECONDS = 900
 THROUGHPUTS = ("125", "250", "500", "1000")
+# The API's sizes by tier (the Managed Lustre docs' "Performance tiers"): smallest, step, up to, step beyond, largest.
+TIERS = {1000: (9_000, 9_000, 1_530_000, 72_000, 10_008_000), 500: (18_000, 18_000, 3_060_000, 144_000, 20_016_000),
+         250: (36_000, 36_000, 6_120_000, 288_000, 40_032_000), 125: (72_000, 72_000, 12_240_000, 72_000, 12_240_000)}
 
 
 def _name(ctx: Ctx) -> str:
@@ -101,8 +104,10 @@ def lustre_create(ctx: Ctx) -> None:
         raise Fail(1, _error(ctx, f"INVALID_ARGUMENT: per_unit_storage_throughput {throughput} is not one of "
                                   f"{', '.join(THROUGHPUTS)}"))
     capacity = int(ctx.flag("--capacity-gib"))
-    if capacity < 9000 or capacity % 9000:
-        raise Fail(1, _error(ctx, f"INVALID_ARGUMENT: capacity_gib {capacity} is not a multiple of 9000"))
+    low, step, up_to, then, high = TIERS[int(throughput)]
+    if not low <= capacity <= high or capacity % (step if capacity <= up_to else then):
+        raise Fail(1, _error(ctx, f"INVALID_ARGUMENT: capacity_gib {capacity} is not a valid size for "
+                                  f"per_unit_storage_throughput {throughput}"))
     match = re.fullmatch(r"projects/([^/]+)/global/networks/([^/]+)", str(ctx.flag("--network")))
     if not match:
         raise Fail(1, _error(ctx, "INVALID_ARGUMENT: network must be projects/P/global/networks/N"))
