@@ -82,8 +82,10 @@ NO_CONTEXT = re.compile(r"context was not found for specified context|context \"
 HELD = re.compile(r"timed out waiting for the condition on (\S+)")
 
 # gcloud's multi-scope lists (`compute networks subnets list`, `compute addresses list`) exit 0 with what they
-# got, and only warn, when a request of theirs failed (a 503, a rate limit): their list is then incomplete.
-INCOMPLETE_LIST = "Some requests did not succeed"
+# got, and only warn, when a request of theirs failed (a 503, a rate limit): their list is then incomplete. So does
+# `container clusters list` when GKE answers without some locations (its missingZones): "WARNING: The following
+# zones did not respond: us-central1. List results may be incomplete."
+INCOMPLETE_LIST = re.compile(r"Some requests did not succeed|List results may be incomplete")
 
 
 # The longest the runner sleeps in one go while waiting, so Ctrl-C and progress stay prompt.
@@ -149,7 +151,7 @@ class Result:
     @property
     def complete(self) -> bool:
         """Succeeded with the whole answer: not a gcloud list that exited 0 after a failed request of its own."""
-        return self.ok and INCOMPLETE_LIST not in self.stderr
+        return self.ok and not INCOMPLETE_LIST.search(self.stderr)
 
 
 @dataclass

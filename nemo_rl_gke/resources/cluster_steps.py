@@ -9,9 +9,10 @@ from typing import Any
 
 from .. import names, render
 from ..commands import gcloud, kubectl
-from ..runner import ALREADY_EXISTS, NOT_FOUND, TRANSIENT, Result, Runner
+from ..runner import ALREADY_EXISTS, NOT_FOUND, TRANSIENT, Result, Runner, last_lines
 from ..settings import Settings
 from ..steps import Action, Step
+from ..tools import ToolError
 from . import cluster_features
 from . import net_steps as net
 from .inventory import Inventory, KubeRef, inventory_of
@@ -96,6 +97,10 @@ def other_deployments(r: Runner, s: Settings, steps: list[Step] | None = None) -
             if result is not None and not result.not_found:
                 raise r.failure(result)
             return []
+        if not result.complete:  # a location did not answer: a deployment there would go unseen
+            raise ToolError(f"GKE listed the clusters of {s.PROJECT_ID} without some locations "
+                            f"({last_lines(result.stderr, 1)}): whether another deployment shares our VPCs, peering "
+                            f"and Lustre cannot be told, so nothing was deleted. Run it again in a minute.", 1)
         try:
             items = json.loads(result.stdout or "[]")
         except json.JSONDecodeError:
@@ -239,8 +244,6 @@ def _usable_check(kind: str, describe: list[str]) -> Any:
 
 def _create_and_settle(kind: str, title: str, create: list[str], describe: list[str], fix: str) -> Action:
     """Create; when it already exists (an earlier run's create goes on in GKE), wait until it can be used."""
-    from ..tools import ToolError
-
     def run(r: Runner) -> str | None:
         result = r.run(create, accept=ALREADY_EXISTS, timeout=3600)
         if not result.already_exists:
@@ -280,8 +283,6 @@ GONE_BUSY_OR_TRANSIENT = re.compile(f"{GONE_OR_BUSY.pattern}|{TRANSIENT.pattern}
 
 def _delete_when_free(title: str, delete: list[str]) -> Action:
     """Delete; while GKE is busy with the cluster, wait for it and delete again."""
-    from ..tools import ToolError
-
     def run(r: Runner) -> str | None:
         said: dict[str, Result] = {}
 

@@ -62,3 +62,28 @@ def test_the_fakes_apply_into_a_missing_namespace_fails_as_kubectls_does(cloud):
     secret = "apiVersion: v1\nkind: Secret\nmetadata: {name: x, namespace: elsewhere}\nstringData: {a: b}\n"
     done = _kubectl(cloud, "apply", "--filename=-", stdin=secret)
     assert done.returncode == 1 and 'namespaces "elsewhere" not found' in done.stderr, done.stderr
+
+
+def test_down_does_not_take_a_cluster_list_gke_answered_in_part_for_no_cluster(cloud):
+    # gcloud container clusters list exits 0 with a warning when a location did not answer (missingZones): read as
+    # complete, the cluster was absent to `down`, which then left it (and its nodes) billing.
+    _ok(cloud.invoke("up", "--yes"), "up")
+    done = _ok(cloud.invoke("down", "--yes", "--delete-data", process=True,
+                            FAKECLOUD_FAIL="container clusters list:1:partial"), "down")
+    partial = [c for c in cloud.calls() if c["argv"][:3] == ["container", "clusters", "list"] and c["exit"] == 0]
+    assert partial, "the injected partial list was never asked"
+    assert "cluster" not in cloud.resources(), sorted(cloud.resources())
+    assert "nothing of ours is left" in done.stderr, done.stderr[-2000:]
+
+
+def test_down_deletes_nothing_while_gke_lists_the_clusters_in_part(cloud):
+    # Another deployment in a location that did not answer would go unseen: its VPCs, peering and Lustre deleted.
+    _ok(cloud.invoke("up", "--yes"), "up")
+    before, asked = cloud.resources(), len(cloud.calls())
+    done = cloud.invoke("down", "--yes", "--delete-data", process=True,
+                        FAKECLOUD_FAIL="container clusters list:2:partial")
+    assert done.code == 1 and "without some locations" in done.stderr and "nothing was deleted" in done.stderr, \
+        done.output[-2000:]
+    assert "Traceback" not in done.output
+    assert cloud.resources() == before
+    assert not [c for c in cloud.calls()[asked:] if c["mutating"]]

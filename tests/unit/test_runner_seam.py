@@ -243,6 +243,9 @@ def test_a_gcloud_list_that_exit_0_after_a_failed_request_is_not_complete():
 
     warned = "WARNING: Some requests did not succeed.\n - The service is currently unavailable.\n"
     assert (Result([], 0, "[]", warned).complete, Result([], 0, "[]", "").complete) == (False, True)
+    # `container clusters list` when GKE's answer lacks a location (lib/surface/container/clusters/list.py)
+    partial = "WARNING: The following zones did not respond: us-central1. List results may be incomplete.\n"
+    assert Result([], 0, "[]", partial).complete is False
 
 
 @pytest.mark.parametrize("stderr", list(REAL_TRANSIENT_ERRORS.values()), ids=list(REAL_TRANSIENT_ERRORS))

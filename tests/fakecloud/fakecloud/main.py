@@ -78,6 +78,9 @@ FAULT_TEXT = {
 # `refused`: the permanent failure's words at once, as a request the API refuses on its own checks comes back (a
 # 400 in one round trip); the others answer after the call's work (up to 5 s × scale), as a failed operation does.
 FAULT_TEXT["refused"] = FAULT_TEXT["permanent"]
+# `partial`: GKE answers a cluster list without a location (its missingZones); gcloud warns and exits 0 with the
+# rest. Elsewhere it is the 503.
+FAULT_TEXT["partial"] = FAULT_TEXT["transient"]
 AT_ONCE = ("refused",)
 
 _loaded = threading.Lock()
@@ -118,6 +121,10 @@ def _injected_failure(state: core.State, ctx: core.Ctx) -> tuple[int, str, str] 
             state.put("_fail", pattern, {"n": used["n"] + 1})
         text = GCLOUD_503.get(ctx.words[0], FAULT_TEXT[kind][tool]) if tool == "gcloud" and kind == "transient" \
             else FAULT_TEXT[kind][tool]
+        if tool == "gcloud" and ctx.words == ("container", "clusters", "list") and kind == "partial":
+            ctx.out("[]")  # lib/surface/container/clusters/list.py: a warning, and the clusters GKE did return
+            where = ctx.flag("--location") or ctx.flag("--region") or "us-central1"
+            return 0, f"WARNING: The following zones did not respond: {where}. List results may be incomplete.", kind
         if tool == "gcloud" and ctx.words in MULTI_SCOPE_LISTS:
             # These lists warn and exit 0 with what they got (nothing here) when a request of theirs fails.
             ctx.out("[]")
