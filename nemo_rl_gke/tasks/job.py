@@ -26,7 +26,7 @@ from . import context, job_views
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ..runner import Runner
+    from ..runner import Result, Runner
 
 ID_HELP = "Run id, also given bare (`invoke job.status ID`); default: the latest submitted run."
 
@@ -87,8 +87,7 @@ def submit(c: Context, name: str, set_: list[str] | None = None, id_: str | None
     script = jobscript.submit_script(submission)
     if not r.dry:
         _refuse_during_teardown(s)
-    result = r.run(head_pod.kubectl_exec(s, head), stdin=script, stdin_label=f"job script for run {run_id}",
-                   show_stdin=r.dry)
+    result = _submit(r, s, head, script, run_id)
     if not r.dry:
         for line in result.stdout.splitlines():
             r.say(line)
@@ -96,6 +95,27 @@ def submit(c: Context, name: str, set_: list[str] | None = None, id_: str | None
         r.say(f"following the driver log of {run_id}; Ctrl-C stops following, the job keeps running",
               err=True)
         r.stream(head_pod.kubectl_exec(s, head), stdin=jobscript.logs_script(run_id, follow=True))
+
+
+def _submit(r: Runner, s: Settings, head: str, script: str, run_id: str) -> Result:
+    """Pipe the submit script into the head pod, once: a kubectl whose stream dropped (or that Ctrl-C ended) leaves
+    the script going on in the pod (kubectl exec does not stop it), so a second try would find the run started,
+    or race it. Either way the user is told how to see whether it did; a script that ended said so itself."""
+    from ..tools import ToolError
+
+    check = (f"the submit script goes on in the head pod after kubectl has gone (exec does not stop it): run "
+             f"{run_id} may start anyway; `invoke job.status --id={run_id}` says whether it did (`invoke job.stop "
+             f"{run_id}` stops it)")
+    try:
+        return r.run(head_pod.kubectl_exec(s, head), stdin=script, stdin_label=f"job script for run {run_id}",
+                     show_stdin=r.dry, retry=False)
+    except ToolError as exc:
+        if "command terminated with exit code" in str(exc):  # the script's own answer: it has ended
+            raise
+        raise ToolError(f"{exc}\n{check}; submit again only if it did not.", exc.exit_code) from exc
+    except KeyboardInterrupt:
+        r.say(check, err=True)
+        raise
 
 
 def _refuse_during_teardown(s: Any) -> None:

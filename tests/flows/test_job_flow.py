@@ -389,3 +389,16 @@ def test_fake_exec_ends_as_kubectl_does(fake, script, code):
     assert done.returncode == code, done.stderr
     said = done.stderr.strip().splitlines()
     assert (said[-1:] == [f"command terminated with exit code {code}"]) if code else said == [], done.stderr
+
+
+def test_job_submit_whose_stream_dropped_is_not_sent_twice_and_says_how_to_check(cloud):
+    # kubectl exec's stream cut after the script started: the script goes on in the pod and starts the run. The
+    # runner took the cut for transient and sent the script again, which found its own run "still running" (exit 2,
+    # or, sent while the first was still preparing, raced it for the same run directory).
+    done = cloud.invoke("job.submit", "qwen2.5-1.5b-gsm8k", "--id=dropped", *FAST, process=True,
+                        FAKECLOUD_FAIL="-- bash:1:dropped")
+    assert done.code == 1 and "connection reset by peer" in done.stderr, done.output[-2000:]
+    assert "`invoke job.status --id=dropped` says whether it did" in done.stderr and "still running" not in done.stderr
+    execs = [c for c in cloud.calls() if "exec" in c["argv"] and c["argv"][-1:] == ["bash"]]
+    assert len(execs) == 1, [c["argv"] for c in execs]
+    wait_for(lambda: (run_dir(cloud, "dropped") / "pid").exists(), "the run the script started anyway")

@@ -78,6 +78,12 @@ FAULT_TEXT = {
 # `refused`: the permanent failure's words at once, as a request the API refuses on its own checks comes back (a
 # 400 in one round trip); the others answer after the call's work (up to 5 s × scale), as a failed operation does.
 FAULT_TEXT["refused"] = FAULT_TEXT["permanent"]
+# `dropped`: the call runs, then its stream is cut (kubectl exec: the script goes on in the pod; kubectl says so and
+# exits 1): what was asked was done, the caller does not know it.
+DROPPED = ("error: error reading from error stream: read tcp 10.0.0.2:52345->34.0.0.1:443: read: connection reset "
+           "by peer (injected dropped stream)")
+FAULT_TEXT["dropped"] = {"gcloud": DROPPED, "kubectl": DROPPED, "helm": DROPPED}
+AFTER_WORK = ("dropped",)
 # `partial`: GKE answers a cluster list without a location (its missingZones); gcloud warns and exits 0 with the
 # rest. Elsewhere it is the 503.
 FAULT_TEXT["partial"] = FAULT_TEXT["transient"]
@@ -189,7 +195,15 @@ def dispatch(tool: str, argv: list[str], *, stdin: str | None, stdout: TextIO, s
     else:
         ctx.latency = registered.latency
         failure = _injected_failure(state, ctx)
-        if failure:
+        if failure and failure[2] in AFTER_WORK:
+            try:
+                registered.handler(ctx)
+            except core.Fail:
+                pass
+            stdout.flush()
+            code = failure[0]
+            stderr.write(failure[1] + "\n")
+        elif failure:
             code, message, kind = failure
             if kind not in AT_ONCE:
                 ctx.work(min(registered.latency, 5.0))
