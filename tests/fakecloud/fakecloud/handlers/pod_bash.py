@@ -16,8 +16,10 @@ FAKECLOUD_HF_NO_ACCESS=repo[,repo] (gated models the token may not download). Th
 directory, context, namespace, Ray cluster) is written to var/fakecloud/pod.json in the pod root, where the
 stand-ins for `ray` and the NeMo RL driver find the fake cloud.
 
-Like a real exec session, the script's processes die with the client (same process group; SIGTERM and
-SIGHUP to the fake kubectl are forwarded); only what the script detaches itself (setsid) survives.
+Unlike a real exec session, the script's processes die with the client (same process group; SIGTERM and
+SIGHUP to the fake kubectl are forwarded); only what the script detaches itself (setsid) survives. In a real pod
+the script goes on when kubectl goes (kubernetes/kubernetes#89031): here that would leave it holding the caller's
+pipes. FAKECLOUD_FAIL kind `dropped` plays the real case: the call runs to its end, then its stream is cut.
 """
 
 from __future__ import annotations
