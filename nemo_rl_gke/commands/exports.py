@@ -33,15 +33,19 @@ CHECK_MARKER = "nemo-rl-gke/last-check.json"
 
 def export_record(s: Settings, lustre_path: str, gcs_uri: str, when: datetime, *, copied: int = 0,
                   objects: dict[str, int] | None = None, lustre_files: dict[str, int] | None = None,
-                  running: list[str] | None = None, final: bool = False, deployed: bool = False) -> str:
+                  running: list[str] | None = None, final: bool = False, deployed: bool = False,
+                  unchanged_since: str = "") -> str:
     """What one export did, written next to the data: how many objects it wrote (new generations), what the
     bucket held under runs/ afterwards, and what /data/runs held (None: no head pod to ask). final: the
     listing taken as Ray went away, after which nothing writes /data/runs (the only one a check without a
-    head pod may trust); deployed: written as Ray is deployed again (no earlier listing answers)."""
+    head pod may trust); deployed: written as Ray is deployed again (no earlier listing answers). unchanged_since:
+    an export that copied nothing new after one of the same path that wrote objects (that one's time): Managed
+    Lustre copies only what is not in the bucket yet or has changed, so all there is was already there."""
     return json.dumps({"instance": volume_handle(s), "lustre_path": lustre_path, "gcs_uri": gcs_uri,
                        "time": when.astimezone(UTC).isoformat(), "copied": copied, "objects": objects or {},
                        "lustre_files": lustre_files, "running": running or [], **({"final": True} if final else {}),
-                       **({"deployed": True} if deployed else {})},
+                       **({"deployed": True} if deployed else {}),
+                       **({"unchanged_since": unchanged_since} if unchanged_since else {})},
                       sort_keys=True)
 
 

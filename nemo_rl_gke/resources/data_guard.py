@@ -259,11 +259,14 @@ def bucket_guard(s: Settings) -> Guard:
 def export(r: Runner, s: Settings, run: str | None) -> list[tuple[str, int]]:
     """Managed Lustre's export-data to the bucket, then what the bucket holds there, and a record of both.
 
-    The record counts as an export only if this export wrote objects (new generations): an export of nothing
-    proves nothing. With a head pod, /data/runs is listed too and any run missing from the bucket is named."""
+    The record counts as an export only if this export wrote objects (new generations), or wrote none after one of
+    the same path and instance that did (Managed Lustre copies only files not in the bucket yet, or changed: then
+    nothing had changed). An export of nothing else proves nothing (the path may hold nothing, or not what the
+    pods wrote). With a head pod, /data/runs is listed too and any run missing from the bucket is named."""
     from datetime import UTC, datetime
 
     lustre_path, uri, prefix = exports.export_paths(s, run)
+    earlier = None if r.dry else exports.parse_export_record(gcs.read_export_record(s))
     before = {} if r.dry else gcs.generations(s, prefix)
     _export_and_wait(r, s, lustre_path, uri)
     if r.dry:
@@ -271,12 +274,13 @@ def export(r: Runner, s: Settings, run: str | None) -> list[tuple[str, int]]:
         return []
     after = gcs.generations(s, prefix)
     copied = sum(1 for name, gen in after.items() if before.get(name) != gen)
+    proven, since = _unchanged_since(s, earlier, lustre_path) if copied == 0 else (0, "")
     objects = gcs.list_prefix(s, prefix)
     listed = lustre_runs(r, s) if run is None else None
     files, running = (listed[0], sorted(listed[1])) if listed is not None else (None, [])
     gcs.write_export_record(s, exports.export_record(
-        s, lustre_path, uri, datetime.now(UTC), copied=copied, objects=exports.bucket_run_files(objects),
-        lustre_files=files, running=running))
+        s, lustre_path, uri, datetime.now(UTC), copied=copied or proven,
+        objects=exports.bucket_run_files(objects), lustre_files=files, running=running, unchanged_since=since))
     total = sum(size for _, size in objects)
     r.say(f"gs://{s.bucket}/{prefix}: {len(objects)} objects, {size_text(total)} ({copied} written by this export)")
     for name, size in objects:
@@ -285,9 +289,21 @@ def export(r: Runner, s: Settings, run: str | None) -> list[tuple[str, int]]:
         missing = exports.unexported_runs(files, exports.bucket_run_files(objects), set(running))
         for run_id, why in missing.items():
             r.say(f"not exported: {run_id}: {why}", err=True)
-    if copied == 0:
+    if since:
+        r.say(f"this export copied nothing new: Managed Lustre copies only what is not in the bucket yet or has "
+              f"changed, and the export of {since} wrote the rest; it counts, as of now.", err=True)
+    elif copied == 0:
         r.say("this export copied nothing, so it does not count as an export of /data/runs.", err=True)
     return objects
+
+
+def _unchanged_since(s: Settings, earlier: dict[str, Any] | None, lustre_path: str) -> tuple[int, str]:
+    """For an export that copied nothing: (what the last export of the same path and instance wrote, its time, or
+    the time it stood for) when that one wrote objects; (0, "") otherwise."""
+    if not earlier or earlier.get("lustre_path") != lustre_path or earlier.get("instance") != lustre.volume_handle(s):
+        return 0, ""
+    wrote = int(earlier.get("copied") or 0)
+    return (wrote, str(earlier.get("unchanged_since") or earlier.get("time"))) if wrote > 0 else (0, "")
 
 
 EXPORT_TIMEOUT_SECONDS = 6 * 3600

@@ -37,6 +37,17 @@ def _objects(cloud: FakeCloud) -> dict[str, int]:
     return {b.name: b.size for b in client.list_blobs(BUCKET)}
 
 
+def _delete_the_cluster_elsewhere(cloud: FakeCloud) -> None:
+    """The cluster deleted outside nemo-rl-gke: no head pod to list /data, and no listing taken as Ray went."""
+    import subprocess
+
+    env = read_env_example()
+    gone = subprocess.run(["gcloud", "container", "clusters", "delete", env["CLUSTER_NAME"], f"--project={PROJECT}",
+                           f"--location={env['CONTROL_PLANE_LOCATION']}", "--quiet"], env=cloud.process_env(),
+                          cwd=cloud.workdir, capture_output=True, text=True, timeout=60)
+    assert gone.returncode == 0, gone.stderr
+
+
 @pytest.fixture
 def ran(cloud):
     """After `up`, with one finished run r1 on Lustre that is not in the bucket."""
@@ -78,18 +89,32 @@ def test_data_guard_an_export_of_nothing_does_not_count(cloud):
 
 
 def test_data_guard_an_export_of_nothing_does_not_count_once_the_cluster_is_gone(cloud):
-    import subprocess
-
     _up(cloud)
-    env = read_env_example()  # the cluster deleted outside nemo-rl-gke: no listing was taken as Ray went
-    gone = subprocess.run(["gcloud", "container", "clusters", "delete", env["CLUSTER_NAME"], f"--project={PROJECT}",
-                           f"--location={env['CONTROL_PLANE_LOCATION']}", "--quiet"], env=cloud.process_env(),
-                          cwd=cloud.workdir, capture_output=True, text=True, timeout=60)
-    assert gone.returncode == 0, gone.stderr
+    _delete_the_cluster_elsewhere(cloud)
     assert cloud.invoke("storage.export").code == 0
     done = cloud.invoke("storage.delete", "--yes", "--delete-data")
     assert done.code == 1 and "copied nothing" in done.stderr
     assert cloud.resources().get("lustre")
+
+
+def test_data_guard_an_export_that_finds_nothing_new_counts_as_the_one_before(ran):
+    # Managed Lustre's exports are incremental: an export with nothing new since the last copies nothing. Taken
+    # for "an export of nothing", it no longer counted: with no head pod to list /data, every delete refused.
+    assert ran.invoke("storage.export").code == 0
+    again = ran.invoke("storage.export")
+    assert again.code == 0 and "copied nothing new" in again.stderr and "(0 written" in again.stdout, again.output
+    _delete_the_cluster_elsewhere(ran)
+    done = ran.invoke("storage.delete", "--yes", "--delete-data", process=True)
+    assert done.code == 0, done.output[-3000:]
+    assert "lustre" not in ran.resources() and "runs/r1/step_10/model.pt" in _objects(ran)
+
+
+def test_data_guard_an_export_that_finds_nothing_new_still_names_a_run_written_since(ran):
+    assert ran.invoke("storage.export").code == 0
+    plant_run(ran, "late")  # written after: the next export copies it
+    again = ran.invoke("storage.export")
+    assert again.code == 0 and "copied nothing" not in again.stderr, again.output
+    assert "runs/late/driver.log" in _objects(ran)
 
 
 def test_data_guard_an_export_of_nothing_after_ray_went_leaves_its_listing_to_answer(cloud):

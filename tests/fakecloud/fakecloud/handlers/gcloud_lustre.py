@@ -10,6 +10,8 @@ copies the files under --lustre-path to --gcs-path-uri in the GCS emulator when 
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
 import re
 import time
@@ -257,7 +259,9 @@ def lustre_export(ctx: Ctx) -> None:
 
 def _transfer_once(ctx: Ctx, operation: str) -> int:
     """An export's result, once: every file under the Lustre path as an object under the bucket prefix (in the
-    GCS emulator when STORAGE_EMULATOR_HOST is set). How many files."""
+    GCS emulator when STORAGE_EMULATOR_HOST is set). As Managed Lustre's transfers do ("transfer-data": only files
+    that are not in the bucket yet, or have changed since), a file whose object has its size and MD5 is not copied
+    again. How many files were copied."""
     with ctx.state.locked():
         op = ctx.state.get("_lustre_operation", operation) or {}
         transfer = op.get("_transfer")
@@ -273,8 +277,17 @@ def _transfer_once(ctx: Ctx, operation: str) -> int:
 
         gcs = storage.Client(project=ctx.project, credentials=AnonymousCredentials())
         bucket = gcs.bucket(transfer["bucket"])
+        copied = []
         for path in files:
-            bucket.blob(transfer["prefix"] + str(path.relative_to(source))).upload_from_filename(str(path))
+            name = transfer["prefix"] + str(path.relative_to(source))
+            there = bucket.get_blob(name)
+            data = path.read_bytes()
+            if there is not None and there.size == len(data) and there.md5_hash in (
+                    None, base64.b64encode(hashlib.md5(data).digest()).decode()):
+                continue
+            bucket.blob(name).upload_from_filename(str(path))
+            copied.append(path)
+        files = copied
     key = f"{ctx.project}/{ctx.flag('--location')}/{transfer['name']}"
     exports = ctx.state.get("lustre-export", key) or {"runs": []}
     exports["runs"].append({"lustre_path": transfer["lustre_path"], "gcs_path_uri": transfer["uri"],
