@@ -122,7 +122,7 @@ def check_account(stdout: str) -> Check:
 
 def check_project(s: Settings, exit_code: int, stdout: str, stderr: str) -> Check:
     if exit_code != 0:
-        reason = (stderr.strip().splitlines() or ["not found or no permission"])[-1]
+        reason = error_line(stderr, "not found or no permission")
         return Check("project", False, f"{s.PROJECT_ID}: {reason}",
                      f"check PROJECT_ID in .env, and that your account can see it (`gcloud projects describe "
                      f"{s.PROJECT_ID}`)")
@@ -141,15 +141,25 @@ def check_apis(s: Settings, stdout: str) -> Check:
     return Check("APIs", True, "enabled: " + ", ".join(a.split(".")[0] for a in REQUIRED_APIS))
 
 
-def _last_error(stderr: str, default: str) -> str:
-    lines = [line.strip(" -") for line in (stderr or "").strip().splitlines() if line.strip()]
-    return lines[-1] if lines else default
+def error_line(stderr: str, default: str) -> str:
+    """A tool's own sentence on why it failed. gcloud's is its `ERROR: (gcloud.…) …` line (with the line after it
+    when it ends in ':', compute's "Could not fetch resource:"), not the details the newer APIs print after it as
+    YAML ("- '@type': type.googleapis.com/google.rpc.ErrorInfo", …, "reason: IAM_PERMISSION_DENIED"); otherwise
+    the last line."""
+    lines = [line.strip() for line in (stderr or "").strip().splitlines() if line.strip()]
+    errors = [index for index, line in enumerate(lines) if line.startswith("ERROR:")]
+    if not errors:
+        return lines[-1].strip(" -") if lines else default
+    line = re.sub(r"^ERROR: \([^)]*\) ?", "", lines[errors[-1]])
+    if line.endswith(":") and errors[-1] + 1 < len(lines):
+        line += " " + lines[errors[-1] + 1].strip(" -")
+    return line or default
 
 
 def check_machine_type(s: Settings, exit_code: int, stderr: str) -> Check:
     name = f"{s.gpu.machine_type} in {s.zone}"
     if exit_code != 0:
-        return Check(name, False, f"not offered: {_last_error(stderr, 'not found')[:160]}",
+        return Check(name, False, f"not offered: {error_line(stderr, 'not found')[:160]}",
                      f"set NODE_LOCATION to a zone of {s.region} that offers {s.gpu.machine_type} (`gcloud compute "
                      f"machine-types list --filter=name={s.gpu.machine_type} --project={s.PROJECT_ID}`), or change "
                      f"GPU_TYPE")
@@ -162,7 +172,7 @@ def check_network_profile(s: Settings, exit_code: int, stderr: str) -> Check:
     profile = names.rdma_profile(s)
     name = "RDMA network profile"
     if exit_code != 0:
-        return Check(name, False, f"{profile}: {_last_error(stderr, 'not found')[:160]}",
+        return Check(name, False, f"{profile}: {error_line(stderr, 'not found')[:160]}",
                      f"set NODE_LOCATION to a zone with a RoCE network profile (`gcloud compute network-profiles list "
                      f"--project={s.PROJECT_ID}`)")
     return Check(name, True, profile)
@@ -349,7 +359,7 @@ def check_quota(s: Settings, stdout: str) -> Check:
 def check_reservation(s: Settings, exit_code: int, stdout: str, stderr: str) -> Check:
     name = f"reservation {s.RESERVATION}"
     if exit_code != 0:
-        reason = (stderr.strip().splitlines() or ["not found"])[-1]
+        reason = error_line(stderr, "not found")
         return Check(name, False, f"not found in {s.zone}: {reason}",
                      f"check RESERVATION and NODE_LOCATION (`gcloud compute reservations list "
                      f"--project={reservation_parts(s)[0]}`), or use --spot")

@@ -194,7 +194,7 @@ def _tool(r: Runner, name: str, argv: list[str], parse: Callable[[str], Check]) 
         return verdicts.missing_tool(name, INSTALL_HINTS.get(name, f"install {name}"))
     assert result is not None  # a dry run never runs the checks
     if not result.ok:
-        return verdicts.Check(name, False, (result.stderr.strip().splitlines() or ["failed"])[-1],
+        return verdicts.Check(name, False, verdicts.error_line(result.stderr, "failed"),
                               INSTALL_HINTS.get(name, ""))
     return parse(result.stdout)
 
@@ -249,7 +249,7 @@ def _cloud_checks(r: Runner, s: Settings) -> list[Callable[[], Check]]:
         if res.ok:
             return verdicts.check_quota(s, res.stdout)
         return verdicts.Check(f"GPU quota ({s.region})", False,
-                              (res.stderr.strip().splitlines() or ["cannot read quotas"])[-1],
+                              verdicts.error_line(res.stderr, "cannot read quotas"),
                               "check the project and region, and that compute.googleapis.com is enabled")
 
     thunks.append(lambda: _cloud(r, f"GPU quota ({s.region})", checks.region_quotas(s), quota))

@@ -218,3 +218,11 @@ def test_doctor_fix_dry_run_shows_the_enable_command_and_calls_nothing(doc):
 def test_doctor_probes_seam_that_does_not_import_exits_2(doc):
     done = doc.invoke("doctor", NRG_DOCTOR_PROBES="no.such.module:probes")
     assert (done.code, "NRG_DOCTOR_PROBES" in done.stderr, "Traceback" in done.output) == (2, True, False)
+
+
+def test_doctor_says_gclouds_message_not_the_last_line_of_its_details(doc):
+    # The newer APIs' errors end with their details as YAML: doctor showed "reason: IAM_PERMISSION_DENIED" alone.
+    done = doc.invoke("doctor", FAKECLOUD_FAIL="projects describe:1:denied")
+    line = _line(done, "project")
+    assert done.code == 1 and "does not have permission to access projects instance" in line, done.stdout
+    assert "IAM_PERMISSION_DENIED" not in line and "'@type'" not in line, line

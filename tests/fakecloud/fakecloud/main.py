@@ -75,6 +75,18 @@ FAULT_TEXT = {
     },
 }
 
+# `denied`: a 403 as the newer APIs give it (Resource Manager, Lustre): gcloud prints the message, then the error's
+# details as YAML (seen from gcloud 528 answering a local server).
+FAULT_TEXT["denied"] = {
+    "gcloud": "ERROR: (gcloud) [user@example.com] does not have permission to access projects instance "
+              "[my-nemo-project] (or it may not exist): The caller does not have permission. This command is "
+              "authenticated as user@example.com which is the active account specified by the [core/account] "
+              "property\n- '@type': type.googleapis.com/google.rpc.ErrorInfo\n  domain: "
+              "cloudresourcemanager.googleapis.com\n  metadata:\n    permission: resourcemanager.projects.get\n"
+              "  reason: IAM_PERMISSION_DENIED",
+    "kubectl": 'Error from server (Forbidden): pods is forbidden: User "user@example.com" cannot list resource "pods"',
+    "helm": 'Error: secrets is forbidden: User "user@example.com" cannot list resource "secrets"',
+}
 # `refused`: the permanent failure's words at once, as a request the API refuses on its own checks comes back (a
 # 400 in one round trip); the others answer after the call's work (up to 5 s × scale), as a failed operation does.
 FAULT_TEXT["refused"] = FAULT_TEXT["permanent"]
