@@ -156,6 +156,33 @@ def error_line(stderr: str, default: str) -> str:
     return line or default
 
 
+def check_gke_version(s: Settings, exit_code: int, stdout: str, stderr: str) -> Check:
+    """GKE_VERSION is one CONTROL_PLANE_LOCATION offers now (GKE drops versions within months: a pin that left
+    fails the cluster's create, after the VPCs are made); empty, the channel's default is new enough."""
+    from .validation import version_tuple
+
+    name = "GKE version"
+    if exit_code != 0:
+        return Check(name, False, error_line(stderr, "cannot read the server config"),
+                     "check CONTROL_PLANE_LOCATION, and that container.googleapis.com is enabled")
+    body = json.loads(stdout or "{}")
+    default = str(body.get("defaultClusterVersion") or "")
+    offered = set(body.get("validMasterVersions") or []) | {
+        version for channel in body.get("channels") or [] for version in channel.get("validVersions") or []}
+    usable = sorted((v for v in offered if version_tuple(v) and version_tuple(v) >= version_tuple(s.gpu.min_gke)),
+                    key=version_tuple, reverse=True)
+    if not s.GKE_VERSION:
+        if default and version_tuple(default) and version_tuple(default) < version_tuple(s.gpu.min_gke):
+            return Check(name, False, f"the default, {default}, is older than {s.gpu.min_gke} ({s.gpu.accelerator})",
+                         f"set GKE_VERSION to one it offers: {', '.join(usable[:3]) or 'none is new enough'}")
+        return Check(name, True, f"the channel's default{': ' + default if default else ''}")
+    if s.GKE_VERSION in offered:
+        return Check(name, True, s.GKE_VERSION)
+    return Check(name, False, f"GKE_VERSION={s.GKE_VERSION} is not offered in {s.CONTROL_PLANE_LOCATION} now",
+                 f"set GKE_VERSION to one it offers ({', '.join(usable[:3]) or 'none is new enough'}), or leave it "
+                 f"empty for the channel's default{' (' + default + ')' if default else ''}")
+
+
 def check_machine_type(s: Settings, exit_code: int, stderr: str) -> Check:
     name = f"{s.gpu.machine_type} in {s.zone}"
     if exit_code != 0:

@@ -53,10 +53,10 @@ _HF_PART = r"[A-Za-z0-9_]([A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?"
 _HF_REPO = re.compile(rf"^{_HF_PART}/{_HF_PART}$", re.ASCII)
 
 
-def _version_tuple(version: str) -> tuple[int, ...]:
+def version_tuple(version: str) -> tuple[int, ...]:
+    """A full GKE version's numbers, to compare; () for anything else."""
     match = _GKE_VERSION.fullmatch(version)
-    assert match, version
-    return tuple(int(g) for g in match.groups())
+    return tuple(int(g) for g in match.groups()) if match else ()
 
 
 def _gce_name(key: str, value: str, suffix_len: int = 0, example: str = "nemo-net") -> None:
@@ -108,7 +108,7 @@ def _check_cluster(s: Settings) -> None:
         if not _GKE_VERSION.fullmatch(s.GKE_VERSION):
             raise ConfigError("GKE_VERSION", s.GKE_VERSION, "use a full GKE version like 1.32.2-gke.1422000, or leave "
                                                             "it empty for the release channel's default.")
-        if _version_tuple(s.GKE_VERSION) < _version_tuple(s.gpu.min_gke):
+        if version_tuple(s.GKE_VERSION) < version_tuple(s.gpu.min_gke):
             raise ConfigError("GKE_VERSION", s.GKE_VERSION, f"{s.gpu.accelerator} needs GKE {s.gpu.min_gke} or later.")
     for key in ("KSA_NAME", "NAMESPACE"):
         if not _DNS_LABEL.fullmatch(getattr(s, key)):

@@ -108,6 +108,12 @@ def network_profile_describe(s: Settings) -> Argv:
             "--format=json"]
 
 
+def server_config(s: Settings) -> Argv:
+    """The GKE versions CONTROL_PLANE_LOCATION offers now: a pinned GKE_VERSION leaves the list within months."""
+    return ["gcloud", "container", "get-server-config", f"--location={s.CONTROL_PLANE_LOCATION}",
+            gcloud.project_flag(s), "--format=json"]
+
+
 def enable_apis(s: Settings, apis: list[str] | tuple[str, ...]) -> Argv:
     """What `doctor --fix` runs: enable the missing APIs (a long-running operation gcloud waits for)."""
     return ["gcloud", "services", "enable", *apis, gcloud.project_flag(s)]
@@ -132,6 +138,7 @@ def web_queries(s: Settings) -> list[str]:
 def queries(s: Settings) -> list[Argv]:
     """Every command doctor runs (read-only), for the dry run and the gcloud parse test."""
     out = [gcloud_version(), kubectl_version(), helm_version(), auth_plugin_version(), active_account(),
-           project_describe(s), enabled_services(s), machine_type_describe(s), network_profile_describe(s)]
+           project_describe(s), enabled_services(s), machine_type_describe(s), network_profile_describe(s),
+           server_config(s)]
     out.append(reservation_describe(s) if s.RESERVATION else region_quotas(s))
     return out

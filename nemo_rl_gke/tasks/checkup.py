@@ -238,6 +238,8 @@ def _cloud_checks(r: Runner, s: Settings) -> list[Callable[[], Check]]:
                        lambda res: verdicts.check_machine_type(s, res.exit_code, res.stderr)),
         lambda: _cloud(r, "RDMA network profile", checks.network_profile_describe(s),
                        lambda res: verdicts.check_network_profile(s, res.exit_code, res.stderr)),
+        lambda: _cloud(r, "GKE version", checks.server_config(s),
+                       lambda res: verdicts.check_gke_version(s, res.exit_code, res.stdout, res.stderr)),
     ]
     if s.RESERVATION:
         thunks.append(lambda: _cloud(r, f"reservation {s.RESERVATION}", checks.reservation_describe(s),

@@ -226,3 +226,17 @@ def test_doctor_says_gclouds_message_not_the_last_line_of_its_details(doc):
     line = _line(done, "project")
     assert done.code == 1 and "does not have permission to access projects instance" in line, done.stdout
     assert "IAM_PERMISSION_DENIED" not in line and "'@type'" not in line, line
+
+
+def test_doctor_a_pinned_gke_version_the_location_no_longer_offers_fails_naming_ones_it_does(doc):
+    # GKE drops versions within months: the tutorial's 1.32.2-gke.1422000 pin failed at the cluster's create.
+    doc.write_env(GKE_VERSION="1.32.2-gke.1422000")
+    done = doc.invoke("doctor")
+    line = _line(done, "GKE version")
+    assert done.code == 1 and "GKE_VERSION=1.32.2-gke.1422000 is not offered in us-central1 now" in line, done.stdout
+    assert "1.34.1-gke.1200000" in done.stdout and "leave it empty" in done.stdout
+
+
+def test_doctor_no_gke_version_is_the_channels_default(doc):
+    done = doc.invoke("doctor")
+    assert "✓ GKE version: the channel's default: 1.33.5-gke.1000000" in done.stdout, done.stdout

@@ -87,3 +87,10 @@ def test_down_deletes_nothing_while_gke_lists_the_clusters_in_part(cloud):
     assert "Traceback" not in done.output
     assert cloud.resources() == before
     assert not [c for c in cloud.calls()[asked:] if c["mutating"]]
+
+
+def test_up_with_a_gke_version_no_longer_offered_fails_at_the_clusters_create(cloud):
+    # What `doctor` foresees (flows/test_doctor_flow.py): GKE refuses a version it no longer offers.
+    cloud.write_env(GKE_VERSION="1.32.2-gke.1422000")
+    done = cloud.invoke("up", "--yes")
+    assert done.code == 1 and 'Master version "1.32.2-gke.1422000" is unsupported' in done.stderr, done.output[-2000:]

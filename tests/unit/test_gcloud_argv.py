@@ -17,10 +17,10 @@ def make(**overrides) -> Settings:
 
 @pytest.mark.parametrize("gpu,mode", VARIANTS)
 def test_cluster_create_has_the_complete_flags(gpu, mode):
-    argv = gcloud.cluster_create(make(GPU_TYPE=gpu, CLUSTER_MODE=mode))
+    argv = gcloud.cluster_create(make(GPU_TYPE=gpu, CLUSTER_MODE=mode, GKE_VERSION="1.33.5-gke.1000000"))
     assert argv[:4] == ["gcloud", "container", "clusters", "create-auto" if mode == "autopilot" else "create"]
     common = {"--location=us-central1", "--enable-multi-networking", "--network=default",
-              "--cluster-version=1.32.2-gke.1422000", "--labels=managed-by=nemo-rl-gke,deployment=nemo-rl"}
+              "--cluster-version=1.33.5-gke.1000000", "--labels=managed-by=nemo-rl-gke,deployment=nemo-rl"}
     assert common <= set(argv)
     if mode == "standard":
         assert {"--workload-pool=my-nemo-project.svc.id.goog", "--enable-dataplane-v2", "--enable-ip-alias",
@@ -31,6 +31,8 @@ def test_cluster_create_has_the_complete_flags(gpu, mode):
         assert "--node-locations=us-central1-b" in argv
     else:
         assert {"--enable-ray-operator", "--enable-lustre-csi-driver"} <= set(argv)
+    # Without GKE_VERSION (the .env.example's default): the release channel's default version.
+    assert not [a for a in gcloud.cluster_create(make(GPU_TYPE=gpu, CLUSTER_MODE=mode)) if a.startswith("--cluster-v")]
 
 
 @pytest.mark.parametrize("gpu,machine,accelerator", [("b200", "a4-highgpu-8g", "nvidia-b200"),

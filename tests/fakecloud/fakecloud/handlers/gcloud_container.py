@@ -81,14 +81,31 @@ def _workload_identity(pool: object) -> dict:
     return {"workloadIdentityConfig": {"workloadPool": str(pool)}} if pool else {}
 
 
+# What GKE offers now (get-server-config): versions come and go; a pinned one that left is refused at create.
+DEFAULT_VERSION = "1.33.5-gke.1000000"
+OFFERED = ["1.34.1-gke.1200000", "1.33.5-gke.1000000", "1.33.4-gke.1172000"]
+
+
+@command("gcloud", "container", "get-server-config", latency=1)
+def server_config(ctx: Ctx) -> None:
+    ctx.work()
+    ctx.emit({"defaultClusterVersion": DEFAULT_VERSION, "defaultImageType": "COS_CONTAINERD",
+              "validMasterVersions": OFFERED, "validNodeVersions": OFFERED,
+              "channels": [{"channel": channel, "defaultVersion": DEFAULT_VERSION, "validVersions": OFFERED}
+                           for channel in ("RAPID", "REGULAR", "STABLE")]})
+
+
 def _create(ctx: Ctx, autopilot: bool) -> None:
     name = ctx.positionals[0]
+    version = ctx.flag("--cluster-version")
+    if version and version not in OFFERED:
+        raise Fail(1, gcloud_error(ctx, f'ResponseError: code=400, message=Master version "{version}" is unsupported.'))
     network = str(ctx.flag("--network", "default"))
     if ctx.state.get("network", f"{ctx.project}/{network}") is None:
         raise Fail(1, gcloud_error(ctx, f"ResponseError: code=400, message=Network \"{network}\" does not exist."))
     obj = {"name": name, "project": ctx.project, "location": _location(ctx), "network": network,
            "autopilot": {"enabled": autopilot}, "status": "RUNNING",
-           "currentMasterVersion": ctx.flag("--cluster-version", "1.33.5-gke.1000000"),
+           "currentMasterVersion": version or DEFAULT_VERSION,
            "resourceLabels": dict(kv.split("=", 1) for kv in str(ctx.flag("--labels", "")).split(",") if "=" in kv),
            "addonsConfig": _addons_config(ctx, autopilot),
            "networkConfig": _network_config(ctx, autopilot),
