@@ -268,13 +268,15 @@ def export(r: Runner, s: Settings, run: str | None) -> list[tuple[str, int]]:
     lustre_path, uri, prefix = exports.export_paths(s, run)
     earlier = None if r.dry else exports.parse_export_record(gcs.read_export_record(s))
     before = {} if r.dry else gcs.generations(s, prefix)
-    _export_and_wait(r, s, lustre_path, uri)
+    counted = _export_and_wait(r, s, lustre_path, uri)
     if r.dry:
         gcs.show(r, buckets.list_equivalent(s, prefix))
         return []
     after = gcs.generations(s, prefix)
     copied = sum(1 for name, gen in after.items() if before.get(name) != gen)
-    proven, since = _unchanged_since(s, earlier, lustre_path) if copied == 0 else (0, "")
+    # Nothing new only by the operation's own counters (every object found was there already, none failed).
+    unchanged = copied == 0 and counted is not None and not counted.get("objectsFailedCount")
+    proven, since = _unchanged_since(s, earlier, lustre_path) if unchanged else (0, "")
     objects = gcs.list_prefix(s, prefix)
     listed = lustre_runs(r, s) if run is None else None
     files, running = (listed[0], sorted(listed[1])) if listed is not None else (None, [])
@@ -302,21 +304,27 @@ def _unchanged_since(s: Settings, earlier: dict[str, Any] | None, lustre_path: s
     the time it stood for) when that one wrote objects; (0, "") otherwise."""
     if not earlier or earlier.get("lustre_path") != lustre_path or earlier.get("instance") != lustre.volume_handle(s):
         return 0, ""
-    wrote = int(earlier.get("copied") or 0)
-    return (wrote, str(earlier.get("unchanged_since") or earlier.get("time"))) if wrote > 0 else (0, "")
+    try:
+        wrote = int(earlier.get("copied") or 0)
+    except (TypeError, ValueError):  # a record that parses but says nothing usable proves nothing
+        return 0, ""
+    if wrote <= 0 or lustre_path != exports.RUNS_PATH:  # a single run's export never counts for the guard
+        return 0, ""
+    return wrote, str(earlier.get("unchanged_since") or earlier.get("time"))
 
 
 EXPORT_TIMEOUT_SECONDS = 6 * 3600
 
 
-def _export_and_wait(r: Runner, s: Settings, lustre_path: str, uri: str) -> None:
-    """Start the export (--async) and follow its operation until done. A waiting gcloud gives up after 30 minutes
-    with "has not finished in 1800 seconds" while the export goes on: checkpoints of a large model take longer."""
+def _export_and_wait(r: Runner, s: Settings, lustre_path: str, uri: str) -> dict[str, int] | None:
+    """Start the export (--async) and follow its operation until done; its counters (None if it reports none). A
+    waiting gcloud gives up after 30 minutes with "has not finished in 1800 seconds" while the export goes on:
+    checkpoints of a large model take longer. An export with objects it failed to write fails."""
     from . import lustre_operation
 
     started = r.run(lustre.lustre_export(s, lustre_path, uri), timeout=600)
     if r.dry:
-        return
+        return None
     operation = lustre.operation_id(started.stderr + "\n" + started.stdout)
     if not operation:
         raise ToolError(f"the Lustre export of {lustre_path} to {uri} started, but gcloud named no operation to "
@@ -324,9 +332,15 @@ def _export_and_wait(r: Runner, s: Settings, lustre_path: str, uri: str) -> None
                         f"`gcloud lustre operations list --location={s.lustre_zone}`, then `invoke storage.export`.",
                         1)
 
+    last: dict[str, Any] = {}
+
     def finished() -> bool:
-        done = lustre_operation.state(r, s, operation)
-        if done is None or not done[0]:
+        found = lustre_operation.describe(r, s, operation)
+        if found is None:
+            return False
+        last.update(found)
+        done = lustre_operation.outcome(found)
+        if not done[0]:
             return False
         if done[1]:
             raise ToolError(f"the Lustre export of {lustre_path} to {uri} failed: {done[1]}, operation {operation}. "
@@ -337,6 +351,7 @@ def _export_and_wait(r: Runner, s: Settings, lustre_path: str, uri: str) -> None
         raise ToolError(f"the Lustre export of {lustre_path} to {uri} is still running after "
                         f"{EXPORT_TIMEOUT_SECONDS // 3600} hours (operation {operation}; it goes on in Google): run "
                         f"`invoke storage.export` again once it is done.", 1)
+    return lustre_operation.counters(last)
 
 
 def size_text(n: float) -> str:

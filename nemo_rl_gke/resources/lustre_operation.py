@@ -4,6 +4,7 @@ it says when the work is done, and it alone carries the error of work that faile
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from ..commands import lustre
 from ..runner import Runner
@@ -12,13 +13,55 @@ from ..settings import Settings
 
 def state(r: Runner, s: Settings, operation: str) -> tuple[bool, str] | None:
     """(done, its error as "message (code N)" or ""); None in a dry run. An operation that cannot be read (no
-    permission, not found, after the runner's retries of transient errors) raises: waiting on it would be blind."""
+    permission, not found, after the runner's retries of transient errors) raises: waiting on it would be blind.
+    A transfer that ended without an error but with objects it failed to write (its counters, its error
+    summaries) failed too: what it did not copy is not in the bucket."""
+    found = describe(r, s, operation)
+    return None if found is None else outcome(found)
+
+
+def outcome(found: dict[str, Any]) -> tuple[bool, str]:
+    """(done, its error or ""), from the operation as described (see state)."""
+    error = found.get("error") or {}
+    said = f"{error.get('message') or error} (code {error.get('code', '?')})" if error else ""
+    if not said and found.get("done"):
+        said = _failed_objects(found)
+    return bool(found.get("done")), said
+
+
+def describe(r: Runner, s: Settings, operation: str) -> dict[str, Any] | None:
+    """The operation as the API gives it; None in a dry run."""
     answer = r.query(lustre.operation_describe(s, operation))
     if answer is None:
         return None
     if not answer.ok:
         raise r.failure(answer)
     body = json.loads(answer.stdout or "{}")
-    error = body.get("error") or {}
-    said = f"{error.get('message') or error} (code {error.get('code', '?')})" if error else ""
-    return bool(body.get("done")), said
+    return body if isinstance(body, dict) else {}
+
+
+def counters(found: dict[str, Any]) -> dict[str, int] | None:
+    """A transfer's counters (TransferOperationMetadata.counters: foundObjectsCount, objectsSkippedCount,
+    objectsCopiedCount, objectsFailedCount, …; int64, so strings in JSON), or None when it reports none."""
+    metadata = (found.get("metadata") or {}).get("operationMetadata") or {}
+    raw = metadata.get("counters") if isinstance(metadata, dict) else None
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return {key: int(value) for key, value in raw.items()}
+    except (TypeError, ValueError):
+        return None
+
+
+def _failed_objects(found: dict[str, Any]) -> str:
+    metadata = (found.get("metadata") or {}).get("operationMetadata") or {}
+    summaries = metadata.get("errorSummaries") if isinstance(metadata, dict) else None
+    failed = (counters(found) or {}).get("objectsFailedCount", 0)
+    if not failed and not summaries:
+        return ""
+    first: dict[str, Any] = next(
+        (entry for summary in summaries or [] for entry in summary.get("errorLogEntries") or []), {})
+    detail = "; ".join(first.get("errorDetails") or []) or next(
+        (str(summary.get("errorCode")) for summary in summaries or []), "")
+    where = f" ({first.get('uri')}: {detail})" if first.get("uri") else f" ({detail})" if detail else ""
+    return f"{failed or 'some'} objects failed to copy{where}"

@@ -317,3 +317,18 @@ def test_data_guard_ctrl_c_at_its_question_mid_teardown_ends_the_run_and_keeps_t
         screen[-3000:]
     assert ran.resources().get("lustre") and ran.resources().get("cluster")
     assert not [c for c in ran.mutating_calls(before) if "lustre" in c["argv"]]
+
+
+def test_data_guard_an_export_whose_objects_failed_to_copy_counts_for_nothing(ran):
+    # A transfer can end done, without an error, with objects it failed to write (its counters, its error
+    # summaries). Taken for "nothing new" after an export that wrote, it counted as that export, and the listing
+    # taken as Ray went (naming r2, not exported) no longer answered: the delete went ahead.
+    assert ran.invoke("storage.export").code == 0
+    plant_run(ran, "r2")
+    assert ran.invoke("clean.ray", "--yes").code == 0  # its listing as Ray went names r2
+    failed = ran.invoke("storage.export", process=True, FAKECLOUD_LUSTRE_EXPORT_FAILS="1")
+    assert failed.code == 1 and "objects failed to copy" in failed.stderr and "runs/r2/" in failed.stderr, \
+        failed.output[-2000:]
+    done = ran.invoke("storage.delete", "--yes", "--delete-data")
+    assert done.code == 1 and "r2" in done.stderr, done.output[-2000:]
+    assert ran.resources().get("lustre")

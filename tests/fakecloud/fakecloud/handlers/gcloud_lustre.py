@@ -171,6 +171,15 @@ def operation_describe(ctx: Ctx) -> None:
         kind = "Instance" if op["verb"] == "create" else "ExportDataResponse"
         out["response"] = {"@type": f"type.googleapis.com/google.cloud.lustre.v1.{kind}", "name": op["target"]}
         _transfer_once(ctx, op["name"])  # an export's objects are there once it is done
+        op = ctx.state.get("_lustre_operation", wanted) or op
+        if op.get("_counters"):  # ExportDataMetadata.operationMetadata (TransferOperationMetadata)
+            transfer: dict = {"counters": op["_counters"], "transferType": "EXPORT"}
+            if op.get("_failures"):
+                transfer["errorSummaries"] = [{
+                    "errorCode": "PERMISSION_DENIED", "errorCount": str(len(op["_failures"])),
+                    "errorLogEntries": [{"uri": uri, "errorDetails": ["the service agent may not write the object"]}
+                                        for uri in op["_failures"][:5]]}]
+            out["metadata"]["operationMetadata"] = transfer
     ctx.emit(out)
 
 
@@ -232,13 +241,16 @@ def lustre_export(ctx: Ctx) -> None:
                                                                           lustre_path.lstrip("/")),
                 "name": name, "lustre_path": lustre_path, "uri": uri}
     # How long the transfer takes (FAKECLOUD_LUSTRE_EXPORT_SECONDS, default 120 × the time scale), and an error
-    # it ends with on Google's side (FAKECLOUD_LUSTRE_EXPORT_ERROR="CODE:message").
+    # it ends with on Google's side (FAKECLOUD_LUSTRE_EXPORT_ERROR="CODE:message"). FAKECLOUD_LUSTRE_EXPORT_FAILS:
+    # each file it would copy fails to be written (the service agent lost the bucket, say), and the operation
+    # ends done, without an error, its counters and error summaries saying so.
     seconds = float(os.environ.get("FAKECLOUD_LUSTRE_EXPORT_SECONDS", "120"))
     error = os.environ.get("FAKECLOUD_LUSTRE_EXPORT_ERROR", "")
     operation = _operation_name(ctx)
     ctx.state.put("_lustre_operation", operation, {"name": operation, "target": obj["name"], "verb": "exportData",
                                                    "_done_at": time.time() + seconds * time_scale(),
-                                                   "_error": error, "_transfer": transfer})
+                                                   "_error": error, "_transfer": transfer,
+                                                   "_fails": bool(os.environ.get("FAKECLOUD_LUSTRE_EXPORT_FAILS"))})
     if ctx.flag("--async"):  # gcloud's declarative commands' words (yaml_command_translator); the objects
         # appear when the operation is done (operation_describe), not before
         ctx.err(f"Request issued for: [{name}]\nCheck operation [{operation}] for status.")
@@ -271,6 +283,9 @@ def _transfer_once(ctx: Ctx, operation: str) -> int:
         ctx.state.put("_lustre_operation", operation, op)
     source = Path(transfer["source"])
     files = sorted(p for p in source.rglob("*") if p.is_file()) if source.is_dir() else []
+    counters = {"foundObjectsCount": len(files), "objectsSkippedCount": 0, "objectsCopiedCount": 0,
+                "objectsFailedCount": 0}
+    failures: list[str] = []
     if files and os.environ.get("STORAGE_EMULATOR_HOST"):
         from google.auth.credentials import AnonymousCredentials
         from google.cloud import storage
@@ -282,12 +297,25 @@ def _transfer_once(ctx: Ctx, operation: str) -> int:
             name = transfer["prefix"] + str(path.relative_to(source))
             there = bucket.get_blob(name)
             data = path.read_bytes()
-            if there is not None and there.size == len(data) and there.md5_hash in (
-                    None, base64.b64encode(hashlib.md5(data).digest()).decode()):
+            if there is not None and there.size == len(data) and (
+                    there.md5_hash == base64.b64encode(hashlib.md5(data).digest()).decode() if there.md5_hash
+                    else there.download_as_bytes() == data):
+                counters["objectsSkippedCount"] += 1
+                continue
+            if op.get("_fails"):
+                counters["objectsFailedCount"] += 1
+                failures.append(f"gs://{transfer['bucket']}/{name}")
                 continue
             bucket.blob(name).upload_from_filename(str(path))
             copied.append(path)
         files = copied
+    counters["foundObjectsCount"] -= counters["objectsSkippedCount"]  # "excluding ... skipped due to sync"
+    counters["objectsCopiedCount"] = len(files)
+    with ctx.state.locked():  # what the operation's metadata says from now on (int64: strings in JSON)
+        op = ctx.state.get("_lustre_operation", operation) or {}
+        op["_counters"] = {key: str(value) for key, value in counters.items()}
+        op["_failures"] = failures
+        ctx.state.put("_lustre_operation", operation, op)
     key = f"{ctx.project}/{ctx.flag('--location')}/{transfer['name']}"
     exports = ctx.state.get("lustre-export", key) or {"runs": []}
     exports["runs"].append({"lustre_path": transfer["lustre_path"], "gcs_path_uri": transfer["uri"],
