@@ -9,7 +9,7 @@ from typing import Any
 
 from .. import names, render
 from ..commands import gcloud, kubectl
-from ..runner import ALREADY_EXISTS, NOT_FOUND, TRANSIENT, Result, Runner, last_lines
+from ..runner import ALREADY_EXISTS, NOT_FOUND, TRANSIENT, Result, Runner
 from ..settings import Settings
 from ..steps import Action, Step
 from ..tools import ToolError
@@ -91,16 +91,16 @@ def other_deployments(r: Runner, s: Settings, steps: list[Step] | None = None) -
 
     inv = inventory_of(steps or [])
     items = inv.listed(r, "cluster") if inv is not None else None
+    unlisted = ""
     if items is None:
         result = r.query(gcloud.clusters_list(s), ok_codes=range(256))
         if result is None or not result.ok:
             if result is not None and not result.not_found:
                 raise r.failure(result)
             return []
-        if not result.complete:  # a location did not answer: a deployment there would go unseen
-            raise ToolError(f"GKE listed the clusters of {s.PROJECT_ID} without some locations "
-                            f"({last_lines(result.stderr, 1)}): whether another deployment shares our VPCs, peering "
-                            f"and Lustre cannot be told, so nothing was deleted. Run it again in a minute.", 1)
+        if not result.complete:  # a location did not answer: a deployment there would go unseen, so one may be
+            unlisted = ("any in a location GKE left out of its list just now (it warned: List results may be "
+                        "incomplete; `invoke down` again later deletes what they would share)")
         try:
             items = json.loads(result.stdout or "[]")
         except json.JSONDecodeError:
@@ -134,7 +134,7 @@ def other_deployments(r: Runner, s: Settings, steps: list[Step] | None = None) -
         owner = deployment_of(rule)
         if owner and owner != s.CLUSTER_NAME and owner not in found and short(rule.get("network")) == gvnic:
             found[owner] = f"its firewall rule {rule.get('name')} is on our gVNIC VPC"
-    return sorted(f"{name} ({how})" if how else name for name, how in found.items())
+    return sorted(f"{name} ({how})" if how else name for name, how in found.items()) + ([unlisted] if unlisted else [])
 
 
 def _firewall_rules(r: Runner, s: Settings) -> list[dict[str, Any]]:

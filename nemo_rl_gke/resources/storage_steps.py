@@ -387,7 +387,8 @@ def status_rows(r: Runner, s: Settings) -> list[tuple[str, str]]:
         if result is not None and result.ok:
             return here
         if result is not None and NO_CONTEXT.search(result.stderr):  # its "not found" is the context's
-            return "unknown: no kubectl context for the cluster here (`invoke cluster.credentials` fetches it)"
+            return ("unknown: no kubectl context for the cluster here (`invoke cluster.credentials` fetches it; "
+                    "if the cluster is gone, so is what was in it)")
         if result is None or result.not_found:
             return "absent"
         return f"unknown: {last_lines(result.stderr, 1) or f'kubectl exit {result.exit_code}'}"

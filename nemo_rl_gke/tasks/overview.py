@@ -10,7 +10,8 @@ Examples:
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -259,15 +260,39 @@ def _extra(read: Callable[[], Any]) -> _Part:
 
 
 def _ray_part(r: Runner, s: Settings, deployed: bool | None, as_json: bool) -> Any:
+    from .. import raychart
     from .ray import cluster_state, cluster_summary
 
-    return cluster_state(r, s, deployed) if as_json else cluster_summary(r, s, deployed)
+    if not as_json:
+        return cluster_summary(r, s, deployed)
+    with _unknown_without_context():  # no kubeconfig context here: every figure unknown, the document whole
+        return cluster_state(r, s, deployed)
+    return {"deployed": None, "pods": None, "ready_pods": None, "gpus_seen": None,
+            "gpus_expected": raychart.expected_gpus(s)}
 
 
 def _job_part(r: Runner, s: Settings, as_json: bool) -> Any:
     from .job_views import latest_run, latest_summary
 
-    return latest_run(r, s) if as_json else latest_summary(r, s)
+    if not as_json:
+        return latest_summary(r, s)
+    with _unknown_without_context():
+        return latest_run(r, s)
+    return None
+
+
+@contextmanager
+def _unknown_without_context() -> Iterator[None]:
+    """For --json: a read kubectl or helm could not make for want of this machine's kubeconfig context is
+    swallowed (the caller then answers unknown); the text status says it whole instead."""
+    from ..runner import NO_CONTEXT
+    from ..tools import ToolError
+
+    try:
+        yield
+    except ToolError as exc:
+        if not NO_CONTEXT.search(str(exc)):
+            raise
 
 
 TASKS = [plan, status]

@@ -9,6 +9,7 @@ ended. Each run here gets 60 s; without that it would take 30 s per call, five a
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from pathlib import Path
@@ -140,6 +141,11 @@ def test_a_machine_without_the_context_says_unknown_inside_the_cluster_not_absen
     assert len(inside) == 3 and {rows[title] for title in inside} == {"unknown"}, rows
     assert rows["Standard cluster nemo-rl"] == "present", rows
     assert "not deployed" not in status.output and "`invoke cluster.credentials` fetches it" in status.output
+    document = on(fake, there, "status", "--json")  # the whole document, its unknowns as null
+    assert document.code == 0, document.output
+    parsed = json.loads(document.stdout)
+    assert parsed["ray"]["deployed"] is None and {r["state"] for r in parsed["resources"] if r["title"] in inside} \
+        == {"unknown"}, parsed
     plan = on(fake, there, "plan")
     assert plan.code == 0, plan.output
     ray = next(line for line in plan.stdout.splitlines() if "Ray cluster nemo-rl" in line)
