@@ -101,6 +101,7 @@ def _submit(r: Runner, s: Settings, head: str, script: str, run_id: str) -> Resu
     """Pipe the submit script into the head pod, once: a kubectl whose stream dropped (or that Ctrl-C ended) leaves
     the script going on in the pod (kubectl exec does not stop it), so a second try would find the run started,
     or race it. Either way the user is told how to see whether it did; a script that ended said so itself."""
+    from ..runner import transient
     from ..tools import ToolError
 
     check = (f"the submit script goes on in the head pod after kubectl has gone (exec does not stop it): run "
@@ -110,7 +111,9 @@ def _submit(r: Runner, s: Settings, head: str, script: str, run_id: str) -> Resu
         return r.run(head_pod.kubectl_exec(s, head), stdin=script, stdin_label=f"job script for run {run_id}",
                      show_stdin=r.dry, retry=False)
     except ToolError as exc:
-        if "command terminated with exit code" in str(exc):  # the script's own answer: it has ended
+        # The script's own answer (it has ended), or kubectl's before any stream (no pod, no permission): nothing
+        # goes on in the pod. A stream cut after it opened is what a retry would have cured.
+        if "command terminated with exit code" in str(exc) or not transient(str(exc)):
             raise
         raise ToolError(f"{exc}\n{check}; submit again only if it did not.", exc.exit_code) from exc
     except KeyboardInterrupt:

@@ -402,3 +402,11 @@ def test_job_submit_whose_stream_dropped_is_not_sent_twice_and_says_how_to_check
     execs = [c for c in cloud.calls() if "exec" in c["argv"] and c["argv"][-1:] == ["bash"]]
     assert len(execs) == 1, [c["argv"] for c in execs]
     wait_for(lambda: (run_dir(cloud, "dropped") / "pid").exists(), "the run the script started anyway")
+
+
+def test_job_submit_that_kubectl_refused_before_any_stream_says_nothing_may_start(cloud):
+    # Forbidden (or no such pod): the script never reached the pod, so no "may start anyway".
+    done = cloud.invoke("job.submit", "qwen2.5-1.5b-gsm8k", "--id=refused", *FAST,
+                        FAKECLOUD_FAIL="-- bash:1:permanent")
+    assert done.code == 1 and "injected permanent failure" in done.stderr, done.output[-2000:]
+    assert "may start anyway" not in done.stderr and not run_dir(cloud, "refused").exists()
