@@ -166,11 +166,19 @@ def check_gke_version(s: Settings, exit_code: int, stdout: str, stderr: str) -> 
         return Check(name, False, error_line(stderr, "cannot read the server config"),
                      "check CONTROL_PLANE_LOCATION, and that container.googleapis.com is enabled")
     body = json.loads(stdout or "{}")
-    default = str(body.get("defaultClusterVersion") or "")
-    offered = set(body.get("validMasterVersions") or []) | {
-        version for channel in body.get("channels") or [] for version in channel.get("validVersions") or []}
-    usable = sorted((v for v in offered if version_tuple(v) and version_tuple(v) >= version_tuple(s.gpu.min_gke)),
-                    key=version_tuple, reverse=True)
+    # cluster_create names no release channel: GKE enrols the cluster in the most mature channel that offers the
+    # version (STABLE, then REGULAR, then RAPID), or in REGULAR, at its default, without one. A Standard cluster
+    # may also take a version no channel offers (validMasterVersions); Autopilot is always in a channel.
+    channels = {str(c.get("channel")): c for c in body.get("channels") or [] if isinstance(c, dict)}
+    regular = channels.get("REGULAR") or {}
+    default = str(regular.get("defaultVersion") or body.get("defaultClusterVersion") or "")
+    offered = {version for name in ("STABLE", "REGULAR", "RAPID")
+               for version in (channels.get(name) or {}).get("validVersions") or []}
+    if not s.autopilot:
+        offered |= set(body.get("validMasterVersions") or [])
+    new_enough = [v for v in regular.get("validVersions") or sorted(offered)
+                  if version_tuple(v) and version_tuple(v) >= version_tuple(s.gpu.min_gke)]
+    usable = sorted(new_enough, key=version_tuple, reverse=True)
     if not s.GKE_VERSION:
         if default and version_tuple(default) and version_tuple(default) < version_tuple(s.gpu.min_gke):
             return Check(name, False, f"the default, {default}, is older than {s.gpu.min_gke} ({s.gpu.accelerator})",
@@ -178,7 +186,8 @@ def check_gke_version(s: Settings, exit_code: int, stdout: str, stderr: str) -> 
         return Check(name, True, f"the channel's default{': ' + default if default else ''}")
     if s.GKE_VERSION in offered:
         return Check(name, True, s.GKE_VERSION)
-    return Check(name, False, f"GKE_VERSION={s.GKE_VERSION} is not offered in {s.CONTROL_PLANE_LOCATION} now",
+    return Check(name, False, f"GKE_VERSION={s.GKE_VERSION} is not offered in {s.CONTROL_PLANE_LOCATION} now: up's "
+                       f"cluster create would fail (a cluster already made is not affected)",
                  f"set GKE_VERSION to one it offers ({', '.join(usable[:3]) or 'none is new enough'}), or leave it "
                  f"empty for the channel's default{' (' + default + ')' if default else ''}")
 

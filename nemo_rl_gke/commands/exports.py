@@ -61,6 +61,14 @@ def parse_export_record(record_json: str | None) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
+def copied(record: dict[str, Any]) -> int:
+    """How many objects the record's export wrote; 0 when it does not say so as a number (proves nothing)."""
+    try:
+        return int(record.get("copied") or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
 def check_is_fresh(record_json: str | None, now: datetime) -> bool:
     """A verification by listing (/data/runs seen, every file in the bucket) less than EXPORT_FRESH ago."""
     record = parse_export_record(record_json)
@@ -73,7 +81,7 @@ def export_is_fresh(record_json: str | None, now: datetime) -> bool:
     record = parse_export_record(record_json)
     if record is None:
         return False
-    return (record.get("lustre_path") == RUNS_PATH and int(record.get("copied") or 0) > 0
+    return (record.get("lustre_path") == RUNS_PATH and copied(record) > 0
             and now - record["when"] < EXPORT_FRESH)
 
 

@@ -91,16 +91,17 @@ def other_deployments(r: Runner, s: Settings, steps: list[Step] | None = None) -
 
     inv = inventory_of(steps or [])
     items = inv.listed(r, "cluster") if inv is not None else None
-    unlisted = ""
     if items is None:
         result = r.query(gcloud.clusters_list(s), ok_codes=range(256))
         if result is None or not result.ok:
             if result is not None and not result.not_found:
                 raise r.failure(result)
             return []
-        if not result.complete:  # a location did not answer: a deployment there would go unseen, so one may be
-            unlisted = ("any in a location GKE left out of its list just now (it warned: List results may be "
-                        "incomplete; `invoke down` again later deletes what they would share)")
+        if not result.complete and (steps is None or any(step.shared for step in steps)):
+            # A location did not answer: a deployment there would go unseen, and what it shares deleted.
+            raise ToolError(f"GKE listed the clusters of {s.PROJECT_ID} without some locations (it warned: List "
+                            f"results may be incomplete), so whether another deployment shares our VPCs, peering, "
+                            f"Lustre and bucket cannot be told: nothing was deleted. Run it again in a minute.", 1)
         try:
             items = json.loads(result.stdout or "[]")
         except json.JSONDecodeError:
@@ -134,7 +135,7 @@ def other_deployments(r: Runner, s: Settings, steps: list[Step] | None = None) -
         owner = deployment_of(rule)
         if owner and owner != s.CLUSTER_NAME and owner not in found and short(rule.get("network")) == gvnic:
             found[owner] = f"its firewall rule {rule.get('name')} is on our gVNIC VPC"
-    return sorted(f"{name} ({how})" if how else name for name, how in found.items()) + ([unlisted] if unlisted else [])
+    return sorted(f"{name} ({how})" if how else name for name, how in found.items())
 
 
 def _firewall_rules(r: Runner, s: Settings) -> list[dict[str, Any]]:

@@ -108,7 +108,7 @@ def export_check(r: Runner, s: Settings, inv: Inventory | None = None) -> tuple[
     why = ""
     for record, raw, kind in sorted(records, key=lambda found: found[0]["when"], reverse=True):
         if kind == "export" and not exports.export_is_fresh(raw, now):
-            copied = int(record.get("copied") or 0)
+            copied = exports.copied(record)
             why = why or (f"the last export ({record.get('time')}) copied nothing" if copied == 0 else
                           f"the last full export is from {record.get('time')} (more than {hours:.0f} h ago, or "
                           f"of one run only)")
@@ -274,8 +274,10 @@ def export(r: Runner, s: Settings, run: str | None) -> list[tuple[str, int]]:
         return []
     after = gcs.generations(s, prefix)
     copied = sum(1 for name, gen in after.items() if before.get(name) != gen)
-    # Nothing new only by the operation's own counters (every object found was there already, none failed).
-    unchanged = copied == 0 and counted is not None and not counted.get("objectsFailedCount")
+    # Nothing new only by the operation's own counters: objects it skipped as already in the bucket, none failed
+    # (an export that found nothing at all proves nothing; proto3 JSON leaves a zero counter out).
+    unchanged = copied == 0 and counted is not None and counted.get("objectsSkippedCount", 0) > 0 \
+        and not counted.get("objectsFailedCount")
     proven, since = _unchanged_since(s, earlier, lustre_path) if unchanged else (0, "")
     objects = gcs.list_prefix(s, prefix)
     listed = lustre_runs(r, s) if run is None else None
@@ -304,10 +306,7 @@ def _unchanged_since(s: Settings, earlier: dict[str, Any] | None, lustre_path: s
     the time it stood for) when that one wrote objects; (0, "") otherwise."""
     if not earlier or earlier.get("lustre_path") != lustre_path or earlier.get("instance") != lustre.volume_handle(s):
         return 0, ""
-    try:
-        wrote = int(earlier.get("copied") or 0)
-    except (TypeError, ValueError):  # a record that parses but says nothing usable proves nothing
-        return 0, ""
+    wrote = exports.copied(earlier)
     if wrote <= 0 or lustre_path != exports.RUNS_PATH:  # a single run's export never counts for the guard
         return 0, ""
     return wrote, str(earlier.get("unchanged_since") or earlier.get("time"))

@@ -14,6 +14,7 @@ Examples:
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from invoke.collection import Collection
@@ -97,11 +98,19 @@ def submit(c: Context, name: str, set_: list[str] | None = None, id_: str | None
         r.stream(head_pod.kubectl_exec(s, head), stdin=jobscript.logs_script(run_id, follow=True))
 
 
+# kubectl exec's failures that leave nothing going on in the pod: the remote script's own exit code, and the
+# refusals before a stream opens (client-go's NotFound/Forbidden, a missing context or credential plugin, an API
+# server that would not upgrade the connection).
+BEFORE_ANY_STREAM = re.compile(
+    r"command terminated with exit code|Error from server \((NotFound|Forbidden|BadRequest)\)|unable to upgrade "
+    r"connection|context was not found for specified context|context \"[^\"]*\" does not exist|getting credentials: "
+    r"|credential plugin that is not installed")
+
+
 def _submit(r: Runner, s: Settings, head: str, script: str, run_id: str) -> Result:
     """Pipe the submit script into the head pod, once: a kubectl whose stream dropped (or that Ctrl-C ended) leaves
     the script going on in the pod (kubectl exec does not stop it), so a second try would find the run started,
     or race it. Either way the user is told how to see whether it did; a script that ended said so itself."""
-    from ..runner import transient
     from ..tools import ToolError
 
     check = (f"the submit script goes on in the head pod after kubectl has gone (exec does not stop it): run "
@@ -111,9 +120,9 @@ def _submit(r: Runner, s: Settings, head: str, script: str, run_id: str) -> Resu
         return r.run(head_pod.kubectl_exec(s, head), stdin=script, stdin_label=f"job script for run {run_id}",
                      show_stdin=r.dry, retry=False)
     except ToolError as exc:
-        # The script's own answer (it has ended), or kubectl's before any stream (no pod, no permission): nothing
-        # goes on in the pod. A stream cut after it opened is what a retry would have cured.
-        if "command terminated with exit code" in str(exc) or not transient(str(exc)):
+        # The script's own answer (it has ended), or kubectl's before any stream opened (no context, no
+        # credentials, no pod, no permission): nothing goes on in the pod. Anything else may have cut a stream.
+        if BEFORE_ANY_STREAM.search(str(exc)):
             raise
         raise ToolError(f"{exc}\n{check}; submit again only if it did not.", exc.exit_code) from exc
     except KeyboardInterrupt:

@@ -76,16 +76,24 @@ def test_down_does_not_take_a_cluster_list_gke_answered_in_part_for_no_cluster(c
     assert "nothing of ours is left" in done.stderr, done.stderr[-2000:]
 
 
-def test_down_keeps_what_deployments_share_while_gke_lists_the_clusters_in_part(cloud):
+def test_down_deletes_nothing_while_gke_lists_the_clusters_in_part(cloud):
     # Another deployment in a location that did not answer would go unseen: its VPCs, peering and Lustre deleted.
-    # So they stay, as for a deployment seen; our cluster, which bills, goes.
     _ok(cloud.invoke("up", "--yes"), "up")
+    before, asked = cloud.resources(), len(cloud.calls())
     done = cloud.invoke("down", "--yes", "--delete-data", process=True,
                         FAKECLOUD_FAIL="container clusters list:2:partial")
-    assert done.code == 0 and "any in a location GKE left out of its list just now" in done.stderr, done.output[-3000:]
-    assert "cluster" not in cloud.resources() and cloud.resources().get("lustre") and cloud.resources().get("network")
+    assert done.code == 1 and "without some locations" in done.stderr and "nothing was deleted" in done.stderr, \
+        done.output[-2000:]
+    assert "Traceback" not in done.output and cloud.resources() == before
+    assert not [c for c in cloud.calls()[asked:] if c["mutating"]]
     again = _ok(cloud.invoke("down", "--yes", "--delete-data"), "down, GKE answering again")
-    assert "lustre" not in cloud.resources() and "nothing of ours is left" in again.stderr, again.stderr[-2000:]
+    assert "nothing of ours is left" in again.stderr, again.stderr[-2000:]
+
+
+def test_a_teardown_that_deletes_nothing_shared_goes_on_while_gke_lists_the_clusters_in_part(cloud):
+    _ok(cloud.invoke("up", "--yes"), "up")
+    _ok(cloud.invoke("clean.ray", "--yes", FAKECLOUD_FAIL="container clusters list:5:partial"), "clean.ray")
+    assert _releases(cloud) == []
 
 
 def test_up_with_a_gke_version_no_longer_offered_fails_at_the_clusters_create(cloud):

@@ -284,3 +284,39 @@ def test_adc_that_hangs_gives_up_at_the_deadline(monkeypatch):
     started = time.monotonic()
     answer = checkup.adc(timeout=0.2)
     assert (answer.ok, "no answer" in answer.detail, time.monotonic() - started < 5) == (False, True, True)
+
+
+SERVER_CONFIG = {  # get-server-config's shape (container v1 ServerConfig): channels differ, as they do in GKE
+    "defaultClusterVersion": "1.33.4-gke.1172000", "validMasterVersions": ["1.33.9-gke.100", "1.32.9-gke.100"],
+    "channels": [
+        {"channel": "RAPID", "defaultVersion": "1.34.1-gke.1200000", "validVersions": ["1.34.1-gke.1200000"]},
+        {"channel": "REGULAR", "defaultVersion": "1.33.5-gke.1000000",
+         "validVersions": ["1.33.5-gke.1000000", "1.33.4-gke.1172000"]},
+        {"channel": "STABLE", "defaultVersion": "1.32.9-gke.100", "validVersions": ["1.32.9-gke.100"]},
+        {"channel": "EXTENDED", "defaultVersion": "1.31.9-gke.100", "validVersions": ["1.31.9-gke.100"]}]}
+
+
+@pytest.mark.parametrize(("mode", "version", "passes"), [
+    ("standard", "", True), ("standard", "1.33.5-gke.1000000", True), ("standard", "1.34.1-gke.1200000", True),
+    ("standard", "1.32.9-gke.100", True),  # STABLE's
+    ("standard", "1.33.9-gke.100", True), ("autopilot", "1.33.9-gke.100", False),  # in no channel
+    ("standard", "1.32.2-gke.1422000", False),  # gone: the tutorial's pin
+])
+def test_gke_version_is_checked_against_what_the_location_offers(mode, version, passes):
+    import json
+
+    check = readiness.check_gke_version(settings(GPU_TYPE="b200", CLUSTER_MODE=mode, GKE_VERSION=version), 0,
+                                        json.dumps(SERVER_CONFIG), "")
+    assert check.ok is passes, check
+    if not version:
+        assert "1.33.5-gke.1000000" in check.detail  # REGULAR's default: what a cluster without a pin gets
+    if not passes:
+        assert "1.33.5-gke.1000000" in check.fix and "EXTENDED" not in check.fix
+
+
+def test_gke_version_of_the_extended_channel_only_is_not_offered_to_a_new_cluster():
+    import json
+
+    check = readiness.check_gke_version(settings(GPU_TYPE="h200", GKE_VERSION="1.31.9-gke.100"), 0,
+                                        json.dumps(SERVER_CONFIG), "")
+    assert not check.ok and "not offered" in check.detail

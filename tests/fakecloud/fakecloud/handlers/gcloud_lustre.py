@@ -172,7 +172,7 @@ def operation_describe(ctx: Ctx) -> None:
         out["response"] = {"@type": f"type.googleapis.com/google.cloud.lustre.v1.{kind}", "name": op["target"]}
         _transfer_once(ctx, op["name"])  # an export's objects are there once it is done
         op = ctx.state.get("_lustre_operation", wanted) or op
-        if op.get("_counters"):  # ExportDataMetadata.operationMetadata (TransferOperationMetadata)
+        if "_counters" in op:  # ExportDataMetadata.operationMetadata (TransferOperationMetadata)
             transfer: dict = {"counters": op["_counters"], "transferType": "EXPORT"}
             if op.get("_failures"):
                 transfer["errorSummaries"] = [{
@@ -313,7 +313,7 @@ def _transfer_once(ctx: Ctx, operation: str) -> int:
     counters["objectsCopiedCount"] = len(files)
     with ctx.state.locked():  # what the operation's metadata says from now on (int64: strings in JSON)
         op = ctx.state.get("_lustre_operation", operation) or {}
-        op["_counters"] = {key: str(value) for key, value in counters.items()}
+        op["_counters"] = {key: str(value) for key, value in counters.items() if value}  # proto3 JSON: no zeros
         op["_failures"] = failures
         ctx.state.put("_lustre_operation", operation, op)
     key = f"{ctx.project}/{ctx.flag('--location')}/{transfer['name']}"
