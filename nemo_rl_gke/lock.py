@@ -81,11 +81,22 @@ def lease_body(what: str, now: float, *, host: str, pid: int) -> LeaseBody:
             "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)), "expires": now + LEASE_SECONDS}
 
 
+def _expires(body: LeaseBody) -> float:
+    """The lease's expiry in epoch seconds; 0 (expired) when it does not say so as a finite number."""
+    import math
+
+    try:
+        expires = float(body.get("expires") or 0)
+    except (TypeError, ValueError, OverflowError):
+        return 0.0
+    return expires if math.isfinite(expires) and 0 <= expires < 1e11 else 0.0
+
+
 def holder_text(body: LeaseBody) -> str:
     import time
 
-    expires = body.get("expires")
-    until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(expires))) if expires else "?"
+    expires = _expires(body)
+    until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expires)) if expires else "?"
     return (f"`{body.get('command', '?')}` on {body.get('host', '?')} (pid {body.get('pid', '?')}, since "
             f"{body.get('since', '?')}, lease until {until})")
 
@@ -124,7 +135,9 @@ def take_lease(blob_of: Callable[[], Blob], body: LeaseBody, now: float, *, forc
         return take_lease(blob_of, body, now, force=force, left=left)
     except (exceptions.PreconditionFailed, ValueError):
         current = {}
-    expired = float(current.get("expires") or 0) <= now
+    if not isinstance(current, dict):  # another writer's JSON that is not an object: no lease to honour
+        current = {}
+    expired = _expires(current) <= now
     ours = left is not None and left(read, current)
     if not (expired or force or ours):
         return None, holder_text(current)
@@ -331,7 +344,7 @@ def teardown_holding(s: Settings) -> str | None:
     try:
         now = _lease_now(s)
         lease: LeaseBody = now[1] if now is not None else {}
-        live = float(lease.get("expires") or 0) > time.time()
+        live = _expires(lease) > time.time()
     except Exception:  # noqa: BLE001 - unreadable (or not a lease): not a reason to refuse
         return None
     if now is not None and left_by_a_run_here(s, _kept(s), now[0], lease):
@@ -373,7 +386,7 @@ def _alive(pid: object) -> bool:
         os.kill(int(str(pid)), 0)
     except ProcessLookupError:
         return False
-    except (ValueError, OSError):
+    except (ValueError, OSError, OverflowError):
         return True  # not a pid, or another user's process: assume it runs
     return True
 

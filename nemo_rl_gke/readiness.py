@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TypedDict
 
@@ -166,21 +167,27 @@ def check_gke_version(s: Settings, exit_code: int, stdout: str, stderr: str) -> 
         return Check(name, False, error_line(stderr, "cannot read the server config"),
                      "check CONTROL_PLANE_LOCATION, and that container.googleapis.com is enabled")
     body = json.loads(stdout or "{}")
+    body = body if isinstance(body, dict) else {}
     # cluster_create names no release channel: GKE enrols the cluster in the most mature channel that offers the
     # version (STABLE, then REGULAR, then RAPID), or in REGULAR, at its default, without one. A Standard cluster
     # may also take a version no channel offers (validMasterVersions); Autopilot is always in a channel.
     channels = {str(c.get("channel")): c for c in body.get("channels") or [] if isinstance(c, dict)}
     regular = channels.get("REGULAR") or {}
     default = str(regular.get("defaultVersion") or body.get("defaultClusterVersion") or "")
-    offered = {version for name in ("STABLE", "REGULAR", "RAPID")
-               for version in (channels.get(name) or {}).get("validVersions") or []}
+    offered = {version for name in ("STABLE", "REGULAR", "RAPID") for version in [
+        *((channels.get(name) or {}).get("validVersions") or []), (channels.get(name) or {}).get("defaultVersion")]
+        if version}
     if not s.autopilot:
         offered |= set(body.get("validMasterVersions") or [])
-    new_enough = [v for v in regular.get("validVersions") or sorted(offered)
-                  if version_tuple(v) and version_tuple(v) >= version_tuple(s.gpu.min_gke)]
-    usable = sorted(new_enough, key=version_tuple, reverse=True)
+
+    def new_enough(versions: Iterable[str]) -> list[str]:
+        return sorted((v for v in versions if version_tuple(str(v)) and version_tuple(str(v)) >= version_tuple(
+            s.gpu.min_gke)), key=version_tuple, reverse=True)
+
+    usable = new_enough(regular.get("validVersions") or []) or new_enough(offered)
+    default_ok = bool(default) and bool(new_enough([default]))
     if not s.GKE_VERSION:
-        if default and version_tuple(default) and version_tuple(default) < version_tuple(s.gpu.min_gke):
+        if default and not default_ok:
             return Check(name, False, f"the default, {default}, is older than {s.gpu.min_gke} ({s.gpu.accelerator})",
                          f"set GKE_VERSION to one it offers: {', '.join(usable[:3]) or 'none is new enough'}")
         return Check(name, True, f"the channel's default{': ' + default if default else ''}")
@@ -188,8 +195,8 @@ def check_gke_version(s: Settings, exit_code: int, stdout: str, stderr: str) -> 
         return Check(name, True, s.GKE_VERSION)
     return Check(name, False, f"GKE_VERSION={s.GKE_VERSION} is not offered in {s.CONTROL_PLANE_LOCATION} now: up's "
                        f"cluster create would fail (a cluster already made is not affected)",
-                 f"set GKE_VERSION to one it offers ({', '.join(usable[:3]) or 'none is new enough'}), or leave it "
-                 f"empty for the channel's default{' (' + default + ')' if default else ''}")
+                 f"set GKE_VERSION to one it offers ({', '.join(usable[:3]) or 'none is new enough'})"
+                 + (f", or leave it empty for the channel's default ({default})" if default_ok else ""))
 
 
 def check_machine_type(s: Settings, exit_code: int, stderr: str) -> Check:

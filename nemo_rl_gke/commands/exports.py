@@ -58,14 +58,26 @@ def parse_export_record(record_json: str | None) -> dict[str, Any] | None:
         record["when"] = datetime.fromisoformat(record["time"])
     except (ValueError, KeyError, TypeError):
         return None
-    return record if isinstance(record, dict) else None
+    if not isinstance(record, dict) or record["when"].tzinfo is None:  # a time without its zone: not ours
+        return None
+    # Anyone with the bucket may edit it: what is not in our shape proves nothing (and raises nothing).
+    for key in ("lustre_files", "objects"):
+        files = record.get(key)
+        if files is not None and not (isinstance(files, dict) and all(
+                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                for k, v in files.items())):
+            return None
+    running = record.get("running")
+    if running is not None and not (isinstance(running, list) and all(isinstance(r, str) for r in running)):
+        return None
+    return record
 
 
 def copied(record: dict[str, Any]) -> int:
     """How many objects the record's export wrote; 0 when it does not say so as a number (proves nothing)."""
     try:
         return int(record.get("copied") or 0)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return 0
 
 

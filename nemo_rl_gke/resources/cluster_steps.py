@@ -91,17 +91,14 @@ def other_deployments(r: Runner, s: Settings, steps: list[Step] | None = None) -
 
     inv = inventory_of(steps or [])
     items = inv.listed(r, "cluster") if inv is not None else None
+    incomplete = False
     if items is None:
         result = r.query(gcloud.clusters_list(s), ok_codes=range(256))
         if result is None or not result.ok:
             if result is not None and not result.not_found:
                 raise r.failure(result)
             return []
-        if not result.complete and (steps is None or any(step.shared for step in steps)):
-            # A location did not answer: a deployment there would go unseen, and what it shares deleted.
-            raise ToolError(f"GKE listed the clusters of {s.PROJECT_ID} without some locations (it warned: List "
-                            f"results may be incomplete), so whether another deployment shares our VPCs, peering, "
-                            f"Lustre and bucket cannot be told: nothing was deleted. Run it again in a minute.", 1)
+        incomplete = not result.complete  # a location did not answer: a deployment there would go unseen
         try:
             items = json.loads(result.stdout or "[]")
         except json.JSONDecodeError:
@@ -135,6 +132,12 @@ def other_deployments(r: Runner, s: Settings, steps: list[Step] | None = None) -
         owner = deployment_of(rule)
         if owner and owner != s.CLUSTER_NAME and owner not in found and short(rule.get("network")) == gvnic:
             found[owner] = f"its firewall rule {rule.get('name')} is on our gVNIC VPC"
+    if incomplete and not found and (steps is None or any(step.shared for step in steps)):
+        # None seen, one may be there: what it shares would be deleted. (One seen keeps what is shared anyway.)
+        raise ToolError(f"GKE listed the clusters of {s.PROJECT_ID} without some locations (it warned: List results "
+                        f"may be incomplete), so whether another deployment shares our VPCs, peering, Lustre and "
+                        f"bucket cannot be told: nothing was deleted. Run it again in a minute; meanwhile `invoke "
+                        f"clean.cluster --yes` deletes the cluster and its GPU nodes, which nothing shares.", 1)
     return sorted(f"{name} ({how})" if how else name for name, how in found.items())
 
 

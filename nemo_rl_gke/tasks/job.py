@@ -100,11 +100,11 @@ def submit(c: Context, name: str, set_: list[str] | None = None, id_: str | None
 
 # kubectl exec's failures that leave nothing going on in the pod: the remote script's own exit code, and the
 # refusals before a stream opens (client-go's NotFound/Forbidden, a missing context or credential plugin, an API
-# server that would not upgrade the connection).
+# server that would not upgrade the connection, or that kubectl could not reach to look the pod up).
 BEFORE_ANY_STREAM = re.compile(
     r"command terminated with exit code|Error from server \((NotFound|Forbidden|BadRequest)\)|unable to upgrade "
     r"connection|context was not found for specified context|context \"[^\"]*\" does not exist|getting credentials: "
-    r"|credential plugin that is not installed")
+    r"|credential plugin that is not installed|Unable to connect to the server")
 
 
 def _submit(r: Runner, s: Settings, head: str, script: str, run_id: str) -> Result:

@@ -91,6 +91,17 @@ def test_owner_lock_second_machine_is_refused_and_named():
     assert (first is not None, second, "laptop-1" in note, "invoke up" in note) == (True, None, True, True)
 
 
+@pytest.mark.parametrize("written", [b'{"expires": "x", "host": "h"}', b"[]", b'{"expires": 1e400}',
+                                     b'{"expires": NaN}', b'{"expires": 1e300, "pid": 1e300}'])
+def test_owner_lock_a_lease_another_writer_left_unreadable_is_taken_over_without_a_traceback(written):
+    # Anyone with the bucket may write it: float("x"), [].get and time.gmtime(1e300) raised in every up and down.
+    store, now = Store(), time.time()
+    lock.take_lease(store.blob, body("other", now - 7200, expires_in=60), now - 7200, force=False)
+    store.data = written
+    taken, note = lock.take_lease(store.blob, body("laptop-2", now), now, force=False)
+    assert taken is not None and note.startswith("expired lock of"), note
+
+
 def test_owner_lock_expired_lease_is_taken_over():
     store, now = Store(), time.time()
     lock.take_lease(store.blob, body("crashed", now - 7200, expires_in=60), now - 7200, force=False)

@@ -320,3 +320,17 @@ def test_gke_version_of_the_extended_channel_only_is_not_offered_to_a_new_cluste
     check = readiness.check_gke_version(settings(GPU_TYPE="h200", GKE_VERSION="1.31.9-gke.100"), 0,
                                         json.dumps(SERVER_CONFIG), "")
     assert not check.ok and "not offered" in check.detail
+
+
+def test_gke_version_suggests_a_new_enough_one_from_any_channel_and_not_a_default_too_old():
+    import json
+
+    old_regular = {"channels": [
+        {"channel": "REGULAR", "defaultVersion": "1.31.1-gke.100", "validVersions": ["1.31.1-gke.100"]},
+        {"channel": "RAPID", "defaultVersion": "1.33.5-gke.1000000", "validVersions": ["1.33.5-gke.1000000"]}]}
+    for version in ("", "1.32.2-gke.1422000"):
+        check = readiness.check_gke_version(settings(GPU_TYPE="b200", GKE_VERSION=version), 0,
+                                            json.dumps(old_regular), "")
+        assert not check.ok and "1.33.5-gke.1000000" in check.fix and "leave it empty" not in check.fix, check
+    assert readiness.check_gke_version(settings(GPU_TYPE="b200", GKE_VERSION="1.33.5-gke.1000000"), 0,
+                                       json.dumps(old_regular), "").ok

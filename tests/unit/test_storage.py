@@ -262,3 +262,20 @@ def test_what_lives_in_a_namespace_of_its_own_waits_for_the_apply_that_makes_it(
         assert not waits[storage_steps.SECRET] and not waits[storage_steps.PVC], waits
     else:
         assert all(waits.values()), waits
+
+
+@pytest.mark.parametrize("edit", [
+    {"time": "2026-12-05T09:00:00"},  # no zone: comparing it with now raised TypeError
+    {"lustre_files": {"r1/driver.log": "x"}}, {"lustre_files": {"r1/driver.log": -1}}, {"objects": [1]},
+    {"running": 5}, {"running": [1]},
+])
+def test_an_edited_export_record_proves_nothing_and_raises_nothing(edit):
+    record = json.loads(exports.export_record(make_settings(), exports.RUNS_PATH, "gs://b/runs/",
+                                              datetime.now(UTC), copied=3, objects={"r1/driver.log": 8}))
+    assert exports.parse_export_record(json.dumps(record)) is not None
+    assert exports.parse_export_record(json.dumps({**record, **edit})) is None
+
+
+@pytest.mark.parametrize(("value", "read"), [(3, 3), ("3", 3), ("x", 0), (None, 0), (float("inf"), 0), ([], 0)])
+def test_an_export_records_copied_count_is_read_tolerantly(value, read):
+    assert exports.copied({"copied": value}) == read
