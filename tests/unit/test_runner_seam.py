@@ -238,6 +238,18 @@ def test_the_ray_uninstall_counts_only_helms_release_not_found_as_done(stderr, d
         assert done
 
 
+def test_other_deployments_unknown_from_a_partial_cluster_list_that_is_not_even_json():
+    # Its JSON used to be parsed first: output that was not JSON read as "no other deployment", whatever the
+    # warning said, and a teardown went on to delete what deployments share.
+    from nemo_rl_gke.resources import cluster_steps
+    from support.fake import example_settings
+
+    warned = "WARNING: The following zones did not respond: us-central1. List results may be incomplete."
+    r, _, _ = quiet(tools=Scripted([(0, warned)]), backoff_seconds=0)  # Scripted's stdout: "out", not JSON
+    with pytest.raises(ToolError, match="without some locations"):
+        cluster_steps.other_deployments(r, example_settings())
+
+
 def test_a_gcloud_list_that_exit_0_after_a_failed_request_is_not_complete():
     from nemo_rl_gke.runner import Result
 
