@@ -43,8 +43,7 @@ def describe(r: Runner, s: Settings, operation: str) -> dict[str, Any] | None:
 def counters(found: dict[str, Any]) -> dict[str, int] | None:
     """A transfer's counters (TransferOperationMetadata.counters: foundObjectsCount, objectsSkippedCount,
     objectsCopiedCount, objectsFailedCount, …; int64, so strings in JSON), or None when it reports none."""
-    metadata = (found.get("metadata") or {}).get("operationMetadata") or {}
-    raw = metadata.get("counters") if isinstance(metadata, dict) else None
+    raw = _transfer(found).get("counters")
     if not isinstance(raw, dict):
         return None
     try:
@@ -53,9 +52,14 @@ def counters(found: dict[str, Any]) -> dict[str, int] | None:
         return None
 
 
+def _transfer(found: dict[str, Any]) -> dict[str, Any]:
+    """The operation's TransferOperationMetadata ({} for an operation that is not a transfer)."""
+    metadata = (found.get("metadata") or {}).get("operationMetadata")
+    return metadata if isinstance(metadata, dict) else {}
+
+
 def _failed_objects(found: dict[str, Any]) -> str:
-    metadata = (found.get("metadata") or {}).get("operationMetadata") or {}
-    summaries = metadata.get("errorSummaries") if isinstance(metadata, dict) else None
+    summaries = _transfer(found).get("errorSummaries")
     failed = (counters(found) or {}).get("objectsFailedCount", 0)
     if not failed and not summaries:
         return ""

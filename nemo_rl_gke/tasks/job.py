@@ -98,13 +98,16 @@ def submit(c: Context, name: str, set_: list[str] | None = None, id_: str | None
         r.stream(head_pod.kubectl_exec(s, head), stdin=jobscript.logs_script(run_id, follow=True))
 
 
-# kubectl exec's failures that leave nothing going on in the pod: the remote script's own exit code, and the
-# refusals before a stream opens (client-go's NotFound/Forbidden, a missing context or credential plugin, an API
-# server that would not upgrade the connection, or that kubectl could not reach to look the pod up).
-BEFORE_ANY_STREAM = re.compile(
-    r"command terminated with exit code|Error from server \((NotFound|Forbidden|BadRequest)\)|unable to upgrade "
-    r"connection|context was not found for specified context|context \"[^\"]*\" does not exist|getting credentials: "
-    r"|credential plugin that is not installed|Unable to connect to the server")
+def _before_any_stream() -> re.Pattern[str]:
+    """kubectl exec's failures that leave nothing going on in the pod: the remote script's own exit code, and the
+    refusals before a stream opens (client-go's NotFound/Forbidden, a missing context or credential plugin: the
+    runner's own words for them, an API server that would not upgrade the connection, or that kubectl could not
+    reach to look the pod up). Built when asked: the runner is not imported for `invoke --list`."""
+    from ..runner import NO_CONTEXT, NO_CREDENTIALS
+
+    return re.compile(r"command terminated with exit code|Error from server \((NotFound|Forbidden|BadRequest)\)"
+                      r"|unable to upgrade connection|Unable to connect to the server"
+                      f"|{NO_CONTEXT.pattern}|{NO_CREDENTIALS.pattern}")
 
 
 def _submit(r: Runner, s: Settings, head: str, script: str, run_id: str) -> Result:
@@ -122,7 +125,7 @@ def _submit(r: Runner, s: Settings, head: str, script: str, run_id: str) -> Resu
     except ToolError as exc:
         # The script's own answer (it has ended), or kubectl's before any stream opened (no context, no
         # credentials, no pod, no permission): nothing goes on in the pod. Anything else may have cut a stream.
-        if BEFORE_ANY_STREAM.search(str(exc)):
+        if _before_any_stream().search(str(exc)):
             raise
         raise ToolError(f"{exc}\n{check}; submit again only if it did not.", exc.exit_code) from exc
     except KeyboardInterrupt:

@@ -274,11 +274,7 @@ def _ray_part(r: Runner, s: Settings, deployed: bool | None, as_json: bool) -> A
 def _job_part(r: Runner, s: Settings, as_json: bool) -> Any:
     from .job_views import latest_run, latest_summary
 
-    if not as_json:
-        return latest_summary(r, s)
-    with _unknown_without_context():
-        return latest_run(r, s)
-    return None
+    return latest_run(r, s) if as_json else latest_summary(r, s)  # latest_run answers None for what it cannot ask
 
 
 @contextmanager

@@ -265,16 +265,6 @@ def test_ray_deploy_with_fewer_workers_asks_before_stopping_a_running_run(ran):
     assert done.code == 0 and "from 2 to 1 GPU worker(s)" in done.stderr, done.output[-3000:]
 
 
-def _delete_cluster_outside(cloud: FakeCloud) -> None:
-    import subprocess
-
-    env = read_env_example()
-    gone = subprocess.run(["gcloud", "container", "clusters", "delete", env["CLUSTER_NAME"], f"--project={PROJECT}",
-                           f"--location={env['CONTROL_PLANE_LOCATION']}", "--quiet"], env=cloud.process_env(),
-                          cwd=cloud.workdir, capture_output=True, text=True, timeout=60)
-    assert gone.returncode == 0, gone.stderr
-
-
 def test_data_guard_a_listing_taken_as_ray_went_no_longer_answers_once_ray_is_back(ran):
     # export, clean.ray (listing recorded), ray.deploy, a new run writes, the cluster goes outside the tool:
     # the earlier listing answered "verified" and Lustre went with the new run.
@@ -283,7 +273,7 @@ def test_data_guard_a_listing_taken_as_ray_went_no_longer_answers_once_ray_is_ba
     deployed = ran.invoke("ray.deploy", "--timeout=60")
     assert deployed.code == 0, deployed.output[-3000:]
     plant_run(ran, "r2")
-    _delete_cluster_outside(ran)
+    _delete_the_cluster_elsewhere(ran)
     done = ran.invoke("storage.delete", "--yes", "--delete-data")
     assert done.code == 1 and "Ray was deployed again" in done.stderr, done.output[-3000:]
     assert ran.resources().get("lustre")
