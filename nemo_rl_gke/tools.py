@@ -11,7 +11,7 @@ import signal
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +23,35 @@ INSTALL_HINTS = {
     "helm": "install helm 3.14 or later: https://helm.sh/docs/intro/install/ (or run `python scripts/fetch_helm.py`)",
     "gke-gcloud-auth-plugin": "run `gcloud components install gke-gcloud-auth-plugin`",
 }
+
+
+# What a tool reads from its environment that would change how we read its answers, or which cluster it talks
+# to, set (a value) or taken out (None) for each of its runs, whatever the user's shell or configuration says.
+# gcloud: an environment variable outranks `gcloud config set`. We read its output, which
+# core/user_output_enabled=false drops (every --format=json list then reads as empty: `down` found nothing to
+# delete and said nothing was left); its warnings, which core/verbosity=error drops ("List results may be
+# incomplete"); its messages as text, which core/show_structured_logs=always turns into JSON; and no HTTP log.
+# helm (pkg/cli/environment.go): HELM_KUBEAPISERVER and its kind outrank the --kube-context we name, and would
+# send the release to another server or as another user; HELM_DRIVER keeps releases where another machine's
+# helm does not look. kubectl reads nothing of the kind that our --context does not already name.
+TOOL_ENVIRONMENT: dict[str, dict[str, str | None]] = {
+    "gcloud": {"CLOUDSDK_CORE_USER_OUTPUT_ENABLED": "true", "CLOUDSDK_CORE_VERBOSITY": "warning",
+               "CLOUDSDK_CORE_SHOW_STRUCTURED_LOGS": "never", "CLOUDSDK_CORE_LOG_HTTP": "false"},
+    "helm": dict.fromkeys(("HELM_KUBEAPISERVER", "HELM_KUBETOKEN", "HELM_KUBEASUSER", "HELM_KUBEASGROUPS",
+                           "HELM_KUBECAFILE", "HELM_KUBETLS_SERVER_NAME", "HELM_KUBEINSECURE_SKIP_TLS_VERIFY",
+                           "HELM_DRIVER")),
+}
+
+
+def tool_environment(tool: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment `tool` (argv[0]) runs with: environ, with TOOL_ENVIRONMENT's settings for it."""
+    env = dict(environ)
+    for name, value in TOOL_ENVIRONMENT.get(Path(tool).name, {}).items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    return env
 
 
 # Tools fetched for this checkout (`python scripts/fetch_helm.py` puts helm here): searched after PATH.
@@ -385,7 +414,8 @@ def background(on: bool = True) -> Iterator[None]:
 
 def _start(argv: list[str], **io: Any) -> Any:
     """argv started with sh in the background (never a shell string): every exit code is an answer, the
-    caller waits. The executable is resolved now; the environment is this process's, as it is now."""
+    caller waits. The executable is resolved now; the environment is this process's, as it is now, with the
+    tool's TOOL_ENVIRONMENT."""
     import sh
 
     command = sh.Command(find_tool(argv[0]))
@@ -409,7 +439,7 @@ def _start(argv: list[str], **io: Any) -> Any:
 
     try:
         proc = command(*argv[1:], _ok_code=list(range(256)), _bg=True, _bg_exc=False, _return_cmd=True,
-                       _env=dict(os.environ), _preexec_fn=as_exec_would, **io)
+                       _env=tool_environment(argv[0], os.environ), _preexec_fn=as_exec_would, **io)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     if in_background():

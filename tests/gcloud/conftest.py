@@ -3,14 +3,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 
 @pytest.fixture(scope="session")
-def gcloud_parse():
+def gcloud_parse(tmp_path_factory):
     """Run argv lists through the real gcloud with a throwaway config; return {command: (exit code, stderr)}.
 
     gcloud parses flags before it needs credentials: exit 2 means our flags are wrong, exit 1 (no account) is
@@ -20,8 +19,8 @@ def gcloud_parse():
         if os.environ.get("CI"):
             pytest.fail("the real gcloud must be installed on the CI machine")
         pytest.skip("needs the real Google Cloud CLI on PATH")
-    config = tempfile.mkdtemp(prefix="gcloud-config-")
-    env = {**os.environ, "CLOUDSDK_CONFIG": config, "CLOUDSDK_CORE_DISABLE_PROMPTS": "1"}
+    env = {**os.environ, "CLOUDSDK_CONFIG": str(tmp_path_factory.mktemp("gcloud-config")),
+           "CLOUDSDK_CORE_DISABLE_PROMPTS": "1"}
 
     def one(argv: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[int, str]]:
         proc = subprocess.run([binary, *argv[1:]], env=env, capture_output=True, text=True, timeout=120,

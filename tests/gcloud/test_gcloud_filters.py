@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 
 import pytest
 
@@ -82,13 +81,13 @@ print(json.dumps([[i for i, item in enumerate(case["items"]) if resource_filter.
 
 
 @pytest.fixture(scope="module")
-def real_gcloud():
+def real_gcloud(tmp_path_factory):
     binary = shutil.which("gcloud")
     if binary is None or "fakecloud" in binary:
         if os.environ.get("CI"):
             pytest.fail("the real gcloud must be installed on the CI machine")
         pytest.skip("needs the real Google Cloud CLI on PATH")
-    env = {**os.environ, "CLOUDSDK_CONFIG": tempfile.mkdtemp(prefix="gcloud-config-"),
+    env = {**os.environ, "CLOUDSDK_CONFIG": str(tmp_path_factory.mktemp("gcloud-config")),
            "CLOUDSDK_CORE_DISABLE_PROMPTS": "1"}
     return binary, env
 

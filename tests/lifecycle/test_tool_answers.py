@@ -101,3 +101,49 @@ def test_up_with_a_gke_version_no_longer_offered_fails_at_the_clusters_create(cl
     cloud.write_env(GKE_VERSION="1.32.2-gke.1422000")
     done = cloud.invoke("up", "--yes")
     assert done.code == 1 and 'Master version "1.32.2-gke.1422000" is unsupported' in done.stderr, done.output[-2000:]
+
+
+# A gcloud configuration (`gcloud config set`, here its environment variables, which outrank it) that hides what
+# we read of gcloud's answers: the fake prints as gcloud does under it (fakecloud/gcloud_output.py).
+NO_USER_OUTPUT = {"CLOUDSDK_CORE_USER_OUTPUT_ENABLED": "false"}
+QUIET = {"CLOUDSDK_CORE_VERBOSITY": "error"}
+STRUCTURED = {"CLOUDSDK_CORE_SHOW_STRUCTURED_LOGS": "always"}
+
+
+@pytest.mark.parametrize("process", [False, True], ids=["in-process", "invoke"])
+def test_down_deletes_everything_under_a_gcloud_configuration_without_user_output(cloud, process):
+    # Every `--format=json` list printed nothing, exit 0: read as empty, so `down` found nothing to delete and said
+    # nothing of ours was left, with the cluster, the VPCs and Lustre billing.
+    _ok(cloud.invoke("up", "--yes"), "up")
+    done = _ok(cloud.invoke("down", "--yes", "--delete-data", process=process, **NO_USER_OUTPUT), "down")
+    assert "nothing of ours is left" in done.stderr, done.stderr[-2000:]
+    assert cloud.resources() == {}, sorted(cloud.resources())
+
+
+def test_status_sees_the_deployment_under_a_gcloud_configuration_without_user_output(cloud):
+    _ok(cloud.invoke("up", "--yes"), "up")
+    done = _ok(cloud.invoke("status", "--json", process=True, **NO_USER_OUTPUT, **QUIET), "status")
+    assert '"absent"' not in done.stdout, done.stdout[-3000:]
+
+
+def test_down_deletes_nothing_while_gke_lists_in_part_under_a_gcloud_configuration_that_hides_warnings(cloud):
+    _ok(cloud.invoke("up", "--yes"), "up")
+    before = cloud.resources()
+    done = cloud.invoke("down", "--yes", "--delete-data", process=True,
+                        FAKECLOUD_FAIL="container clusters list:2:partial", **QUIET)
+    assert done.code == 1 and "without some locations" in done.stderr, done.output[-2000:]
+    assert cloud.resources() == before
+
+
+def test_a_failed_gcloud_command_says_its_sentence_under_a_configuration_of_structured_logs(cloud):
+    done = cloud.invoke("up", "--yes", FAKECLOUD_FAIL="compute networks create:9:permanent", **STRUCTURED)
+    assert done.code == 1 and "ERROR: (gcloud.compute.networks.create)" in done.stderr, done.output[-2000:]
+    assert '"verbosity": "ERROR"' not in done.output
+
+
+def test_up_installs_ray_in_our_cluster_whatever_helms_environment_names(cloud):
+    # HELM_KUBEAPISERVER outranks the --kube-context we name (helm's pkg/cli/environment.go): left in the
+    # environment of the shell `up` runs in, helm would talk to that server, not to our cluster.
+    _ok(cloud.invoke("up", "--yes", process=True, HELM_KUBEAPISERVER="https://10.9.9.9:6443",
+                     HELM_KUBETOKEN="not-ours"), "up")
+    assert _releases(cloud) == ["default/nemo-rl"]

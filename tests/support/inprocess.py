@@ -90,14 +90,15 @@ class FakeTools:
 
     def run(self, argv: list[str], *, stdin: str | None, timeout: float | None) -> Any:
         from fakecloud.main import dispatch
-        from nemo_rl_gke.tools import Processes, Ran
+        from nemo_rl_gke.tools import Processes, Ran, tool_environment
 
         if not self._in_process(argv):
             self.process_calls += 1
             return Processes().run(argv, stdin=stdin, timeout=timeout)
         self.in_process_calls += 1
         out, err = _Pipe(), _Pipe()
-        code = dispatch(Path(argv[0]).name, argv[1:], stdin=stdin or "", stdout=out, stderr=err)
+        code = dispatch(Path(argv[0]).name, argv[1:], stdin=stdin or "", stdout=out, stderr=err,
+                        environ=tool_environment(argv[0], os.environ))
         return Ran(code, out.getvalue(), err.getvalue())
 
     def end(self, matches: Callable[[list[str]], bool], why: str, *, launched_before: float) -> int:

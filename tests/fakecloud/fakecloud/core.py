@@ -16,7 +16,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -165,6 +165,7 @@ class Ctx:
     # Where the command's output goes: the process's own streams, or buffers when called in-process.
     stdout: TextIO | None = None
     stderr: TextIO | None = None
+    environ: Mapping[str, str] = field(default_factory=lambda: os.environ)  # the environment the tool runs with
 
     def stdin(self) -> str:
         if self._stdin is None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fcntl
 import importlib
+import io
 import json
 import os
 import pkgutil
@@ -15,10 +16,12 @@ import re
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
 from . import core, handlers
+from .gcloud_output import Shown
 
 # FAKECLOUD_FAIL kinds and what each tool says for them, worded as the real tools word them, so the Runner's
 # TRANSIENT pattern is exercised on each shape it retries ("transient" is the 5xx one).
@@ -183,11 +186,28 @@ MULTI_SCOPE_LISTS = (("compute", "networks", "subnets", "list"), ("compute", "ad
 
 
 def dispatch(tool: str, argv: list[str], *, stdin: str | None, stdout: TextIO, stderr: TextIO,
-             launched: float | None = None) -> int:
+             launched: float | None = None, environ: Mapping[str, str] | None = None) -> int:
     """One call of a fake tool: stdin None means "read the process's stdin if a handler asks".
 
     launched: when the process was started (before Python's start-up), logged beside `start` so a log reader
-    can tell a call that waited for another from one that only waited for a CPU."""
+    can tell a call that waited for another from one that only waited for a CPU.
+    environ: the environment the tool runs with (default: this process's); gcloud's printing obeys its
+    CLOUDSDK_CORE_* properties there (gcloud_output), helm its HELM_KUBEAPISERVER."""
+    environ = os.environ if environ is None else environ
+    shown = Shown.read(argv, environ) if tool == "gcloud" else Shown()
+    if shown == Shown():
+        return _dispatch(tool, argv, stdin=stdin, stdout=stdout, stderr=stderr, launched=launched, environ=environ)
+    out, err = io.StringIO(), io.StringIO()
+    code = _dispatch(tool, argv, stdin=stdin, stdout=out, stderr=err, launched=launched, environ=environ)
+    printed, said = shown.shape(out.getvalue(), err.getvalue())
+    stdout.write(printed)
+    stderr.write(said)
+    stdout.flush()
+    return code
+
+
+def _dispatch(tool: str, argv: list[str], *, stdin: str | None, stdout: TextIO, stderr: TextIO,
+              launched: float | None, environ: Mapping[str, str]) -> int:
     root = os.environ.get("FAKECLOUD_STATE")
     if not root:
         stderr.write(f"fake {tool}: FAKECLOUD_STATE is not set\n")
@@ -195,7 +215,7 @@ def dispatch(tool: str, argv: list[str], *, stdin: str | None, stdout: TextIO, s
     state = core.State(Path(root))
     load_handlers(tool)
     ctx = core.parse(tool, argv)
-    ctx.state, ctx.stdout, ctx.stderr = state, stdout, stderr
+    ctx.state, ctx.stdout, ctx.stderr, ctx.environ = state, stdout, stderr, environ
     if stdin is not None:
         ctx._stdin = stdin
     registered = core.REGISTRY.get((tool, ctx.words))

@@ -29,6 +29,10 @@ def _context(ctx: Ctx) -> str:
     context = ctx.flag("--kube-context")
     if not context:
         raise Fail(1, "Error: no --kube-context given (the fake insists, as our code always names one)")
+    server = ctx.environ.get("HELM_KUBEAPISERVER")
+    if server:  # helm's pkg/cli/environment.go: it outranks the context's server
+        raise Fail(1, f'Error: Kubernetes cluster unreachable: Get "{server}/version": dial tcp: lookup '
+                      f'{server.split("//")[-1].split("/")[0]}: no such host')
     if kubeconfig.reachable(ctx, str(context), helm=True) is None:
         raise Fail(1, f'Error: Kubernetes cluster unreachable: context "{context}" does not exist')
     return str(context)

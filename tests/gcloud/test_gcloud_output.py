@@ -1,0 +1,73 @@
+"""gcloud's configuration can hide what we read of its answers; the environment our runs give it
+(tools.TOOL_ENVIRONMENT) outranks that configuration. Checked on the real gcloud, offline, and the fake's model
+of it (fakecloud/gcloud_output.py) checked against the same answers."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from fakecloud.gcloud_output import Shown
+from nemo_rl_gke.tools import tool_environment
+
+HIDING = {"core/user_output_enabled": "false", "core/verbosity": "error", "core/show_structured_logs": "always"}
+DESCRIBE = ["compute", "networks", "describe", "x", "--project=p", "--format=json"]  # fails offline: no account
+
+
+@pytest.fixture(scope="module")
+def configured(tmp_path_factory):
+    """The real gcloud and an environment whose configuration sets HIDING (`gcloud config set`)."""
+    binary = shutil.which("gcloud")
+    if binary is None or "fakecloud" in binary:
+        if os.environ.get("CI"):
+            pytest.fail("the real gcloud must be installed on the CI machine")
+        pytest.skip("needs the real Google Cloud CLI on PATH")
+    env = {name: value for name, value in os.environ.items() if not name.startswith("CLOUDSDK_")}
+    env |= {"CLOUDSDK_CONFIG": str(tmp_path_factory.mktemp("gcloud-config")), "CLOUDSDK_CORE_DISABLE_PROMPTS": "1"}
+    for key, value in HIDING.items():
+        subprocess.run([binary, "config", "set", key, value], env=env, check=True, capture_output=True, timeout=120)
+    return binary, env
+
+
+def _gcloud(configured, *args: str, ours: bool) -> subprocess.CompletedProcess[str]:
+    binary, env = configured
+    return subprocess.run([binary, *args], env=tool_environment("gcloud", env) if ours else env,
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+def test_a_configuration_without_user_output_prints_no_list_and_ours_does(configured):
+    hidden = _gcloud(configured, "config", "list", "--format=json", ours=False)
+    assert (hidden.returncode, hidden.stdout) == (0, ""), hidden  # read as an empty list, exit 0
+    shown = _gcloud(configured, "config", "list", "--format=json", ours=True)
+    assert shown.returncode == 0 and json.loads(shown.stdout)["core"]["user_output_enabled"] == "true", shown
+    assert Shown(output=False).shape('[{"name": "x"}]\n', "") == ("", "")  # the fake drops it the same way
+
+
+def test_a_configuration_with_structured_logs_prints_json_records_and_ours_prints_text(configured):
+    structured = _gcloud(configured, *DESCRIBE, ours=False)
+    record = json.loads(structured.stderr.strip().splitlines()[0])
+    assert structured.returncode == 1 and record["message"].startswith("(gcloud.compute.networks.describe) ")
+    text = _gcloud(configured, *DESCRIBE, ours=True)
+    assert text.returncode == 1 and text.stderr.startswith("ERROR: (gcloud.compute.networks.describe) "), text.stderr
+    # The fake prints the same record for the same text.
+    _, faked = Shown(verbosity=40, structured=True).shape("", text.stderr)
+    fake_record = json.loads(faked)
+    assert set(fake_record) == set(record) and fake_record["verbosity"] == record["verbosity"] == "ERROR"
+    assert fake_record["message"] == record["message"]
+
+
+def test_a_configuration_with_verbosity_error_drops_warnings_and_ours_keeps_them(configured):
+    # A warning gcloud gives offline, as it gives "List results may be incomplete" for a partial list.
+    binary, env = configured
+    warned = ("config", "get", "core/disable_color")
+    configured = binary, {**env, "CLOUDSDK_CORE_DISABLE_COLOR": "maybe"}
+    hidden = _gcloud(configured, *warned, ours=False)
+    assert hidden.returncode == 0 and hidden.stderr == "", hidden
+    kept = _gcloud(configured, *warned, ours=True)
+    assert kept.stderr.startswith("WARNING: Invalid value for property [core/disable_color]"), kept.stderr
+    assert Shown(output=False, verbosity=40, structured=True).shape("maybe\n", kept.stderr) == ("", "")
+    assert Shown().shape("maybe\n", kept.stderr) == ("maybe\n", kept.stderr)

@@ -1,0 +1,36 @@
+"""The environment each tool runs with: the user's, but for what would change how we read its answers or which
+cluster it talks to (tools.TOOL_ENVIRONMENT; the flows in lifecycle/test_tool_answers.py, the real gcloud in
+gcloud/test_gcloud_output.py)."""
+
+from __future__ import annotations
+
+from nemo_rl_gke.tools import tool_environment
+
+USER = {"PATH": "/usr/bin", "HOME": "/home/u", "CLOUDSDK_CORE_USER_OUTPUT_ENABLED": "false",
+        "CLOUDSDK_CORE_VERBOSITY": "error", "CLOUDSDK_CORE_SHOW_STRUCTURED_LOGS": "always",
+        "CLOUDSDK_CORE_LOG_HTTP": "true", "CLOUDSDK_CONFIG": "/home/u/.gcloud-work",
+        "HELM_KUBEAPISERVER": "https://10.9.9.9:6443", "HELM_KUBETOKEN": "t0ken", "HELM_KUBEASUSER": "admin",
+        "HELM_KUBEASGROUPS": "system:masters", "HELM_KUBECAFILE": "/ca.pem", "HELM_KUBETLS_SERVER_NAME": "x",
+        "HELM_KUBEINSECURE_SKIP_TLS_VERIFY": "true", "HELM_DRIVER": "configmap", "HELM_CACHE_HOME": "/c",
+        "KUBECONFIG": "/home/u/.kube/config"}
+
+
+def test_gcloud_prints_its_answers_as_we_read_them_whatever_its_configuration():
+    env = tool_environment("gcloud", USER)
+    assert {k: env[k] for k in env if k.startswith("CLOUDSDK_CORE_")} == {
+        "CLOUDSDK_CORE_USER_OUTPUT_ENABLED": "true", "CLOUDSDK_CORE_VERBOSITY": "warning",
+        "CLOUDSDK_CORE_SHOW_STRUCTURED_LOGS": "never", "CLOUDSDK_CORE_LOG_HTTP": "false"}
+    assert env["CLOUDSDK_CONFIG"] == "/home/u/.gcloud-work" and env["PATH"] == "/usr/bin"  # the rest is theirs
+    assert tool_environment("/usr/lib/google-cloud-sdk/bin/gcloud", USER) == env
+
+
+def test_helm_talks_to_the_context_we_name_and_keeps_releases_where_helm_does_by_default():
+    env = tool_environment("helm", USER)
+    assert not [k for k in env if k.startswith("HELM_KUBE") or k == "HELM_DRIVER"]
+    assert env["HELM_CACHE_HOME"] == "/c" and env["KUBECONFIG"] == "/home/u/.kube/config"
+
+
+def test_other_tools_run_with_the_users_environment_as_it_is():
+    assert tool_environment("kubectl", USER) == USER
+    assert tool_environment("bash", {}) == {}
+    assert "HELM_DRIVER" in USER and USER["CLOUDSDK_CORE_VERBOSITY"] == "error"  # the caller's mapping unchanged
