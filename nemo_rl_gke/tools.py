@@ -33,8 +33,12 @@ INSTALL_HINTS = {
 # incomplete"); its messages as text, which core/show_structured_logs=always turns into JSON; and no HTTP log.
 # helm (pkg/cli/environment.go): HELM_KUBEAPISERVER and its kind outrank the --kube-context we name, and would
 # send the release to another server or as another user; HELM_DRIVER keeps releases where another machine's
-# helm does not look. kubectl reads nothing of the kind that our --context does not already name.
+# helm does not look. kubectl (1.34+) applies the `defaults` of the user's kuberc to every command: one for
+# `delete --interactive` made each of our deletes ask, read no answer, print "deletion is cancelled" and exit 0,
+# deleting nothing; KUBERC=off turns kuberc off for our calls (its credential-plugin allowlist too: our context
+# runs the gke-gcloud-auth-plugin that `gcloud container clusters get-credentials` wrote into it).
 TOOL_ENVIRONMENT: dict[str, dict[str, str | None]] = {
+    "kubectl": {"KUBERC": "off"},
     "gcloud": {"CLOUDSDK_CORE_USER_OUTPUT_ENABLED": "true", "CLOUDSDK_CORE_VERBOSITY": "warning",
                "CLOUDSDK_CORE_SHOW_STRUCTURED_LOGS": "never", "CLOUDSDK_CORE_LOG_HTTP": "false"},
     "helm": dict.fromkeys(("HELM_KUBEAPISERVER", "HELM_KUBETOKEN", "HELM_KUBEASUSER", "HELM_KUBEASGROUPS",

@@ -106,3 +106,35 @@ def test_real_kubectl_and_helm_take_every_command_we_make(tmp_path):
     assert len(results) >= 20, sorted(results)
     bad = {shlex.join(argv): said for argv, said in results.items() if not REACHED_THE_SERVER.search(said)}
     assert not bad, bad
+
+
+KUBERC = """apiVersion: kubectl.config.k8s.io/v1alpha1
+kind: Preference
+overrides:
+- command: create configmap
+  flags:
+  - name: output
+    default: json
+"""
+
+
+def test_the_real_kubectl_applies_a_users_kuberc_defaults_and_our_runs_turn_them_off(tmp_path):
+    # What the fake's kubectl models (fakecloud/kuberc.py): ~/.kube/kuberc gives a command's flags their defaults
+    # (on by default from kubectl 1.34; 1.33 behind KUBECTL_KUBERC=true), and KUBERC=off, which our runs set
+    # (tools.TOOL_ENVIRONMENT), turns that off. Seen offline on `create configmap --dry-run=client`.
+    from nemo_rl_gke.tools import tool_environment
+
+    sdk = Path(os.path.realpath(shutil.which("gcloud") or "/nonexistent")).parent
+    kubectl = next((str(p) for p in [Path(real_tool("kubectl")), *sorted(sdk.glob("kubectl.1.*"), reverse=True)]
+                    if "--kuberc" in subprocess.run([str(p), "options"], capture_output=True, text=True,
+                                                    env={**os.environ, "KUBECTL_KUBERC": "true"}).stdout), None)
+    if kubectl is None:
+        pytest.skip("no kubectl 1.33 or later here (kuberc came in 1.33)")
+    (tmp_path / ".kube").mkdir()
+    (tmp_path / ".kube" / "kuberc").write_text(KUBERC)
+    users = {**os.environ, "HOME": str(tmp_path), "KUBECTL_KUBERC": "true"}
+    argv = [kubectl, "create", "configmap", "x", "--from-literal=a=b", "--dry-run=client"]
+    theirs = subprocess.run(argv, env=users, capture_output=True, text=True)
+    assert theirs.returncode == 0 and '"kind": "ConfigMap"' in theirs.stdout, theirs
+    ours = subprocess.run(argv, env=tool_environment("kubectl", users), capture_output=True, text=True)
+    assert ours.returncode == 0 and ours.stdout.strip() == "configmap/x created (dry run)", ours

@@ -147,3 +147,45 @@ def test_up_installs_ray_in_our_cluster_whatever_helms_environment_names(cloud):
     _ok(cloud.invoke("up", "--yes", process=True, HELM_KUBEAPISERVER="https://10.9.9.9:6443",
                      HELM_KUBETOKEN="not-ours"), "up")
     assert _releases(cloud) == ["default/nemo-rl"]
+
+
+ASKING_KUBERC = """apiVersion: kubectl.config.k8s.io/v1beta1
+kind: Preference
+defaults:
+- command: delete
+  options:
+  - name: interactive
+    default: "true"
+"""
+
+
+def _jobs(cloud) -> list[str]:
+    return [key for key in _objects(cloud) if key.startswith("Job/")]
+
+
+@pytest.mark.parametrize("process", [False, True], ids=["in-process", "invoke"])
+def test_clean_storage_deletes_under_a_kuberc_that_makes_kubectl_delete_ask(cloud, tmp_path, process):
+    # kubectl 1.34+ applies ~/.kube/kuberc's defaults: with `delete --interactive` each delete asked, read no
+    # answer, printed "deletion is cancelled" and exited 0, so clean.storage said "deleted" and left the objects.
+    kuberc = tmp_path / "kuberc"
+    kuberc.write_text(ASKING_KUBERC)
+    _ok(cloud.invoke("up", "--yes"), "up")
+    assert _jobs(cloud), "up made no model prefetch Job to delete"
+    _ok(cloud.invoke("clean.ray", "--yes", process=process, KUBERC=str(kuberc)), "clean.ray")
+    _ok(cloud.invoke("clean.storage", "--yes", process=process, KUBERC=str(kuberc)), "clean.storage")
+    left = _objects(cloud)
+    assert _jobs(cloud) == [] and _releases(cloud) == [], sorted(left)
+    assert not {"Secret/default/nemo-rl-secrets", "PersistentVolumeClaim/default/lustre-pvc"} & set(left), left
+
+
+def test_the_fakes_kubectl_delete_asks_under_such_a_kuberc_as_kubectl_does(cloud, tmp_path):
+    kuberc = tmp_path / "kuberc"
+    kuberc.write_text(ASKING_KUBERC)
+    _ok(cloud.invoke("up", "--yes"), "up")
+    env = {**cloud.process_env(), "KUBERC": str(kuberc)}
+    argv = ["kubectl", "--context=gke_my-nemo-project_us-central1_nemo-rl", "delete", "secret", "nemo-rl-secrets"]
+    asked = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=cloud.workdir, stdin=subprocess.DEVNULL)
+    assert asked.returncode == 0 and asked.stdout.rstrip().endswith("deletion is cancelled"), asked
+    assert "Secret/default/nemo-rl-secrets" in _objects(cloud)
+    named = subprocess.run([*argv, "--interactive=false"], env=env, capture_output=True, text=True, cwd=cloud.workdir)
+    assert named.returncode == 0 and "Secret/default/nemo-rl-secrets" not in _objects(cloud), named

@@ -30,7 +30,10 @@ def test_helm_talks_to_the_context_we_name_and_keeps_releases_where_helm_does_by
     assert env["HELM_CACHE_HOME"] == "/c" and env["KUBECONFIG"] == "/home/u/.kube/config"
 
 
+def test_kubectl_runs_without_the_users_kuberc_preferences():
+    assert tool_environment("kubectl", {**USER, "KUBERC": "/home/u/.kube/kuberc-work"}) == {**USER, "KUBERC": "off"}
+
+
 def test_other_tools_run_with_the_users_environment_as_it_is():
-    assert tool_environment("kubectl", USER) == USER
     assert tool_environment("bash", {}) == {}
     assert "HELM_DRIVER" in USER and USER["CLOUDSDK_CORE_VERBOSITY"] == "error"  # the caller's mapping unchanged

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
-from . import core, handlers
+from . import core, handlers, kuberc
 from .gcloud_output import Shown
 
 # FAKECLOUD_FAIL kinds and what each tool says for them, worded as the real tools word them, so the Runner's
@@ -226,10 +226,15 @@ def _dispatch(tool: str, argv: list[str], *, stdin: str | None, stdout: TextIO, 
         code = 2
     else:
         ctx.latency = registered.latency
+        handler = registered.handler
+        if tool == "kubectl":
+            kuberc.apply_defaults(ctx)
+            if ctx.words[:1] == ("delete",):
+                handler = _asking_first(handler)
         failure = _injected_failure(state, ctx)
         if failure and failure[2] in AFTER_WORK:
             try:
-                registered.handler(ctx)
+                handler(ctx)
             except core.Fail:
                 pass
             stdout.flush()
@@ -243,7 +248,7 @@ def _dispatch(tool: str, argv: list[str], *, stdin: str | None, stdout: TextIO, 
                 stderr.write(message + "\n")
         else:
             try:
-                code = registered.handler(ctx) or 0
+                code = handler(ctx) or 0
             except core.Fail as fail:
                 code = fail.code
                 stderr.write(fail.stderr.rstrip("\n") + "\n")
@@ -256,6 +261,13 @@ def _dispatch(tool: str, argv: list[str], *, stdin: str | None, stdout: TextIO, 
         log.write(json.dumps(record) + "\n")
     stdout.flush()
     return code
+
+
+def _asking_first(handler: core.Handler) -> core.Handler:
+    """kubectl delete: with --interactive (a kuberc default can set it) it deletes only on a y from stdin."""
+    def delete(ctx: core.Ctx) -> int | None:
+        return handler(ctx) if kuberc.delete_confirmed(ctx) else 0
+    return delete
 
 
 def process_started() -> float | None:
