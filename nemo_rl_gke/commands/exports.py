@@ -70,6 +70,8 @@ def parse_export_record(record_json: str | None) -> dict[str, Any] | None:
     running = record.get("running")
     if running is not None and not (isinstance(running, list) and all(isinstance(r, str) for r in running)):
         return None
+    if any(not isinstance(record.get(key, False), bool) for key in ("final", "deployed")):  # "false" is truthy
+        return None
     return record
 
 

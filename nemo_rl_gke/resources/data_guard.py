@@ -95,6 +95,12 @@ def export_check(r: Runner, s: Settings, inv: Inventory | None = None) -> tuple[
     now = datetime.now(UTC)
     how = f"no Ray head pod to list /data; the records in gs://{s.bucket}/nemo-rl-gke/"
     check = gcs.read_export_record(s, exports.CHECK_MARKER)
+    if check and exports.parse_export_record(check) is None:
+        # It may say Ray was deployed again (or went away unread): without it an older export would answer,
+        # blind to what runs wrote since. An unreadable export record only leaves older records to answer.
+        return {"(every run)": f"gs://{s.bucket}/{exports.CHECK_MARKER} is not a record this tool can read "
+                               "(edited, or written by another version), so what /data/runs held last is not "
+                               "known"}, how
     text = gcs.read_export_record(s)
     records = [(rec, raw, kind) for raw, kind in ((check, "check"), (text, "export"))
                if (rec := exports.parse_export_record(raw)) is not None]

@@ -322,3 +322,28 @@ def test_data_guard_an_export_whose_objects_failed_to_copy_counts_for_nothing(ra
     done = ran.invoke("storage.delete", "--yes", "--delete-data")
     assert done.code == 1 and "r2" in done.stderr, done.output[-2000:]
     assert ran.resources().get("lustre")
+
+
+@pytest.mark.parametrize("edit", ["not json", '{"time": "2026-01-01T00:00:00"}'])
+def test_data_guard_a_check_record_it_cannot_read_answers_for_nothing_and_no_older_export_answers(ran, edit):
+    # The record written as Ray was deployed again says no earlier listing or export answers for its runs. Edited
+    # (by hand, another version), it was dropped like a missing one, and the export before it answered: r2,
+    # written since, went with Lustre.
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    assert ran.invoke("storage.export").code == 0
+    assert ran.invoke("clean.ray", "--yes").code == 0
+    assert ran.invoke("ray.deploy", "--timeout=60").code == 0
+    plant_run(ran, "r2")
+    _delete_the_cluster_elsewhere(ran)
+    client = storage.Client(project=PROJECT, credentials=AnonymousCredentials(),
+                            client_options={"api_endpoint": ran.env["STORAGE_EMULATOR_HOST"]})
+    blob = client.bucket(BUCKET).blob("nemo-rl-gke/last-check.json")
+    written = blob.download_as_text()
+    assert '"deployed": true' in written
+    blob.upload_from_string(edit)
+    done = ran.invoke("storage.delete", "--yes", "--delete-data")
+    assert done.code == 1 and "last-check.json is not a record this tool can read" in done.stderr, \
+        done.output[-3000:]
+    assert ran.resources().get("lustre")

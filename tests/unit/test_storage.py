@@ -268,6 +268,7 @@ def test_what_lives_in_a_namespace_of_its_own_waits_for_the_apply_that_makes_it(
     {"time": "2026-12-05T09:00:00"},  # no zone: comparing it with now raised TypeError
     {"lustre_files": {"r1/driver.log": "x"}}, {"lustre_files": {"r1/driver.log": -1}}, {"objects": [1]},
     {"running": 5}, {"running": [1]},
+    {"final": "false"}, {"deployed": 1},  # read by truth: the string "false" said final
 ])
 def test_an_edited_export_record_proves_nothing_and_raises_nothing(edit):
     record = json.loads(exports.export_record(make_settings(), exports.RUNS_PATH, "gs://b/runs/",
