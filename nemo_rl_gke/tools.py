@@ -28,22 +28,28 @@ INSTALL_HINTS = {
 # What a tool reads from its environment that would change how we read its answers, or which cluster it talks
 # to, set (a value) or taken out (None) for each of its runs, whatever the user's shell or configuration says.
 # gcloud: an environment variable outranks `gcloud config set`. We read its output, which
-# core/user_output_enabled=false drops (every --format=json list then reads as empty: `down` found nothing to
-# delete and said nothing was left); its warnings, which core/verbosity=error drops ("List results may be
-# incomplete"); its messages as text, which core/show_structured_logs=always turns into JSON; and no HTTP log.
+# core/user_output_enabled=false drops (every --format=json list then read as empty: `down` took the cluster,
+# Lustre and the VPCs for gone); its warnings, which core/verbosity=error drops ("List results may be
+# incomplete"); and its messages as the text "ERROR: (gcloud.…) …", which core/show_structured_logs turns into
+# JSON, core/console_log_format=detailed starts with a time, and core/print_handled_tracebacks follows with a
+# crash report; core/log_http writes response bodies among them. kubectl and helm get the same settings for the
+# gcloud that the gke-gcloud-auth-plugin runs (`gcloud config config-helper --format=json`, to fetch a token).
 # helm (pkg/cli/environment.go): HELM_KUBEAPISERVER and its kind outrank the --kube-context we name, and would
 # send the release to another server or as another user; HELM_DRIVER keeps releases where another machine's
 # helm does not look. kubectl (1.34+) applies the `defaults` of the user's kuberc to every command: one for
 # `delete --interactive` made each of our deletes ask, read no answer, print "deletion is cancelled" and exit 0,
 # deleting nothing; KUBERC=off turns kuberc off for our calls (its credential-plugin allowlist too: our context
 # runs the gke-gcloud-auth-plugin that `gcloud container clusters get-credentials` wrote into it).
+GCLOUD_PRINTS: dict[str, str | None] = {
+    "CLOUDSDK_CORE_USER_OUTPUT_ENABLED": "true", "CLOUDSDK_CORE_VERBOSITY": "warning",
+    "CLOUDSDK_CORE_SHOW_STRUCTURED_LOGS": "never", "CLOUDSDK_CORE_CONSOLE_LOG_FORMAT": "standard",
+    "CLOUDSDK_CORE_PRINT_HANDLED_TRACEBACKS": "false", "CLOUDSDK_CORE_LOG_HTTP": "false"}
 TOOL_ENVIRONMENT: dict[str, dict[str, str | None]] = {
-    "kubectl": {"KUBERC": "off"},
-    "gcloud": {"CLOUDSDK_CORE_USER_OUTPUT_ENABLED": "true", "CLOUDSDK_CORE_VERBOSITY": "warning",
-               "CLOUDSDK_CORE_SHOW_STRUCTURED_LOGS": "never", "CLOUDSDK_CORE_LOG_HTTP": "false"},
-    "helm": dict.fromkeys(("HELM_KUBEAPISERVER", "HELM_KUBETOKEN", "HELM_KUBEASUSER", "HELM_KUBEASGROUPS",
-                           "HELM_KUBECAFILE", "HELM_KUBETLS_SERVER_NAME", "HELM_KUBEINSECURE_SKIP_TLS_VERIFY",
-                           "HELM_DRIVER")),
+    "gcloud": GCLOUD_PRINTS,
+    "kubectl": {**GCLOUD_PRINTS, "KUBERC": "off"},
+    "helm": {**GCLOUD_PRINTS, **dict.fromkeys(("HELM_KUBEAPISERVER", "HELM_KUBETOKEN", "HELM_KUBEASUSER",
+                                               "HELM_KUBEASGROUPS", "HELM_KUBECAFILE", "HELM_KUBETLS_SERVER_NAME",
+                                               "HELM_KUBEINSECURE_SKIP_TLS_VERIFY", "HELM_DRIVER"))},
 }
 
 

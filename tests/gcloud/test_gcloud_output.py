@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 
@@ -14,7 +15,8 @@ import pytest
 from fakecloud.gcloud_output import Shown
 from nemo_rl_gke.tools import tool_environment
 
-HIDING = {"core/user_output_enabled": "false", "core/verbosity": "error", "core/show_structured_logs": "always"}
+HIDING = {"core/user_output_enabled": "false", "core/verbosity": "error", "core/show_structured_logs": "always",
+          "core/console_log_format": "detailed", "core/print_handled_tracebacks": "true"}
 DESCRIBE = ["compute", "networks", "describe", "x", "--project=p", "--format=json"]  # fails offline: no account
 
 
@@ -53,11 +55,34 @@ def test_a_configuration_with_structured_logs_prints_json_records_and_ours_print
     assert structured.returncode == 1 and record["message"].startswith("(gcloud.compute.networks.describe) ")
     text = _gcloud(configured, *DESCRIBE, ours=True)
     assert text.returncode == 1 and text.stderr.startswith("ERROR: (gcloud.compute.networks.describe) "), text.stderr
+    assert "crashed" not in text.stderr  # print_handled_tracebacks adds "ERROR: gcloud crashed (...)" after it
     # The fake prints the same record for the same text.
     _, faked = Shown(verbosity=40, structured=True).shape("", text.stderr)
     fake_record = json.loads(faked)
     assert set(fake_record) == set(record) and fake_record["verbosity"] == record["verbosity"] == "ERROR"
     assert fake_record["message"] == record["message"]
+
+
+def test_a_configuration_of_detailed_logs_starts_each_record_with_its_time(configured):
+    binary, env = configured
+    configured = binary, {**env, "CLOUDSDK_CORE_SHOW_STRUCTURED_LOGS": "never"}
+    detailed = _gcloud(configured, *DESCRIBE, ours=False)
+    first = detailed.stderr.splitlines()[0]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} ERROR: \(gcloud\.compute\.networks\.describe\) .*",
+                        first), detailed.stderr
+    text = _gcloud(configured, *DESCRIBE, ours=True).stderr
+    faked = Shown(detailed=True).shape("", text)[1].splitlines()[0]
+    assert re.sub(r"^\S+ \S+ ", "", faked) == re.sub(r"^\S+ \S+ ", "", first) and faked[:4] == first[:4]
+
+
+@pytest.mark.parametrize(("value", "shown"), [("true", True), ("Y", True), ("none", True), ("n", False),
+                                              ("", False), (" true", False), ("garbage", False)])
+def test_the_fake_reads_user_output_enabled_as_gcloud_does(configured, value, shown):
+    binary, env = configured
+    configured = binary, {**env, "CLOUDSDK_CORE_USER_OUTPUT_ENABLED": value}
+    real = _gcloud(configured, "config", "list", "--format=json", ours=False)
+    assert bool(real.stdout) is shown, real
+    assert Shown.read([], {"CLOUDSDK_CORE_USER_OUTPUT_ENABLED": value}).output is shown
 
 
 def test_a_configuration_with_verbosity_error_drops_warnings_and_ours_keeps_them(configured):

@@ -5,7 +5,12 @@ Checked against gcloud 528 (googlecloudsdk/core/log.py, and the real gcloud run 
 - core/user_output_enabled=false drops all it prints on stdout (a `--format=json` list prints nothing, exit 0)
   and its status lines on stderr ("Created [...]"), not its log records (ERROR:, WARNING:);
 - core/verbosity drops the records below it (default warning: `error` hides "List results may be incomplete");
-- core/show_structured_logs=always prints each record as one JSON line ("terminal": only to a terminal).
+- core/show_structured_logs=always prints each record as one JSON line, and so does "log" where stderr is not a
+  terminal (the fake's never is; "terminal": only to a terminal);
+- core/console_log_format=detailed starts each record with its time ("2026-12-05 10:37:53,841 ERROR: ...");
+- a boolean is true for 1, true, on, yes, y (any case, no spaces), its default for none, false for anything else.
+The fake tells a record from a status line by its first line: what follows an ERROR: or WARNING: line up to the
+next record is taken as the record's (its handlers print no status line after a record).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from dataclasses import dataclass
 
 LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50, "none": 100}
 RECORDS = {"ERROR: ": "ERROR", "WARNING: ": "WARNING"}
-FALSE = ("false", "0", "no", "off")
+TRUE = ("1", "true", "on", "yes", "y")
 
 
 @dataclass(frozen=True)
@@ -25,18 +30,21 @@ class Shown:
     output: bool = True
     verbosity: int = LEVELS["warning"]
     structured: bool = False
+    detailed: bool = False
 
     @classmethod
     def read(cls, argv: list[str], environ: Mapping[str, str]) -> Shown:
-        output = environ.get("CLOUDSDK_CORE_USER_OUTPUT_ENABLED", "true").strip().lower() not in FALSE
+        enabled = environ.get("CLOUDSDK_CORE_USER_OUTPUT_ENABLED", "none").lower()
+        output = enabled == "none" or enabled in TRUE
         verbosity = environ.get("CLOUDSDK_CORE_VERBOSITY", "warning").strip().lower()
         for arg in argv:
             if arg.startswith("--verbosity="):
                 verbosity = arg.split("=", 1)[1].lower()
             elif arg in ("--user-output-enabled", "--no-user-output-enabled"):
                 output = arg == "--user-output-enabled"
-        structured = environ.get("CLOUDSDK_CORE_SHOW_STRUCTURED_LOGS", "never").strip().lower() == "always"
-        return cls(output, LEVELS.get(verbosity, LEVELS["warning"]), structured)
+        structured = environ.get("CLOUDSDK_CORE_SHOW_STRUCTURED_LOGS", "never") in ("always", "log")
+        detailed = environ.get("CLOUDSDK_CORE_CONSOLE_LOG_FORMAT", "standard") == "detailed"
+        return cls(output, LEVELS.get(verbosity, LEVELS["warning"]), structured, detailed)
 
     def shape(self, stdout: str, stderr: str) -> tuple[str, str]:
         """What reaches the terminal of what the command would print with gcloud's defaults."""
@@ -50,7 +58,8 @@ class Shown:
             if LEVELS[level.lower()] < self.verbosity:
                 return
             if not self.structured:
-                kept.extend(lines)
+                when = time.strftime("%Y-%m-%d %H:%M:%S,000 ", time.localtime()) if self.detailed else ""
+                kept.extend([when + lines[0], *lines[1:]])
                 return
             message = "\n".join([lines[0].split(": ", 1)[1], *lines[1:]]).rstrip("\n")
             kept.append(json.dumps({"version": "0.0.1", "verbosity": level,
