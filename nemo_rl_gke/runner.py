@@ -125,6 +125,9 @@ class Interrupted(KeyboardInterrupt):
 
 
 RUNNER_OPTIONS = ("tools", "poll_seconds", "backoff_seconds", "attempts", "wait_display")
+MAX_WAIT_SECONDS = 3600
+# The backoff doubles from backoff_seconds: 10 tries wait 2 s, 4 s, ... 512 s (17 minutes) between them.
+MAX_ATTEMPTS = 10
 
 
 @dataclass
@@ -190,15 +193,26 @@ class Runner:
     def options(section: Mapping[str, Any] | None) -> dict[str, Any]:
         """Runner keyword arguments from the Invoke config's `runner` section (invoke.yaml, -f FILE).
 
-        Known keys only: tools (the process seam), poll_seconds, backoff_seconds, attempts, wait_display."""
+        Known keys only: tools (the process seam), poll_seconds, backoff_seconds, attempts, wait_display. A value
+        YAML gives as a string, a boolean or out of range stops the task (exit 2) before any call: attempts=0 ran
+        no command and raised a traceback at the first one, poll_seconds='fast' at the first wait."""
         if not section:
             return {}
+        from .settings import ConfigError
+
         unknown = sorted(set(section) - set(RUNNER_OPTIONS))
         if unknown:
-            from .settings import ConfigError
-
             raise ConfigError(f"runner.{unknown[0]}", section[unknown[0]],
                               f"the Invoke config's runner section knows only {', '.join(RUNNER_OPTIONS)}")
+        for key in ("poll_seconds", "backoff_seconds"):
+            value = section.get(key, 0)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_WAIT_SECONDS:
+                raise ConfigError(f"runner.{key}", value, f"give a number of seconds from 0 to {MAX_WAIT_SECONDS} "
+                                                          f"in the Invoke config (invoke.yaml), e.g. {key}: 10")
+        attempts = section.get("attempts", 1)
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts <= MAX_ATTEMPTS:
+            raise ConfigError("runner.attempts", attempts, f"give a whole number of tries from 1 to {MAX_ATTEMPTS} "
+                                                           "in the Invoke config (invoke.yaml), e.g. attempts: 5")
         return {key: section[key] for key in RUNNER_OPTIONS if key in section}
 
     # ---- Ctrl-C ----------------------------------------------------------------------------------
