@@ -13,6 +13,7 @@ anonymous credentials: the tests and the fake-cloud flows use gcp-storage-emulat
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, TypedDict
 
 from . import names
@@ -324,3 +325,22 @@ def read_export_record(s: Settings, name: str = exports.EXPORT_MARKER) -> str | 
         return None  # not ours to read: proves no export
     except exceptions.GoogleAPICallError as exc:
         raise api_error(f"reading gs://{s.bucket}/{name}", exc) from None
+
+
+@bounded
+def read_written_record(s: Settings, name: str) -> tuple[str, datetime] | None:
+    """A record's text and when it was written (Cloud Storage's own `updated` time, which no edit of the text
+    can move); None when there is none. An object that is empty or not UTF-8 is there all the same: its text
+    keeps what decodes (the caller tells a record it cannot read from a missing one)."""
+    from google.api_core import exceptions
+
+    try:
+        blob = client(s).bucket(s.bucket).get_blob(name, timeout=CALL_TIMEOUT, retry=retry())
+        if blob is None:
+            return None
+        data: bytes = blob.download_as_bytes(timeout=CALL_TIMEOUT, retry=retry())
+    except exceptions.NotFound:
+        return None
+    except exceptions.GoogleAPICallError as exc:
+        raise api_error(f"reading gs://{s.bucket}/{name}", exc) from None
+    return data.decode("utf-8", errors="replace"), blob.updated

@@ -38,8 +38,9 @@ INSTALL_HINTS = {
 # send the release to another server or as another user; HELM_DRIVER keeps releases where another machine's
 # helm does not look. kubectl (1.34+) applies the `defaults` of the user's kuberc to every command: one for
 # `delete --interactive` made each of our deletes ask, read no answer, print "deletion is cancelled" and exit 0,
-# deleting nothing; KUBERC=off turns kuberc off for our calls (its credential-plugin allowlist too: our context
-# runs the gke-gcloud-auth-plugin that `gcloud container clusters get-credentials` wrote into it).
+# deleting nothing; a `namespace`, `cluster` or `dry-run` default changes where or whether a call acts.
+# KUBERC=off turns kuberc off for our calls (its credential-plugin allowlist too: our context runs the
+# gke-gcloud-auth-plugin that `gcloud container clusters get-credentials` wrote into it).
 GCLOUD_PRINTS: dict[str, str | None] = {
     "CLOUDSDK_CORE_USER_OUTPUT_ENABLED": "true", "CLOUDSDK_CORE_VERBOSITY": "warning",
     "CLOUDSDK_CORE_SHOW_STRUCTURED_LOGS": "never", "CLOUDSDK_CORE_CONSOLE_LOG_FORMAT": "standard",

@@ -94,16 +94,17 @@ def export_check(r: Runner, s: Settings, inv: Inventory | None = None) -> tuple[
 
     now = datetime.now(UTC)
     how = f"no Ray head pod to list /data; the records in gs://{s.bucket}/nemo-rl-gke/"
-    check = gcs.read_export_record(s, exports.CHECK_MARKER)
-    if check and exports.parse_export_record(check) is None:
-        # It may say Ray was deployed again (or went away unread): without it an older export would answer,
-        # blind to what runs wrote since. An unreadable export record only leaves older records to answer.
-        return {"(every run)": f"gs://{s.bucket}/{exports.CHECK_MARKER} is not a record this tool can read "
-                               "(edited, or written by another version), so what /data/runs held last is not "
-                               "known"}, how
+    written = gcs.read_written_record(s, exports.CHECK_MARKER)
+    check = None if written is None else written[0]
     text = gcs.read_export_record(s)
     records = [(rec, raw, kind) for raw, kind in ((check, "check"), (text, "export"))
                if (rec := exports.parse_export_record(raw)) is not None]
+    if written is not None and exports.parse_export_record(check) is None:
+        # Edited, empty, or written by another version: it may have said that Ray was deployed again, and
+        # dropped, an older export answered, blind to what runs wrote since. It trusts nothing, as of when it
+        # was written, so only a full export after it answers.
+        when = written[1]
+        records.append(({"when": when, "time": when.isoformat(), "unreadable": True}, check, "check"))
     if not records:
         return {"(every run)": "no export recorded, and no Ray head pod to list /data/runs"}, how
     # The newest says what /data/runs held last: the listing taken as Ray went away (after which nothing
@@ -121,6 +122,9 @@ def export_check(r: Runner, s: Settings, inv: Inventory | None = None) -> tuple[
             continue
         if kind == "check" and (not record.get("final") or not exports.check_is_fresh(raw, now)):
             reason = (
+                f"gs://{s.bucket}/{exports.CHECK_MARKER}, written at {record.get('time')}, is not a record this "
+                f"tool can read (edited, or written by another version), so what /data/runs held then is not known"
+                if record.get("unreadable") else
                 f"the last listing of /data/runs is from {record.get('time')}, more than {hours:.0f} h ago"
                 if record.get("final") and isinstance(record.get("lustre_files"), dict) else
                 f"Ray was deployed again at {record.get('time')}: what its runs wrote since is not known"

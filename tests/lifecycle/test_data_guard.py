@@ -324,11 +324,12 @@ def test_data_guard_an_export_whose_objects_failed_to_copy_counts_for_nothing(ra
     assert ran.resources().get("lustre")
 
 
-@pytest.mark.parametrize("edit", ["not json", '{"time": "2026-01-01T00:00:00"}'])
-def test_data_guard_a_check_record_it_cannot_read_answers_for_nothing_and_no_older_export_answers(ran, edit):
+@pytest.mark.parametrize("edit", [b"not json", b'{"time": "2026-01-01T00:00:00"}', b"", b"\xff\xfe"])
+def test_data_guard_a_check_record_it_cannot_read_trusts_nothing_until_an_export_after_it(ran, edit):
     # The record written as Ray was deployed again says no earlier listing or export answers for its runs. Edited
-    # (by hand, another version), it was dropped like a missing one, and the export before it answered: r2,
-    # written since, went with Lustre.
+    # (by hand, another version), emptied or not UTF-8, it was dropped like a missing one, and the export before
+    # it answered: r2, written since, went with Lustre. (Refusing for good left no way out but --delete-unexported:
+    # nothing rewrites that record without a cluster.)
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import storage
 
@@ -344,6 +345,9 @@ def test_data_guard_a_check_record_it_cannot_read_answers_for_nothing_and_no_old
     assert '"deployed": true' in written
     blob.upload_from_string(edit)
     done = ran.invoke("storage.delete", "--yes", "--delete-data")
-    assert done.code == 1 and "last-check.json is not a record this tool can read" in done.stderr, \
-        done.output[-3000:]
+    assert done.code == 1 and "is not a record this tool can read" in done.stderr, done.output[-3000:]
     assert ran.resources().get("lustre")
+    # What the refusal says to do works: an export after the unreadable record answers for every run.
+    assert ran.invoke("storage.export").code == 0
+    again = ran.invoke("storage.delete", "--yes", "--delete-data")
+    assert again.code == 0 and not ran.resources().get("lustre"), again.output[-3000:]

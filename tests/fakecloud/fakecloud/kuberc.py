@@ -1,7 +1,10 @@
-"""kubectl's user preferences, kuberc, as kubectl 1.34+ reads them (on by default; k8s.io/kubectl/pkg/kuberc):
-the file is --kuberc, else $KUBERC ("off" turns kuberc off), else ~/.kube/kuberc; KUBECTL_KUBERC=false turns the
-feature off. Its `defaults` give a command's flags a value when the call does not name the flag (applyOverrides:
-a flag in the arguments wins). Aliases cannot shadow a built-in command, so only `defaults` reach our calls.
+"""kubectl's user preferences, kuberc, as kubectl 1.35+ reads them (k8s.io/kubectl/pkg/kuberc; on by default
+from 1.34, behind KUBECTL_KUBERC=true in 1.33, which with 1.34 reads no path from $KUBERC): the file is --kuberc,
+else $KUBERC ("off" turns kuberc off), else ~/.kube/kuberc; KUBECTL_KUBERC=false turns the feature off. Its
+`defaults` give a command's flags a value when the call does not name the flag (applyOverrides: a flag in the
+arguments wins). Aliases cannot shadow a built-in command, so only `defaults` reach our calls.
+Simpler than kubectl: a default's command is matched on words (kubectl resolves it to the command it names),
+and a default for a flag kubectl does not know is ignored (kubectl fails every call).
 
 `kubectl delete --interactive` (pkg/cmd/delete/delete.go) lists what it would delete, asks "Do you want to
 continue? (y/N): " and reads one line from stdin: anything but y, or no line at all, prints "deletion is
@@ -46,15 +49,15 @@ def apply_defaults(ctx: Ctx) -> None:
 
 def delete_confirmed(ctx: Ctx) -> bool:
     """A `kubectl delete` goes ahead: not --interactive, or the answer read from stdin is y."""
-    if str(ctx.flag("--interactive", "false")).lower() not in ("true", "1"):
+    if str(ctx.flag("--interactive", "false")) not in ("1", "t", "T", "true", "TRUE", "True"):  # Go's ParseBool
         return True
     names = [f"{ctx.positionals[0]}/{name}" for name in ctx.positionals[1:]] if ctx.positionals else []
     ctx.out(f"You are about to delete the following {len(names)} resource(s):")
     for name in names:
         ctx.out(name)
     lines = ctx.stdin().splitlines()
-    ctx.out("Do you want to continue? (y/N): ")
     if lines and lines[0].strip().lower() == "y":
+        ctx.out("Do you want to continue? (y/N): ")
         return True
-    ctx.out("deletion is cancelled")
+    ctx.out("Do you want to continue? (y/N): deletion is cancelled")  # the question ends without a newline
     return False
