@@ -6,8 +6,6 @@ name, ours by marker, and look-alikes that must not match."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 
 import pytest
@@ -78,18 +76,6 @@ cases = json.load(sys.stdin)
 print(json.dumps([[i for i, item in enumerate(case["items"]) if resource_filter.Compile(case["filter"]).Evaluate(item)]
                   for case in cases]))
 """
-
-
-@pytest.fixture(scope="module")
-def real_gcloud(tmp_path_factory):
-    binary = shutil.which("gcloud")
-    if binary is None or "fakecloud" in binary:
-        if os.environ.get("CI"):
-            pytest.fail("the real gcloud must be installed on the CI machine")
-        pytest.skip("needs the real Google Cloud CLI on PATH")
-    env = {**os.environ, "CLOUDSDK_CONFIG": str(tmp_path_factory.mktemp("gcloud-config")),
-           "CLOUDSDK_CORE_DISABLE_PROMPTS": "1"}
-    return binary, env
 
 
 def _filters(s) -> list[str]:

@@ -5,9 +5,7 @@ of it (fakecloud/gcloud_output.py) checked against the same answers."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 
 import pytest
@@ -21,15 +19,9 @@ DESCRIBE = ["compute", "networks", "describe", "x", "--project=p", "--format=jso
 
 
 @pytest.fixture(scope="module")
-def configured(tmp_path_factory):
+def configured(real_gcloud):
     """The real gcloud and an environment whose configuration sets HIDING (`gcloud config set`)."""
-    binary = shutil.which("gcloud")
-    if binary is None or "fakecloud" in binary:
-        if os.environ.get("CI"):
-            pytest.fail("the real gcloud must be installed on the CI machine")
-        pytest.skip("needs the real Google Cloud CLI on PATH")
-    env = {name: value for name, value in os.environ.items() if not name.startswith("CLOUDSDK_")}
-    env |= {"CLOUDSDK_CONFIG": str(tmp_path_factory.mktemp("gcloud-config")), "CLOUDSDK_CORE_DISABLE_PROMPTS": "1"}
+    binary, env = real_gcloud
     for key, value in HIDING.items():
         subprocess.run([binary, "config", "set", key, value], env=env, check=True, capture_output=True, timeout=120)
     return binary, env
