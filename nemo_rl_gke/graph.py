@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 
-from .runner import Runner, says_not_found, settled
+from .runner import Runner, failed_not_found, settled
 from .steps import Consent, GraphError, Listener, Outcome, Report, Step
 from .tools import ToolError, background, killed_by
 
@@ -276,7 +276,7 @@ def destroy(runner: Runner, steps: Sequence[Step], *, delete_data: bool = False,
             try:
                 return "kept" if exists(step) else "absent"
             except ToolError as exc:  # a peering of a network that is gone: gone too; otherwise say kept
-                return "absent" if says_not_found(str(exc)) else "kept"
+                return "absent" if failed_not_found(exc) else "kept"
         if step.delete is None:
             return "with-parent"
         if runner.dry:

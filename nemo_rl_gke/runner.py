@@ -56,20 +56,38 @@ def transient(stderr: str) -> bool:
 
 
 ALREADY_EXISTS = re.compile(r"already exists|alreadyExists|AlreadyExists", re.IGNORECASE)
-# 404 as a word: not the digits of an operation id (operation-1733404912345-…) or of a project number.
-# A missing kubectl context says "not found" too: for a teardown of the whole cluster its objects go with it; the
-# layer teardowns that leave the cluster (clean.ray, clean.storage, ray.delete, storage.delete) fetch it first.
-NOT_FOUND = re.compile(r"not found|notFound|NotFound|was not found|does not exist|\b404\b", re.IGNORECASE)
+# A 404 only as an HTTP status (GKE's "code=404", apitools' 'status': '404'): a bare "404" was also a project's,
+# a cluster's or a token file's name (ml-404-prod), and NotFound also the tail of an exception's name
+# (FileNotFoundError). A missing kubectl context says "not found" too: for a teardown of the whole cluster its
+# objects go with it; the layer teardowns that leave the cluster (clean.ray, clean.storage, ray.delete,
+# storage.delete) fetch it first.
+NOT_FOUND = re.compile(r"not found|(?<![a-z])notfound|does not exist|code=404\b|'status': '404'|\bHTTP ?404\b",
+                       re.IGNORECASE)
 # kubectl or helm could not get credentials from the kubeconfig's exec plugin (client-go: "getting credentials:
 # exec: executable gke-gcloud-auth-plugin not found" and "It looks like you are trying to use a client-go
 # credential plugin that is not installed"; or the plugin failed). Never an answer about the object: its "not
 # found" is the plugin's, so nothing counts as absent or deleted on it.
 NO_CREDENTIALS = re.compile(r"getting credentials: |credential plugin that is not installed", re.IGNORECASE)
+# Words of a tool that could not ask, whatever "not found" or "already exists" they hold: no credentials (above,
+# or gcloud's "Failed to load credential file: [...]. File ... was not found." for a credential_file_override
+# that is gone), an endpoint that is no API (an api_endpoint_overrides left pointing elsewhere answers "The
+# requested URL ... was not found on this server", or an HTML page), or gcloud's own crash.
+NOT_AN_ANSWER = re.compile(NO_CREDENTIALS.pattern + r"|Failed to load credential file|was not found on this server"
+                           r"|<html|<!doctype|gcloud crashed", re.IGNORECASE)
+# Exit codes from 126 up are the shell's or a signal's (126 not executable, 127 not found, 128 + N), never the
+# tool's answer: /usr/bin/gcloud's "exec: /old/python3: not found" under a stale CLOUDSDK_PYTHON exits 127.
+TOOL_ANSWERS = range(1, 126)
 
 
 def says_not_found(text: str) -> bool:
     """The tool's words say that what it was asked about does not exist (not that it could not ask)."""
-    return bool(NOT_FOUND.search(text)) and not NO_CREDENTIALS.search(text)
+    return bool(NOT_FOUND.search(text)) and not NOT_AN_ANSWER.search(text)
+
+
+def failed_not_found(exc: ToolError) -> bool:
+    """A command failed saying that what it was asked about does not exist: its own words and exit code only,
+    never the argv the message starts with (a --project=ml-404-prod)."""
+    return isinstance(exc, CommandFailed) and exc.exit_code in TOOL_ANSWERS and says_not_found(exc.said)
 
 
 # This machine has no kubeconfig context for the cluster: kubectl "context was not found for specified context"
@@ -149,7 +167,7 @@ class Result:
 
     @property
     def not_found(self) -> bool:
-        return self.exit_code != 0 and says_not_found(self.stderr)
+        return self.exit_code in TOOL_ANSWERS and says_not_found(self.stderr)
 
     @property
     def complete(self) -> bool:
@@ -300,7 +318,8 @@ class Runner:
         result = self._execute(argv, stdin=stdin, retry=retry, timeout=timeout)
         if result.exit_code in tuple(ok_codes):
             return result
-        if accept is not None and accept.search(result.stderr) and not NO_CREDENTIALS.search(result.stderr):
+        if (accept is not None and result.exit_code in TOOL_ANSWERS and accept.search(result.stderr)
+                and not NOT_AN_ANSWER.search(result.stderr)):
             return result
         raise self.failure(result)
 
@@ -453,7 +472,7 @@ class Runner:
                 message += f"\n{what} is marked for deletion but something holds it: its finalizers say what (`{ask}`)"
                 if what.startswith("persistentvolumeclaims/"):
                     message += "; a claim is held while a pod mounts it"
-        return CommandFailed(self.redact(message), result.exit_code)
+        return CommandFailed(self.redact(message), result.exit_code, said=self.redact(result.stderr or ""))
 
     # ---- concurrency and progress ----------------------------------------------------------------
     def parallel(self, thunks: Sequence[Callable[[], T]], max_workers: int = 16) -> list[T]:

@@ -36,7 +36,8 @@ INSTALL_HINTS = {
 # gcloud that the gke-gcloud-auth-plugin runs (`gcloud config config-helper --format=json`, to fetch a token).
 # helm (pkg/cli/environment.go): HELM_KUBEAPISERVER and its kind outrank the --kube-context we name, and would
 # send the release to another server or as another user; HELM_DRIVER keeps releases where another machine's
-# helm does not look. kubectl (1.34+) applies the `defaults` of the user's kuberc to every command: one for
+# helm does not look; HELM_DEBUG ends every error with a Go stack trace, which hid helm's own words (we show and
+# read a failure's last lines). kubectl (1.34+) applies the `defaults` of the user's kuberc to every command: one for
 # `delete --interactive` made each of our deletes ask, read no answer, print "deletion is cancelled" and exit 0,
 # deleting nothing; a `namespace`, `cluster` or `dry-run` default changes where or whether a call acts.
 # KUBERC=off turns kuberc off for our calls (its credential-plugin allowlist too: our context runs the
@@ -45,12 +46,16 @@ GCLOUD_PRINTS: dict[str, str | None] = {
     "CLOUDSDK_CORE_USER_OUTPUT_ENABLED": "true", "CLOUDSDK_CORE_VERBOSITY": "warning",
     "CLOUDSDK_CORE_SHOW_STRUCTURED_LOGS": "never", "CLOUDSDK_CORE_CONSOLE_LOG_FORMAT": "standard",
     "CLOUDSDK_CORE_PRINT_HANDLED_TRACEBACKS": "false", "CLOUDSDK_CORE_LOG_HTTP": "false"}
+# What `gcloud container clusters get-credentials` writes into the kubeconfig: with USE_GKE_GCLOUD_AUTH_PLUGIN=False
+# the removed `auth-provider: gcp` (every kubectl and helm call then fails: "The gcp auth plugin has been
+# removed"), with container/use_client_certificate a client certificate most clusters do not issue.
 TOOL_ENVIRONMENT: dict[str, dict[str, str | None]] = {
-    "gcloud": GCLOUD_PRINTS,
+    "gcloud": {**GCLOUD_PRINTS, "USE_GKE_GCLOUD_AUTH_PLUGIN": None,
+               "CLOUDSDK_CONTAINER_USE_CLIENT_CERTIFICATE": "false"},
     "kubectl": {**GCLOUD_PRINTS, "KUBERC": "off"},
     "helm": {**GCLOUD_PRINTS, **dict.fromkeys(("HELM_KUBEAPISERVER", "HELM_KUBETOKEN", "HELM_KUBEASUSER",
                                                "HELM_KUBEASGROUPS", "HELM_KUBECAFILE", "HELM_KUBETLS_SERVER_NAME",
-                                               "HELM_KUBEINSECURE_SKIP_TLS_VERIFY", "HELM_DRIVER"))},
+                                               "HELM_KUBEINSECURE_SKIP_TLS_VERIFY", "HELM_DRIVER", "HELM_DEBUG"))},
 }
 
 
@@ -82,7 +87,12 @@ class ToolError(Exception):
 
 
 class CommandFailed(ToolError):
-    """A command that ran and failed (Runner.failure): the message names it, then the tool's last lines."""
+    """A command that ran and failed (Runner.failure): the message names it, then the tool's last lines; said is
+    all the tool said on stderr (redacted)."""
+
+    def __init__(self, message: str, exit_code: int, *, said: str = ""):
+        super().__init__(message, exit_code)
+        self.said = said
 
 
 class MissingTool(ToolError):

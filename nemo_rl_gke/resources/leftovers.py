@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import names
-from ..runner import Runner, says_not_found
+from ..runner import Runner, failed_not_found
 from ..settings import Settings
 from ..tools import ToolError, background
 from . import inventory
@@ -231,7 +231,7 @@ def scan(r: Runner, s: Settings, steps: Sequence[Any], *, kept: Sequence[Any] = 
         try:
             return [Found("resource", step.title, "exists")] if step.exists(r) else []
         except ToolError as exc:
-            if not says_not_found(str(exc)):  # e.g. a peering of a network that is gone: gone too
+            if not failed_not_found(exc):  # e.g. a peering of a network that is gone: gone too
                 warnings.append(f"could not check {step.title}: {str(exc).splitlines()[0]}")
             return []
 

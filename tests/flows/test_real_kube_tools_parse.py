@@ -138,3 +138,17 @@ def test_the_real_kubectl_applies_a_users_kuberc_defaults_and_our_runs_turn_them
     assert theirs.returncode == 0 and '"kind": "ConfigMap"' in theirs.stdout, theirs
     ours = subprocess.run(argv, env=tool_environment("kubectl", users), capture_output=True, text=True)
     assert ours.returncode == 0 and ours.stdout.strip() == "configmap/x created (dry run)", ours
+
+
+def test_the_real_helm_under_helm_debug_ends_an_error_with_a_stack_trace_and_our_runs_do_not(tmp_path):
+    # We show and read a failure's last lines: under HELM_DEBUG they were Go's stack, not helm's words.
+    from nemo_rl_gke.runner import last_lines
+    from nemo_rl_gke.tools import tool_environment
+
+    helm = real_tool("helm")
+    users = {**os.environ, "HELM_DEBUG": "true", "HOME": str(tmp_path), "HELM_CACHE_HOME": str(tmp_path)}
+    argv = [helm, "template", "x", str(tmp_path / "no-chart")]
+    theirs = subprocess.run(argv, env=users, capture_output=True, text=True)
+    assert theirs.returncode == 1 and "runtime" in last_lines(theirs.stderr, 1), theirs.stderr[-500:]
+    ours = subprocess.run(argv, env=tool_environment("helm", users), capture_output=True, text=True)
+    assert ours.returncode == 1 and ours.stderr.strip() == f'Error: path "{tmp_path / "no-chart"}" not found', ours

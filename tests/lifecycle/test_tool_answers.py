@@ -3,6 +3,7 @@ through `invoke` on the fake cloud, which now answers as the real tool does (che
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 import pytest
@@ -189,3 +190,14 @@ def test_the_fakes_kubectl_delete_asks_under_such_a_kuberc_as_kubectl_does(cloud
     assert "Secret/default/nemo-rl-secrets" in _objects(cloud)
     named = subprocess.run([*argv, "--interactive=false"], env=env, capture_output=True, text=True, cwd=cloud.workdir)
     assert named.returncode == 0 and "Secret/default/nemo-rl-secrets" not in _objects(cloud), named
+
+
+def test_down_does_not_take_an_endpoint_that_is_no_api_for_a_firewall_rule_gone_already(cloud):
+    # An api_endpoint_overrides left pointing elsewhere: Google's front end answers 404 with its own page ("The
+    # requested URL ... was not found on this server"), which read as "not found": the rule's delete counted as
+    # done, and `down` failed later on the VPC "already being used by" that rule, the cause never said.
+    _ok(cloud.invoke("up", "--yes"), "up")
+    done = cloud.invoke("down", "--yes", "--delete-data", FAKECLOUD_FAIL="compute firewall-rules delete:50:endpoint")
+    assert done.code == 1 and "was not found on this server" in done.stderr, done.output[-2000:]
+    assert not re.search(r"firewall rule \S+: deleted", done.stderr), done.stderr[-2000:]
+    assert cloud.resources().get("firewall"), sorted(cloud.resources())

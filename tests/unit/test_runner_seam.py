@@ -207,6 +207,58 @@ def test_not_found_is_404_as_a_word_never_digits_of_an_operation_or_project_numb
     assert Result([], 1, "", stderr).not_found is gone
 
 
+# A tool that could not ask, in the words real tools gave (gcloud 528 offline, or answering a local server, with
+# the user's setting named): none is an answer that the object does not exist.
+COULD_NOT_ASK = {
+    "credential file gone (auth/credential_file_override)": (1, (
+        "ERROR: (gcloud.container.clusters.describe) Failed to load credential file: [/nonexistent/cred.json].  "
+        "File /nonexistent/cred.json was not found.")),
+    "stale CLOUDSDK_PYTHON (dash)": (127, "/usr/bin/gcloud: 199: exec: /nonexistent/python3: not found"),
+    "endpoint that is no API (api_endpoint_overrides)": (1, (
+        "ERROR: (gcloud.compute.networks.describe) Could not fetch resource:\n - <!DOCTYPE html>\n<html lang=en>\n"
+        "  <title>Error 404 (Not Found)!!1</title>\n  <p>The requested URL <code>/compute/v1/projects/p/global/"
+        "networks/x</code> was not found on this server.  <ins>That's all we know.</ins>")),
+    "GKE's 404 page": (1, "ERROR: (gcloud.container.clusters.describe) ResponseError: code=404, message=<html>"),
+    "a 403 naming a project with 404 in it": (1, (
+        "ERROR: (gcloud.compute.networks.describe) Could not fetch resource:\n - Required 'compute.networks.get' "
+        "permission for 'projects/ml-404-prod/global/networks/default'")),
+    "a 403 with a token file under keys-404 (auth/access_token_file)": (1, (
+        "ERROR: (gcloud.container.clusters.describe) ResponseError: code=403, message=Permission "
+        "'container.clusters.get' denied on resource. This command is authenticated as an access token in "
+        "/home/u/keys-404/tok which is specified by the [auth/access_token_file] property.")),
+    "gcloud crashed (an unusable CLOUDSDK_CONFIG)": (1, (
+        "ERROR: gcloud crashed (FileNotFoundError): [Errno 2] No such file or directory: '/gone/config'")),
+    "a command ended by a signal": (143, "stopped: the pods are not found on this node any more"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(COULD_NOT_ASK))
+def test_a_tool_that_could_not_ask_never_says_the_object_is_gone(case):
+    from nemo_rl_gke.runner import NOT_FOUND, Result, failed_not_found
+
+    code, stderr = COULD_NOT_ASK[case]
+    assert not Result(["gcloud"], code, "", stderr).not_found
+    seam = Scripted([(code, stderr)])
+    r, _, _ = quiet(tools=seam, backoff_seconds=0)
+    with pytest.raises(ToolError) as raised:  # a delete that takes "not found" for done does not take this
+        r.run(["gcloud", "compute", "networks", "delete", "x", "--project=ml-404-prod"], accept=NOT_FOUND)
+    assert not failed_not_found(raised.value)
+
+
+def test_a_failure_is_read_by_the_tools_words_never_by_our_argv():
+    from nemo_rl_gke.runner import NOT_FOUND, failed_not_found
+
+    seam = Scripted([(1, "ERROR: (gcloud.compute.networks.describe) Permission denied"),
+                     (1, "ERROR: (gcloud.compute.networks.describe) The resource 'projects/p/global/networks/x' "
+                         "was not found")])
+    r, _, _ = quiet(tools=seam, backoff_seconds=0)
+    for gone in (False, True):
+        with pytest.raises(ToolError) as raised:
+            r.run(["gcloud", "compute", "networks", "describe", "not-found-404", "--project=p"])
+        assert "not-found-404" in str(raised.value) and failed_not_found(raised.value) is gone
+    assert NOT_FOUND.search("Error from server (NotFound): pods \"x\" not found")
+
+
 @pytest.mark.parametrize("stderr", [
     "error: context was not found for specified context: gke_p_us-central1_c",
     'Error: Kubernetes cluster unreachable: context "gke_p_us-central1_c" does not exist',

@@ -30,6 +30,13 @@ def test_helm_talks_to_the_context_we_name_and_keeps_releases_where_helm_does_by
     assert not [k for k in env if k.startswith("HELM_KUBE") and k != "HELM_KUBECONTEXT" or k == "HELM_DRIVER"]
     assert env["HELM_CACHE_HOME"] == "/c" and env["KUBECONFIG"] == "/home/u/.kube/config"
     assert env["HELM_KUBECONTEXT"] == "other"  # kept: --kube-context, which every call names, outranks it
+    assert "HELM_DEBUG" not in tool_environment("helm", {**USER, "HELM_DEBUG": "true"})
+
+
+def test_get_credentials_writes_the_kubeconfig_entry_kubectl_and_helm_can_use():
+    env = tool_environment("gcloud", {**USER, "USE_GKE_GCLOUD_AUTH_PLUGIN": "False",
+                                      "CLOUDSDK_CONTAINER_USE_CLIENT_CERTIFICATE": "true"})
+    assert "USE_GKE_GCLOUD_AUTH_PLUGIN" not in env and env["CLOUDSDK_CONTAINER_USE_CLIENT_CERTIFICATE"] == "false"
 
 
 def test_kubectl_runs_without_the_users_kuberc_preferences():

@@ -78,6 +78,13 @@ FAULT_TEXT = {
     },
 }
 
+# `endpoint`: the API's address answers with a page that is no API, as Google's front end does for a path it does
+# not serve (an api_endpoint_overrides left pointing at another service): compute's gcloud prints the page's words.
+FAULT_TEXT["endpoint"] = dict.fromkeys(("gcloud", "kubectl", "helm"), (
+    "ERROR: (gcloud) Could not fetch resource:\n - <!DOCTYPE html>\n<html lang=en>\n  <title>Error 404 (Not Found)!!1"
+    "</title>\n  <p><b>404.</b> <ins>That's an error.</ins>\n  <p>The requested URL <code>/compute/v1/projects/"
+    "my-nemo-project/global/firewalls</code> was not found on this server.  <ins>That's all we know.</ins>"))
+
 # `denied`: a 403 as the newer APIs give it (Resource Manager, Lustre): gcloud prints the message, then the error's
 # details as YAML (seen from gcloud 528 answering a local server).
 FAULT_TEXT["denied"] = {
