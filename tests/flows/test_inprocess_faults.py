@@ -54,7 +54,7 @@ def test_inprocess_faults_every_transient_text_matches_the_runners_pattern_and_p
 
     texts = {(kind, tool): text for kind, by_tool in FAULT_TEXT.items() for tool, text in by_tool.items()}
     assert {key: bool(TRANSIENT.search(text)) for key, text in texts.items()} == {
-        key: key[0] not in ("permanent", "refused", "denied") for key in texts}
+        key: key[0] not in ("permanent", "refused", "denied", "endpoint") for key in texts}
 
 
 @pytest.mark.parametrize("kind", ["permanent", "refused"])
