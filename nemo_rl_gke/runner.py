@@ -56,23 +56,26 @@ def transient(stderr: str) -> bool:
 
 
 ALREADY_EXISTS = re.compile(r"already exists|alreadyExists|AlreadyExists", re.IGNORECASE)
-# A 404 only as an HTTP status (GKE's "code=404", apitools' 'status': '404'): a bare "404" was also a project's,
+# A 404 only as an HTTP status (GKE's "code=404", apitools' 'status': 404): a bare "404" was also a project's,
 # a cluster's or a token file's name (ml-404-prod), and NotFound also the tail of an exception's name
 # (FileNotFoundError). A missing kubectl context says "not found" too: for a teardown of the whole cluster its
 # objects go with it; the layer teardowns that leave the cluster (clean.ray, clean.storage, ray.delete,
 # storage.delete) fetch it first.
-NOT_FOUND = re.compile(r"not found|(?<![a-z])notfound|does not exist|code=404\b|'status': '404'|\bHTTP ?404\b",
+NOT_FOUND = re.compile(r"not found|(?<![a-z])notfound|does not exist|code=404\b|'status': '?404\b|\bHTTP ?404\b",
                        re.IGNORECASE)
 # kubectl or helm could not get credentials from the kubeconfig's exec plugin (client-go: "getting credentials:
 # exec: executable gke-gcloud-auth-plugin not found" and "It looks like you are trying to use a client-go
 # credential plugin that is not installed"; or the plugin failed). Never an answer about the object: its "not
 # found" is the plugin's, so nothing counts as absent or deleted on it.
 NO_CREDENTIALS = re.compile(r"getting credentials: |credential plugin that is not installed", re.IGNORECASE)
-# Words of a tool that could not ask, whatever "not found" or "already exists" they hold: no credentials (above,
-# or gcloud's "Failed to load credential file: [...]. File ... was not found." for a credential_file_override
-# that is gone), an endpoint that is no API (an api_endpoint_overrides left pointing elsewhere answers "The
-# requested URL ... was not found on this server", or an HTML page), or gcloud's own crash.
-NOT_AN_ANSWER = re.compile(NO_CREDENTIALS.pattern + r"|Failed to load credential file|was not found on this server"
+# Words of a tool that could not ask, whatever "not found" they hold: no credentials (above; gcloud's "Failed to
+# load credential file: [...]. File ... was not found." for a credential_file_override that is gone, "There was
+# a problem refreshing auth tokens for account X: ('invalid_grant: ... account not found')" for a deleted key,
+# "Failed to impersonate [sa] ... Not found" for a service account that is gone), an endpoint that is no API (an
+# api_endpoint_overrides left pointing elsewhere answers "The requested URL ... was not found on this server",
+# or an HTML page), or gcloud's own crash.
+NOT_AN_ANSWER = re.compile(NO_CREDENTIALS.pattern + r"|Failed to load credential file|problem refreshing "
+                           r"(your current )?auth tokens|Failed to impersonate|was not found on this server"
                            r"|<html|<!doctype|gcloud crashed", re.IGNORECASE)
 # Exit codes from 126 up are the shell's or a signal's (126 not executable, 127 not found, 128 + N), never the
 # tool's answer: /usr/bin/gcloud's "exec: /old/python3: not found" under a stale CLOUDSDK_PYTHON exits 127.
@@ -318,10 +321,17 @@ class Runner:
         result = self._execute(argv, stdin=stdin, retry=retry, timeout=timeout)
         if result.exit_code in tuple(ok_codes):
             return result
-        if (accept is not None and result.exit_code in TOOL_ANSWERS and accept.search(result.stderr)
-                and not NOT_AN_ANSWER.search(result.stderr)):
+        if accept is not None and result.exit_code in TOOL_ANSWERS and self._accepts(accept, result.stderr):
             return result
         raise self.failure(result)
+
+    @staticmethod
+    def _accepts(accept: re.Pattern[str], stderr: str) -> bool:
+        """accept matches the tool's words, and not only by a "not found" that is no answer (NOT_AN_ANSWER):
+        a wait that also accepts busy or transient words (a GKE delete's) still takes those from an HTML 502."""
+        if not accept.search(stderr) or NO_CREDENTIALS.search(stderr):
+            return False
+        return not NOT_AN_ANSWER.search(stderr) or bool(accept.search(NOT_FOUND.sub("", stderr)))
 
     def query(self, argv: Sequence[str], *, ok_codes: Iterable[int] = (0, 1), timeout: float | None = 120,
               stdin: str | None = None) -> Result | None:

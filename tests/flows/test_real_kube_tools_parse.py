@@ -146,6 +146,9 @@ def test_the_real_helm_under_helm_debug_ends_an_error_with_a_stack_trace_and_our
     from nemo_rl_gke.tools import tool_environment
 
     helm = real_tool("helm")
+    version = subprocess.run([helm, "version", "--short"], capture_output=True, text=True).stdout
+    if not version.startswith("v3."):
+        pytest.skip(f"helm {version.strip()}: helm 4 logs its debug lines without a stack trace")
     users = {**os.environ, "HELM_DEBUG": "true", "HOME": str(tmp_path), "HELM_CACHE_HOME": str(tmp_path)}
     argv = [helm, "template", "x", str(tmp_path / "no-chart")]
     theirs = subprocess.run(argv, env=users, capture_output=True, text=True)

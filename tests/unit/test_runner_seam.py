@@ -229,6 +229,15 @@ COULD_NOT_ASK = {
     "gcloud crashed (an unusable CLOUDSDK_CONFIG)": (1, (
         "ERROR: gcloud crashed (FileNotFoundError): [Errno 2] No such file or directory: '/gone/config'")),
     "a command ended by a signal": (143, "stopped: the pods are not found on this node any more"),
+    "a deleted service-account key": (1, (
+        "ERROR: (gcloud.container.clusters.describe) There was a problem refreshing your current auth tokens: "
+        "('invalid_grant: Invalid grant: account not found', {'error': 'invalid_grant', 'error_description': "
+        "'Invalid grant: account not found'})")),
+    "impersonating a service account that is gone (auth/impersonate_service_account)": (1, (
+        "ERROR: (gcloud.compute.networks.describe) NOT_FOUND: Failed to impersonate [sa@p.iam.gserviceaccount.com]. "
+        "Make sure the account that's trying to impersonate it has access to the service account itself and the "
+        "\"roles/iam.serviceAccountTokenCreator\" role. Not found; Gaia id not found for email "
+        "sa@p.iam.gserviceaccount.com")),
 }
 
 
@@ -243,6 +252,23 @@ def test_a_tool_that_could_not_ask_never_says_the_object_is_gone(case):
     with pytest.raises(ToolError) as raised:  # a delete that takes "not found" for done does not take this
         r.run(["gcloud", "compute", "networks", "delete", "x", "--project=ml-404-prod"], accept=NOT_FOUND)
     assert not failed_not_found(raised.value)
+
+
+def test_a_gke_delete_waiting_on_busy_answers_takes_googles_html_502_page_for_not_yet():
+    # Its wait accepts "not found" (done), busy and transient answers (not yet); a veto meant for a "not found"
+    # that is no answer stopped `down` on one 502 page from Google's front end.
+    from nemo_rl_gke.resources.cluster_steps import _delete_when_free
+
+    busy = ("ERROR: (gcloud.container.clusters.delete) ResponseError: code=400, message=Operation operation-1 is "
+            "currently creating cluster c. Please wait and try again once it is done.")
+    page = ("ERROR: (gcloud.container.clusters.delete) ResponseError: code=502, message=<!DOCTYPE html>\n<html "
+            "lang=en>\n  <title>Error 502 (Server Error)!!1</title>\n  <p>The server encountered a temporary error "
+            "and could not complete your request.<p>Please try again in 30 seconds.")
+    seam = Scripted([(1, busy)] * 5 + [(1, page), (0, "")])  # the runner's 5 tries, then the wait's polls
+    r, _, _ = quiet(tools=seam, backoff_seconds=0, poll_seconds=0)
+    r.sleep = lambda _seconds: None
+    _delete_when_free("cluster c", ["gcloud", "container", "clusters", "delete", "c"])(r)
+    assert len(seam.asked) == 7
 
 
 def test_a_failure_is_read_by_the_tools_words_never_by_our_argv():
