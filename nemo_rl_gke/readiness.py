@@ -113,12 +113,27 @@ def check_auth_plugin(stdout: str) -> Check:
     return Check("gke-gcloud-auth-plugin", True, (stdout.strip().splitlines() or ["present"])[0])
 
 
-def check_account(stdout: str) -> Check:
+# Credentials gcloud uses instead of a logged-in account, which `gcloud auth list` does not show: a key file
+# (google-github-actions/auth sets CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE) or an access token file.
+CREDENTIAL_PROPERTIES = ("credential_file_override", "access_token_file")
+
+
+def check_account(stdout: str, properties_json: str | None = None) -> Check:
+    """`gcloud auth list`'s active account; without one, the credential files gcloud's properties name
+    (properties_json: `gcloud config list --format=json`, asked only then)."""
     accounts = [line.strip() for line in (stdout or "").splitlines() if line.strip()]
-    if not accounts:
-        return Check("account", False, "no active gcloud account",
-                     "run `gcloud auth login` (and `gcloud auth application-default login`)")
-    return Check("account", True, accounts[0])
+    if accounts:
+        return Check("account", True, accounts[0])
+    try:
+        auth = (json.loads(properties_json or "{}") or {}).get("auth") or {}
+    except (json.JSONDecodeError, AttributeError):
+        auth = {}
+    named = next((key for key in CREDENTIAL_PROPERTIES if isinstance(auth, dict) and auth.get(key)), None)
+    if named:
+        return Check("account", True, f"the credentials in auth/{named} ({auth[named]}); `gcloud auth list` "
+                                      f"shows no account for them")
+    return Check("account", False, "no active gcloud account",
+                 "run `gcloud auth login` (and `gcloud auth application-default login`)")
 
 
 def check_project(s: Settings, exit_code: int, stdout: str, stderr: str) -> Check:

@@ -66,6 +66,12 @@ def active_account() -> Argv:
     return ["gcloud", "auth", "list", "--filter=status:ACTIVE", "--format=value(account)"]
 
 
+def auth_properties() -> Argv:
+    """gcloud's properties as they apply now (its configuration and CLOUDSDK_* variables): auth/* says which
+    credentials it uses when `auth list` has none (a key file or token file, as CI sets them)."""
+    return ["gcloud", "config", "list", "--format=json"]
+
+
 def project_describe(s: Settings) -> Argv:
     return ["gcloud", "projects", "describe", s.PROJECT_ID, "--format=json"]
 

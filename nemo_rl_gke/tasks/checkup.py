@@ -213,6 +213,14 @@ def _cloud(r: Runner, name: str, argv: list[str], parse: Callable[[Result], Chec
     return parse(result)
 
 
+def _properties(r: Runner) -> str:
+    """gcloud's properties as JSON ("" when gcloud could not say)."""
+    from ..commands import doctor as checks
+
+    result = r.query(checks.auth_properties(), ok_codes=range(256))
+    return result.stdout if result is not None and result.ok else ""
+
+
 def _tool_checks(r: Runner) -> list[Callable[[], Check]]:
     from .. import readiness as verdicts
     from ..commands import doctor as checks
@@ -230,7 +238,8 @@ def _cloud_checks(r: Runner, s: Settings) -> list[Callable[[], Check]]:
     from ..commands import doctor as checks
 
     thunks: list[Callable[[], Check]] = [
-        lambda: _cloud(r, "account", checks.active_account(), lambda res: verdicts.check_account(res.stdout)),
+        lambda: _cloud(r, "account", checks.active_account(), lambda res: verdicts.check_account(
+            res.stdout, None if res.stdout.strip() else _properties(r))),
         lambda: _cloud(r, "project", checks.project_describe(s),
                        lambda res: verdicts.check_project(s, res.exit_code, res.stdout, res.stderr)),
         lambda: _cloud(r, "APIs", checks.enabled_services(s), lambda res: verdicts.check_apis(s, res.stdout)),

@@ -240,3 +240,15 @@ def test_doctor_a_pinned_gke_version_the_location_no_longer_offers_fails_naming_
 def test_doctor_no_gke_version_is_the_channels_default(doc):
     done = doc.invoke("doctor")
     assert "✓ GKE version: the channel's default: 1.33.5-gke.1000000" in done.stdout, done.stdout
+
+
+def test_doctor_takes_a_key_file_gcloud_uses_for_the_account_auth_list_does_not_show(doc):
+    # google-github-actions/auth sets CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE: every gcloud call works, and
+    # `gcloud auth list` lists no account (seen on gcloud 528): doctor said "no active gcloud account".
+    _state(doc).put("doctor", "settings", {"account": ""})
+    done = doc.invoke("doctor", CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE="/home/runner/gha-creds-1.json")
+    line = _line(done, "account")
+    assert line.startswith("✓") and "auth/credential_file_override (/home/runner/gha-creds-1.json)" in line, \
+        done.output
+    alone = doc.invoke("doctor")
+    assert _line(alone, "account").startswith("✗") and alone.code == 1, alone.output

@@ -88,3 +88,21 @@ def test_a_configuration_with_verbosity_error_drops_warnings_and_ours_keeps_them
     assert kept.stderr.startswith("WARNING: Invalid value for property [core/disable_color]"), kept.stderr
     assert Shown(output=False, verbosity=40, structured=True).shape("maybe\n", kept.stderr) == ("", "")
     assert Shown().shape("maybe\n", kept.stderr) == ("maybe\n", kept.stderr)
+
+
+def test_a_key_file_gcloud_uses_shows_in_its_properties_not_in_auth_list_and_doctor_takes_it(real_gcloud, tmp_path):
+    # What doctor's account check reads, from the real gcloud: CI's CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE.
+    from nemo_rl_gke.commands import doctor
+    from nemo_rl_gke.readiness import check_account
+
+    binary, env = real_gcloud
+    key = tmp_path / "gha-creds.json"
+    key.write_text("{}")
+    env = {**env, "CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE": str(key)}
+    listed, properties = (subprocess.run([binary, *argv[1:]], env=tool_environment("gcloud", env), text=True,
+                                         capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+                          for argv in (doctor.active_account(), doctor.auth_properties()))
+    assert listed.returncode == 0 and listed.stdout == "", listed
+    verdict = check_account(listed.stdout, properties.stdout)
+    assert verdict.ok and str(key) in verdict.detail, (verdict, properties.stdout)
+    assert not check_account("", '{"core": {"disable_usage_reporting": "True"}}').ok

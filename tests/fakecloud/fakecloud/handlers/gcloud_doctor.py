@@ -53,6 +53,20 @@ def config_get(ctx: Ctx) -> None:
     ctx.out(values[key])
 
 
+# gcloud's auth/* properties set by CLOUDSDK_AUTH_* variables (the fake has no configuration files): `config list`
+# shows them; `auth list` shows only logged-in accounts (a key file named by credential_file_override is none).
+AUTH_VARIABLES = {"credential_file_override": "CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE",
+                  "access_token_file": "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE",
+                  "impersonate_service_account": "CLOUDSDK_AUTH_IMPERSONATE_SERVICE_ACCOUNT"}
+
+
+@command("gcloud", "config", "list", latency=0)
+def config_list(ctx: Ctx) -> None:
+    auth = {key: ctx.environ[name] for key, name in AUTH_VARIABLES.items() if ctx.environ.get(name)}
+    core = {"account": _settings(ctx)["account"], "disable_usage_reporting": "True"}
+    ctx.emit({**({"auth": auth} if auth else {}), "core": {k: v for k, v in core.items() if v}})
+
+
 @command("gcloud", "services", "list", latency=1)
 def services_list(ctx: Ctx) -> None:
     ctx.work()
