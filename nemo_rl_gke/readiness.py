@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TypedDict
 
@@ -113,22 +113,33 @@ def check_auth_plugin(stdout: str) -> Check:
     return Check("gke-gcloud-auth-plugin", True, (stdout.strip().splitlines() or ["present"])[0])
 
 
-# Credentials gcloud uses instead of a logged-in account, which `gcloud auth list` does not show: a key file
-# (google-github-actions/auth sets CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE) or an access token file.
-CREDENTIAL_PROPERTIES = ("credential_file_override", "access_token_file")
+# Credentials gcloud uses instead of a logged-in account, which `gcloud auth list` does not show, in the order it
+# takes them (core/credentials/store.py): CLOUDSDK_AUTH_ACCESS_TOKEN (a variable, no property), an access token
+# file, a key file (google-github-actions/auth sets CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE).
+CREDENTIAL_PROPERTIES = ("access_token_file", "credential_file_override")
 
 
-def check_account(stdout: str, properties_json: str | None = None) -> Check:
-    """`gcloud auth list`'s active account; without one, the credential files gcloud's properties name
-    (properties_json: `gcloud config list --format=json`, asked only then)."""
+def check_account(stdout: str, properties_json: str | None = None, *, token_variable: bool = False,
+                  is_file: Callable[[str], bool] | None = None) -> Check:
+    """`gcloud auth list`'s active account; without one, the credentials gcloud takes instead: an access token in
+    CLOUDSDK_AUTH_ACCESS_TOKEN (token_variable, never shown), or the file its properties name (properties_json:
+    `gcloud config list --format=json`, asked only then), which must be a file (is_file; gcloud reads the path
+    as given) or every gcloud call fails "Failed to load credential file"."""
     accounts = [line.strip() for line in (stdout or "").splitlines() if line.strip()]
     if accounts:
         return Check("account", True, accounts[0])
+    if token_variable:
+        return Check("account", True, "an access token in CLOUDSDK_AUTH_ACCESS_TOKEN; `gcloud auth list` shows no "
+                                      "account for it")
     try:
         auth = (json.loads(properties_json or "{}") or {}).get("auth") or {}
     except (json.JSONDecodeError, AttributeError):
         auth = {}
     named = next((key for key in CREDENTIAL_PROPERTIES if isinstance(auth, dict) and auth.get(key)), None)
+    if named and is_file is not None and not is_file(str(auth[named])):
+        return Check("account", False, f"auth/{named} names {auth[named]}, which is not a file: every gcloud call "
+                                       f"fails to load it", f"point auth/{named} (CLOUDSDK_AUTH_{named.upper()}) at "
+                                       f"the file, or unset it and run `gcloud auth login`")
     if named:
         return Check("account", True, f"the credentials in auth/{named} ({auth[named]}); `gcloud auth list` "
                                       f"shows no account for them")

@@ -71,11 +71,11 @@ NO_CREDENTIALS = re.compile(r"getting credentials: |credential plugin that is no
 # Words of a tool that could not ask, whatever "not found" they hold: no credentials (above; gcloud's "Failed to
 # load credential file: [...]. File ... was not found." for a credential_file_override that is gone, "There was
 # a problem refreshing auth tokens for account X: ('invalid_grant: ... account not found')" for a deleted key,
-# "Failed to impersonate [sa] ... Not found" for a service account that is gone), an endpoint that is no API (an
-# api_endpoint_overrides left pointing elsewhere answers "The requested URL ... was not found on this server",
-# or an HTML page), or gcloud's own crash.
-NOT_AN_ANSWER = re.compile(NO_CREDENTIALS.pattern + r"|Failed to load credential file|problem refreshing "
-                           r"(your current )?auth tokens|Failed to impersonate|was not found on this server"
+# "Failed to impersonate [sa] ... Not found", or only "Gaia id not found", for a service account that is gone),
+# an endpoint that is no API (an api_endpoint_overrides left pointing elsewhere answers "The requested URL ...
+# was not found on this server", or an HTML page), or gcloud's own crash.
+NOT_AN_ANSWER = re.compile(NO_CREDENTIALS.pattern + r"|Failed to load credential file|refreshing (your current )?auth "
+                           r"tokens|Failed to impersonate|Gaia id not found|was not found on this server"
                            r"|<html|<!doctype|gcloud crashed", re.IGNORECASE)
 # Exit codes from 126 up are the shell's or a signal's (126 not executable, 127 not found, 128 + N), never the
 # tool's answer: /usr/bin/gcloud's "exec: /old/python3: not found" under a stale CLOUDSDK_PYTHON exits 127.

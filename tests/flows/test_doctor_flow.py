@@ -246,9 +246,14 @@ def test_doctor_takes_a_key_file_gcloud_uses_for_the_account_auth_list_does_not_
     # google-github-actions/auth sets CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE: every gcloud call works, and
     # `gcloud auth list` lists no account (seen on gcloud 528): doctor said "no active gcloud account".
     _state(doc).put("doctor", "settings", {"account": ""})
-    done = doc.invoke("doctor", CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE="/home/runner/gha-creds-1.json")
+    key = doc.root / "gha-creds-1.json"
+    key.write_text("{}")
+    done = doc.invoke("doctor", CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE=str(key))
     line = _line(done, "account")
-    assert line.startswith("✓") and "auth/credential_file_override (/home/runner/gha-creds-1.json)" in line, \
-        done.output
+    assert line.startswith("✓") and f"auth/credential_file_override ({key})" in line, done.output
+    gone = doc.invoke("doctor", CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE=str(doc.root / "gone.json"))
+    assert _line(gone, "account").startswith("✗") and "which is not a file" in gone.stdout, gone.output
+    token = doc.invoke("doctor", CLOUDSDK_AUTH_ACCESS_TOKEN="ya29.not-a-real-token")
+    assert _line(token, "account").startswith("✓") and "ya29" not in token.output, token.output
     alone = doc.invoke("doctor")
     assert _line(alone, "account").startswith("✗") and alone.code == 1, alone.output

@@ -196,6 +196,7 @@ REAL_PERMANENT_ERRORS = {
 @pytest.mark.parametrize(("stderr", "gone"), [
     ("ERROR: (gcloud.container.clusters.delete) ResponseError: code=404, message=Not found: cluster c.", True),
     ("ERROR: (gcloud.lustre.instances.delete) HttpError accessing <https://x>: response: <{'status': '404'}>", True),
+    ("ERROR: (gcloud.lustre.instances.delete) HttpError accessing <https://x>: response: <{'status': 404}>", True),
     ("ERROR: (gcloud.container.clusters.delete) ResponseError: code=400, message=Operation "
      "operation-1733404912345-9d1 is currently upgrading cluster c. Please wait and try again once it is done.", False),
     ("ERROR: (gcloud.services.vpc-peerings.delete) The operation \"operations/pssn.p24-123404567-abc\" resulted in a "
@@ -233,6 +234,12 @@ COULD_NOT_ASK = {
         "ERROR: (gcloud.container.clusters.describe) There was a problem refreshing your current auth tokens: "
         "('invalid_grant: Invalid grant: account not found', {'error': 'invalid_grant', 'error_description': "
         "'Invalid grant: account not found'})")),
+    "impersonating a service account that is gone, the older path (auth/disable_load_google_auth)": (1, (
+        "ERROR: (gcloud.compute.networks.describe) NOT_FOUND: Not found; Gaia id not found for email "
+        "sa@p.iam.gserviceaccount.com")),
+    "a token refresh that needs reauthentication": (1, (
+        "ERROR: (gcloud.compute.networks.describe) There was a problem reauthenticating while refreshing your "
+        "current auth tokens: account not found")),
     "impersonating a service account that is gone (auth/impersonate_service_account)": (1, (
         "ERROR: (gcloud.compute.networks.describe) NOT_FOUND: Failed to impersonate [sa@p.iam.gserviceaccount.com]. "
         "Make sure the account that's trying to impersonate it has access to the service account itself and the "
