@@ -24,9 +24,10 @@ PEERING_PREFIX_LENGTH = 20
 DRY_RUN_IP = "192.0.2.1"
 LUSTRE_READY_STATE = "ACTIVE"
 # Usable: ready, or in Google's maintenance of a ready instance (v1's UPGRADING, REPAIRING, and the deprecated
-# UPDATING), which keeps its mountPoint: an existing instance then is not created again (ALREADY_EXISTS) and
+# UPDATING; the docs' state table also names MAINTENANCE, "undergoing maintenance", which gcloud 528's enum
+# lacks), which keeps its mountPoint: an existing instance then is not created again (ALREADY_EXISTS) and
 # waited for an hour.
-LUSTRE_USABLE_STATES = (LUSTRE_READY_STATE, "UPGRADING", "REPAIRING", "UPDATING")
+LUSTRE_USABLE_STATES = (LUSTRE_READY_STATE, "UPGRADING", "REPAIRING", "UPDATING", "MAINTENANCE")
 # The v1 Instance states that never become ACTIVE by waiting (v1 has no FAILED: a create that fails ends in its
 # operation's error, and the instance goes). SUSPENDED: a Cloud KMS key it cannot use; its stateReason says which.
 LUSTRE_FAILED_STATES = ("DELETING", "STOPPED", "SUSPENDED")

@@ -138,11 +138,11 @@ def test_storage_create_twice_second_run_mutates_nothing(made):
 
 
 def test_storage_create_during_lustre_maintenance_mutates_nothing(made):
-    # v1's UPGRADING and REPAIRING (and the deprecated UPDATING): Google's maintenance of a ready instance,
-    # still mounted. They used to count as "not ready": a create again (ALREADY_EXISTS), then up to an hour of
-    # waiting for ACTIVE.
+    # v1's UPGRADING and REPAIRING (and the deprecated UPDATING), and the docs' MAINTENANCE: Google's maintenance
+    # of a ready instance, still mounted. They used to count as "not ready": a create again (ALREADY_EXISTS), then
+    # up to an hour of waiting for ACTIVE.
     cloud = made
-    for state in ("UPGRADING", "REPAIRING", "UPDATING"):
+    for state in ("UPGRADING", "REPAIRING", "UPDATING", "MAINTENANCE"):
         before = len(cloud.calls())
         done = cloud.invoke("storage.create", timeout=60, FAKECLOUD_LUSTRE_MAINTENANCE=state)
         assert done.code == 0, done.output[-2000:]

@@ -51,7 +51,7 @@ def files_root(ctx: Ctx, name: str) -> Path:
 
 def view(obj: dict) -> dict:
     """The instance as describe shows it now: ACTIVE (with its mountPoint) once its time has come; in Google's
-    maintenance (FAKECLOUD_LUSTRE_MAINTENANCE=UPGRADING, REPAIRING or UPDATING, v1's other states) a ready
+    maintenance (FAKECLOUD_LUSTRE_MAINTENANCE=UPGRADING, REPAIRING, UPDATING or the docs' MAINTENANCE) a ready
     instance shows that state instead, still mounted; SUSPENDED (a Cloud KMS key it cannot use) comes with the
     API's stateReason."""
     import os
