@@ -291,9 +291,10 @@ def check_nccl_installer(s: Settings, answers: dict[str, WebAnswer]) -> Check:
 def check_storage_credentials(emulator: str, answer: AdcAnswer | None) -> Check:
     """The storage client's credentials: ADC for Google Cloud, none for a local emulator."""
     name = "storage credentials"
-    if emulator:
-        return Check(name, True, f"STORAGE_EMULATOR_HOST={emulator}: the bucket steps use that emulator "
-                                 f"(anonymous, no Application Default Credentials needed)")
+    if emulator:  # a warning: left set in a shell, it splits a real deployment between two clouds
+        return Check(name, True, f"STORAGE_EMULATOR_HOST={emulator}: the bucket, the export records and the lock's "
+                                 f"lease go to that emulator (anonymous), while gcloud, kubectl and helm act on "
+                                 f"Google Cloud; unset it for a real deployment", warn=True)
     if answer is None or not answer.ok:
         why = (answer.detail if answer is not None else "not checked").split(". ")[0]
         return Check(name, False, f"no usable Application Default Credentials ({why[:160]})", ADC_FIX)

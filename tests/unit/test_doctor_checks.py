@@ -75,7 +75,7 @@ def test_nccl_check_without_any_answer_says_to_check_the_network():
 # ---- storage credentials ---------------------------------------------------------------------------------
 def test_storage_credentials_with_emulator_reports_it_and_needs_no_adc():
     check = readiness.check_storage_credentials("http://127.0.0.1:9023", None)
-    assert (check.ok, "http://127.0.0.1:9023" in check.detail) == (True, True)
+    assert (check.ok, check.warn, "http://127.0.0.1:9023" in check.detail) == (True, True, True)
 
 
 def test_storage_credentials_missing_says_application_default_login():
