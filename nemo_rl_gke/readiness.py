@@ -121,13 +121,12 @@ CREDENTIAL_PROPERTIES = ("access_token_file", "credential_file_override")
 
 def check_account(stdout: str, properties_json: str | None = None, *, token_variable: bool = False,
                   is_file: Callable[[str], bool] | None = None) -> Check:
-    """`gcloud auth list`'s active account; without one, the credentials gcloud takes instead: an access token in
-    CLOUDSDK_AUTH_ACCESS_TOKEN (token_variable, never shown), or the file its properties name (properties_json:
-    `gcloud config list --format=json`, asked only then), which must be a file (is_file; gcloud reads the path
-    as given) or every gcloud call fails "Failed to load credential file"."""
+    """The credentials gcloud takes, in its order (an active account is ignored while another is set): an access
+    token in CLOUDSDK_AUTH_ACCESS_TOKEN (token_variable, never shown), the file its properties name
+    (properties_json: `gcloud config list --format=json`), which must be a readable file (is_file; gcloud reads the
+    path as given) or every gcloud call fails "Failed to load credential file", then `gcloud auth list`'s active
+    account (stdout)."""
     accounts = [line.strip() for line in (stdout or "").splitlines() if line.strip()]
-    if accounts:
-        return Check("account", True, accounts[0])
     if token_variable:
         return Check("account", True, "an access token in CLOUDSDK_AUTH_ACCESS_TOKEN; `gcloud auth list` shows no "
                                       "account for it")
@@ -141,8 +140,11 @@ def check_account(stdout: str, properties_json: str | None = None, *, token_vari
                                        f"fails to load it", f"point auth/{named} (CLOUDSDK_AUTH_{named.upper()}) at "
                                        f"the file, or unset it and run `gcloud auth login`")
     if named:
-        return Check("account", True, f"the credentials in auth/{named} ({auth[named]}); `gcloud auth list` "
-                                      f"shows no account for them")
+        return Check("account", True, f"the credentials in auth/{named} ({auth[named]})"
+                                      + (f", not the logged-in {accounts[0]}" if accounts else
+                                         "; `gcloud auth list` shows no account for them"))
+    if accounts:
+        return Check("account", True, accounts[0])
     return Check("account", False, "no active gcloud account",
                  "run `gcloud auth login` (and `gcloud auth application-default login`)")
 
@@ -294,7 +296,7 @@ def check_storage_credentials(emulator: str, answer: AdcAnswer | None) -> Check:
     if emulator:  # a warning: left set in a shell, it splits a real deployment between two clouds
         return Check(name, True, f"STORAGE_EMULATOR_HOST={emulator}: the bucket, the export records and the lock's "
                                  f"lease go to that emulator (anonymous), while gcloud, kubectl and helm act on "
-                                 f"Google Cloud; unset it for a real deployment", warn=True)
+                                 f"Google Cloud", "unset STORAGE_EMULATOR_HOST for a real deployment", warn=True)
     if answer is None or not answer.ok:
         why = (answer.detail if answer is not None else "not checked").split(". ")[0]
         return Check(name, False, f"no usable Application Default Credentials ({why[:160]})", ADC_FIX)

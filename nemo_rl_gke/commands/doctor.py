@@ -68,7 +68,7 @@ def active_account() -> Argv:
 
 def auth_properties() -> Argv:
     """gcloud's properties as they apply now (its configuration and CLOUDSDK_* variables): auth/* says which
-    credentials it uses when `auth list` has none (a key file or token file, as CI sets them)."""
+    credentials it uses in place of the logged-in account (a key file or token file, as CI sets them)."""
     return ["gcloud", "config", "list", "--format=json"]
 
 

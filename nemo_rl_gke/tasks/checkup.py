@@ -239,8 +239,8 @@ def _cloud_checks(r: Runner, s: Settings) -> list[Callable[[], Check]]:
 
     thunks: list[Callable[[], Check]] = [
         lambda: _cloud(r, "account", checks.active_account(), lambda res: verdicts.check_account(
-            res.stdout, None if res.stdout.strip() else _properties(r),
-            token_variable=bool(os.environ.get("CLOUDSDK_AUTH_ACCESS_TOKEN")), is_file=os.path.isfile)),
+            res.stdout, _properties(r), token_variable=bool(os.environ.get("CLOUDSDK_AUTH_ACCESS_TOKEN")),
+            is_file=lambda path: os.path.isfile(path) and os.access(path, os.R_OK))),
         lambda: _cloud(r, "project", checks.project_describe(s),
                        lambda res: verdicts.check_project(s, res.exit_code, res.stdout, res.stderr)),
         lambda: _cloud(r, "APIs", checks.enabled_services(s), lambda res: verdicts.check_apis(s, res.stdout)),

@@ -90,7 +90,7 @@ def test_doctor_with_storage_emulator_reports_the_emulator_not_adc(doc):
     done = doc.invoke("doctor", STORAGE_EMULATOR_HOST="http://127.0.0.1:9")
     line = _line(done, "storage credentials")
     assert (done.code, line.startswith("!"), "http://127.0.0.1:9" in line) == (0, True, True), done.output
-    assert "unset it for a real deployment" in line
+    assert "unset STORAGE_EMULATOR_HOST for a real deployment" in done.stdout
 
 
 def test_doctor_rejected_hf_token_fails_without_showing_it(doc):

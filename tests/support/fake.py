@@ -106,7 +106,9 @@ class FakeCloud:
         """The environment of an `invoke` run on this cloud (also for tests that start `invoke` themselves):
         fake tools first on PATH, the state directory, a private HOME, and Invoke's runtime config file
         (INVOKE_RUNTIME_CONFIG, Invoke's own variable) with the runner section, and doctor's fake web probes."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("FAKECLOUD_", "ENV_FILE", "INVOKE_"))}
+        # Nor the tester's own settings of the tools (CLOUDSDK_AUTH_ACCESS_TOKEN, HELM_*, KUBERC): a test sets them.
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("FAKECLOUD_", "ENV_FILE", "INVOKE_",
+                                                                        "CLOUDSDK_", "HELM_", "KUBERC", "KUBECTL_"))}
         for key in read_env_example():
             env.pop(key, None)
         env.pop("PYTHONDONTWRITEBYTECODE", None)

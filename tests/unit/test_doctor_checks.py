@@ -78,6 +78,24 @@ def test_storage_credentials_with_emulator_reports_it_and_needs_no_adc():
     assert (check.ok, check.warn, "http://127.0.0.1:9023" in check.detail) == (True, True, True)
 
 
+KEY = '{"auth": {"credential_file_override": "/ci/key.json"}, "core": {"account": "me@example.com"}}'
+
+
+@pytest.mark.parametrize(("listed", "properties", "token", "files", "ok", "said"), [
+    ("me@example.com\n", "{}", False, set(), True, "me@example.com"),
+    ("", "{}", False, set(), False, "no active gcloud account"),
+    ("me@example.com\n", KEY, False, {"/ci/key.json"}, True, "auth/credential_file_override (/ci/key.json), not the "
+                                                              "logged-in me@example.com"),
+    ("me@example.com\n", KEY, False, set(), False, "names /ci/key.json, which is not a file"),  # gcloud ignores me@
+    ("me@example.com\n", KEY, True, set(), True, "CLOUDSDK_AUTH_ACCESS_TOKEN"),  # the variable comes first
+    ("", '{"auth": {"access_token_file": "/t", "credential_file_override": "/k"}}', False, {"/t", "/k"}, True,
+     "auth/access_token_file (/t)"),
+])
+def test_the_account_check_takes_credentials_in_gclouds_order(listed, properties, token, files, ok, said):
+    check = readiness.check_account(listed, properties, token_variable=token, is_file=files.__contains__)
+    assert (check.ok, said in check.detail) == (ok, True), check
+
+
 def test_storage_credentials_missing_says_application_default_login():
     check = readiness.check_storage_credentials("", AdcAnswer(False, "DefaultCredentialsError: not found. More."))
     assert (check.ok, "gcloud auth application-default login" in check.fix, "More" in check.detail) == \
