@@ -125,16 +125,25 @@ def check_account(stdout: str, properties_json: str | None = None, *, token_vari
     token in CLOUDSDK_AUTH_ACCESS_TOKEN (token_variable, never shown), the file its properties name
     (properties_json: `gcloud config list --format=json`), which must be a readable file (is_file; gcloud reads the
     path as given) or every gcloud call fails "Failed to load credential file", then `gcloud auth list`'s active
-    account (stdout)."""
+    account (stdout). With auth/impersonate_service_account, the calls run as that service account: said too."""
     accounts = [line.strip() for line in (stdout or "").splitlines() if line.strip()]
-    if token_variable:
-        return Check("account", True, "an access token in CLOUDSDK_AUTH_ACCESS_TOKEN; `gcloud auth list` shows no "
-                                      "account for it")
     try:
         auth = (json.loads(properties_json or "{}") or {}).get("auth") or {}
     except (json.JSONDecodeError, AttributeError):
         auth = {}
-    named = next((key for key in CREDENTIAL_PROPERTIES if isinstance(auth, dict) and auth.get(key)), None)
+    if not isinstance(auth, dict):
+        auth = {}
+    acting = auth.get("impersonate_service_account")
+    if acting:
+        passed = check_account(stdout, json.dumps({"auth": {k: v for k, v in auth.items()
+                                                            if k != "impersonate_service_account"}}),
+                               token_variable=token_variable, is_file=is_file)
+        return passed if not passed.ok else Check("account", True, f"{passed.detail}; gcloud's calls run as "
+                                                                   f"{acting} (auth/impersonate_service_account)")
+    if token_variable:
+        return Check("account", True, "an access token in CLOUDSDK_AUTH_ACCESS_TOKEN; `gcloud auth list` shows no "
+                                      "account for it")
+    named = next((key for key in CREDENTIAL_PROPERTIES if auth.get(key)), None)
     if named and is_file is not None and not is_file(str(auth[named])):
         return Check("account", False, f"auth/{named} names {auth[named]}, which is not a file: every gcloud call "
                                        f"fails to load it", f"point auth/{named} (CLOUDSDK_AUTH_{named.upper()}) at "

@@ -258,3 +258,9 @@ def test_doctor_takes_a_key_file_gcloud_uses_for_the_account_auth_list_does_not_
     assert _line(token, "account").startswith("✓") and "ya29" not in token.output, token.output
     alone = doc.invoke("doctor")
     assert _line(alone, "account").startswith("✗") and alone.code == 1, alone.output
+
+
+def test_doctor_says_whom_gclouds_calls_run_as_under_impersonation(doc):
+    done = doc.invoke("doctor", CLOUDSDK_AUTH_IMPERSONATE_SERVICE_ACCOUNT="deployer@p.iam.gserviceaccount.com")
+    line = _line(done, "account")
+    assert line.startswith("✓") and "calls run as deployer@p.iam.gserviceaccount.com" in line, done.output

@@ -106,3 +106,7 @@ def test_a_key_file_gcloud_uses_shows_in_its_properties_not_in_auth_list_and_doc
     verdict = check_account(listed.stdout, properties.stdout)
     assert verdict.ok and str(key) in verdict.detail, (verdict, properties.stdout)
     assert not check_account("", '{"core": {"disable_usage_reporting": "True"}}').ok
+    impersonating = {**env, "CLOUDSDK_AUTH_IMPERSONATE_SERVICE_ACCOUNT": "d@p.iam.gserviceaccount.com"}
+    acting = subprocess.run([binary, *doctor.auth_properties()[1:]], text=True, capture_output=True, timeout=120,
+                            env=tool_environment("gcloud", impersonating))
+    assert "run as d@p.iam.gserviceaccount.com" in check_account("", acting.stdout).detail, acting.stdout

@@ -96,6 +96,14 @@ def test_the_account_check_takes_credentials_in_gclouds_order(listed, properties
     assert (check.ok, said in check.detail) == (ok, True), check
 
 
+def test_the_account_check_says_whom_gclouds_calls_run_as_under_impersonation():
+    acting = '{"auth": {"impersonate_service_account": "deployer@p.iam.gserviceaccount.com"}}'
+    check = readiness.check_account("me@example.com\n", acting, is_file=set().__contains__)
+    assert check.ok and check.detail == ("me@example.com; gcloud's calls run as deployer@p.iam.gserviceaccount.com "
+                                         "(auth/impersonate_service_account)"), check
+    assert not readiness.check_account("", acting, is_file=set().__contains__).ok  # nobody to impersonate with
+
+
 def test_storage_credentials_missing_says_application_default_login():
     check = readiness.check_storage_credentials("", AdcAnswer(False, "DefaultCredentialsError: not found. More."))
     assert (check.ok, "gcloud auth application-default login" in check.fix, "More" in check.detail) == \
