@@ -20,7 +20,7 @@ import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from .commands.doctor import REQUIRED_APIS, missing_apis, reservation_parts
 from .settings import NCCL_INSTALLER_DEFAULT_REF, Settings
@@ -133,13 +133,17 @@ def check_account(stdout: str, properties_json: str | None = None, *, token_vari
         auth = {}
     if not isinstance(auth, dict):
         auth = {}
+    check = _credentials(accounts, auth, token_variable=token_variable, is_file=is_file)
     acting = auth.get("impersonate_service_account")
-    if acting:
-        passed = check_account(stdout, json.dumps({"auth": {k: v for k, v in auth.items()
-                                                            if k != "impersonate_service_account"}}),
-                               token_variable=token_variable, is_file=is_file)
-        return passed if not passed.ok else Check("account", True, f"{passed.detail}; gcloud's calls run as "
-                                                                   f"{acting} (auth/impersonate_service_account)")
+    if acting and check.ok:
+        return Check("account", True, f"{check.detail}; gcloud's calls run as {acting} "
+                                      f"(auth/impersonate_service_account)")
+    return check
+
+
+def _credentials(accounts: list[str], auth: dict[str, Any], *, token_variable: bool,
+                 is_file: Callable[[str], bool] | None) -> Check:
+    """check_account's verdict on the credentials themselves, in gcloud's order."""
     if token_variable:
         return Check("account", True, "an access token in CLOUDSDK_AUTH_ACCESS_TOKEN; `gcloud auth list` shows no "
                                       "account for it")
@@ -211,9 +215,9 @@ def check_gke_version(s: Settings, exit_code: int, stdout: str, stderr: str) -> 
     channels = {str(c.get("channel")): c for c in body.get("channels") or [] if isinstance(c, dict)}
     regular = channels.get("REGULAR") or {}
     default = str(regular.get("defaultVersion") or body.get("defaultClusterVersion") or "")
-    offered = {version for name in ("STABLE", "REGULAR", "RAPID") for version in [
-        *((channels.get(name) or {}).get("validVersions") or []), (channels.get(name) or {}).get("defaultVersion")]
-        if version}
+    offered = {version for channel in ("STABLE", "REGULAR", "RAPID") for version in [
+        *((channels.get(channel) or {}).get("validVersions") or []),
+        (channels.get(channel) or {}).get("defaultVersion")] if version}
     if not s.autopilot:
         offered |= set(body.get("validMasterVersions") or [])
 

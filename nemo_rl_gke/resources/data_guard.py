@@ -96,10 +96,12 @@ def export_check(r: Runner, s: Settings, inv: Inventory | None = None) -> tuple[
     how = f"no Ray head pod to list /data; the records in gs://{s.bucket}/nemo-rl-gke/"
     written = gcs.read_written_record(s, exports.CHECK_MARKER)
     check = None if written is None else written[0]
+    checked = exports.parse_export_record(check)
     text = gcs.read_export_record(s)
-    records = [(rec, raw, kind) for raw, kind in ((check, "check"), (text, "export"))
-               if (rec := exports.parse_export_record(raw)) is not None]
-    if written is not None and exports.parse_export_record(check) is None:
+    records = [(rec, raw, kind) for rec, raw, kind in ((checked, check, "check"),
+                                                       (exports.parse_export_record(text), text, "export"))
+               if rec is not None]
+    if written is not None and checked is None:
         # Edited, empty, or written by another version: it may have said that Ray was deployed again, and
         # dropped, an older export answered, blind to what runs wrote since. It trusts nothing, as of when it
         # was written, so only a full export after it answers.
