@@ -152,6 +152,7 @@ def status(ctx: Ctx) -> int:
     if not ctx.positionals:
         raise Fail(1, 'Error: "helm status" requires 1 argument')
     context, namespace = _context(ctx), _namespace(ctx)
+    ctx.work()  # its read of the release from the API server: the latency it was registered with
     release = ctx.state.get(f"helm:{context}", f"{namespace}/{ctx.positionals[0]}")
     if release is None:
         raise Fail(1, "Error: release: not found")
@@ -164,6 +165,7 @@ def list_(ctx: Ctx) -> int:
     import json
 
     context, namespace = _context(ctx), _namespace(ctx)
+    ctx.work()
     rows = [
         {
             "name": r["name"],
