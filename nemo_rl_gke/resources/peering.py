@@ -76,15 +76,19 @@ def create(s: Settings, inv: Inventory) -> Action:
 # for a while after its delete has ended: "Failed to delete connection; Producer services (e.g. CloudSQL, Cloud
 # Memstore, etc.) are still using this connection." (terraform-provider-google#18834 for Cloud SQL).
 PRODUCER_HOLDS = re.compile(r"Producer services .{0,60}still using this connection", re.IGNORECASE)
+# What Service Networking answers (a 400, not a 404) to the delete of a connection that is not there, e.g.
+# removed since our read (terraform-provider-google#9105: "Error 400: There is no peering
+# (servicenetworking-googleapis-com) for the network."): gone already.
+NO_PEERING = re.compile(r"There is no peering\b", re.IGNORECASE)
 RELEASE_POLLS = 60  # wait that many poll intervals (10 minutes at the default 10 s) for the producer to let go
-GONE_OR_HELD = re.compile(f"{NOT_FOUND.pattern}|{PRODUCER_HOLDS.pattern}", re.IGNORECASE)
+GONE_OR_HELD = re.compile(f"{NOT_FOUND.pattern}|{NO_PEERING.pattern}|{PRODUCER_HOLDS.pattern}", re.IGNORECASE)
 
 
 def _delete_when_released(r: Runner, s: Settings) -> None:
     """The peering's delete, waiting while Service Networking still counts the deleted Lustre instance."""
     def deleted(echo: bool = True) -> bool:
         result = r.run(lustre.peering_delete(s), accept=GONE_OR_HELD, timeout=1800, echo=echo)
-        return result.ok or result.not_found
+        return result.ok or result.not_found or bool(NO_PEERING.search(result.stderr))
 
     if deleted():
         return

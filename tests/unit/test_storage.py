@@ -45,6 +45,32 @@ def test_peering_of_a_network_that_is_gone_is_no_peering_in_the_step_and_in_the_
     assert (peering.existing_peering_ranges(r, s), inventory._ask(r, listing.argv, listing.missing_ok)) == (None, [])
 
 
+def test_peering_delete_that_finds_no_peering_counts_it_gone_without_waiting():
+    """Removed since our read (by hand, after our "still held" note): Service Networking's 400 "There is no
+    peering" is not a producer holding it, so no 10-minute wait ending in "still says a producer uses" it."""
+    import io
+
+    from nemo_rl_gke.resources import peering
+    from nemo_rl_gke.runner import Runner
+    from nemo_rl_gke.tools import Ran
+
+    asked: list[list[str]] = []
+
+    class Answers:
+        def run(self, argv, *, stdin, timeout):
+            asked.append(argv[:4])
+            if argv[3] == "list":
+                return Ran(0, json.dumps([{"service": "services/servicenetworking.googleapis.com",
+                                           "reservedPeeringRanges": ["nemo-lustre-range"]}]), "")
+            return Ran(1, "", "ERROR: (gcloud.services.vpc-peerings.delete) There is no peering "
+                              "(servicenetworking-googleapis-com) for the network.\n")
+
+    s = make_settings()
+    r = Runner(out=io.StringIO(), err=io.StringIO(), tools=Answers(), poll_seconds=0.001, sleep=lambda _: None)
+    assert peering.delete(s)(r) is None
+    assert [a[3] for a in asked] == ["list", "delete"], asked
+
+
 def test_peering_plan_without_peering_connects():
     assert lustre.peering_plan(None, "ours") == ("connect", ["ours"])
 

@@ -162,7 +162,9 @@ def peering_delete(ctx: Ctx) -> None:
     network = _network(ctx)
     key = _key(ctx, network)
     if ctx.state.get("peering", key) is None:
-        raise Fail(1, _error(ctx, f"NOT_FOUND: no private connection on network {network}"))
+        # Service Networking's 400 (gcloud catches only 403 and 404 here, and prints the API's message); seen
+        # in terraform-provider-google#9105.
+        raise Fail(1, _error(ctx, "There is no peering (servicenetworking-googleapis-com) for the network."))
     users = [i["name"] for i in ctx.state.list("lustre") if i.get("_network") == network]
     held = float((ctx.state.get("_peering_hold", network) or {}).get("until", 0))
     if users or time.time() < held:
