@@ -238,6 +238,34 @@ def _plant_lease(cloud: FakeCloud, *, expires_in: float) -> None:
     _client(cloud).bucket(BUCKET).blob("nemo-rl-gke/lock-nemo-rl.json").upload_from_string(json.dumps(lease))
 
 
+def test_owner_lock_the_fake_clouds_own_storage_refuses_a_second_create_as_cloud_storage_does(tmp_path):
+    """A fake cloud started without running_emulator (its own in-process emulator) enforces ifGenerationMatch
+    too: else a second machine's create would overwrite a live lease, whatever ran before in this process."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tests = Path(__file__).resolve().parents[1]
+    script = (  # a fresh interpreter, as a test worker where no running_emulator has wrapped the handlers yet
+        "import sys; from pathlib import Path; from google.api_core import exceptions\n"
+        "from support.fake import FakeCloud\n"
+        "from google.auth.credentials import AnonymousCredentials; from google.cloud import storage\n"
+        "fresh = FakeCloud(Path(sys.argv[1])); fresh.write_env()\n"
+        "host = fresh.process_env()['STORAGE_EMULATOR_HOST']\n"
+        "client = storage.Client(project='p', credentials=AnonymousCredentials(),\n"
+        "                        client_options={'api_endpoint': host})\n"
+        "blob = client.create_bucket('lease-check').blob('nemo-rl-gke/lock-nemo-rl.json')\n"
+        "blob.upload_from_string('{}', if_generation_match=0)\n"
+        "try:\n"
+        "    blob.upload_from_string('{}', if_generation_match=0)\n"
+        "except exceptions.PreconditionFailed:\n"
+        "    print('412')\n")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True,
+                          timeout=60, cwd=tests, env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                              [str(tests), str(tests / "fakecloud"), os.environ.get("PYTHONPATH", "")])})
+    assert (done.returncode, done.stdout.strip()) == (0, "412"), done.stderr[-2000:]
+
+
 def test_owner_lock_held_on_another_machine_refuses_down(cloud, tmp_path):
     assert cloud.invoke("up", "--yes").code == 0
     _plant_lease(cloud, expires_in=3600)

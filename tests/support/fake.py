@@ -140,8 +140,9 @@ class FakeCloud:
             from gcp_storage_emulator.server import create_server
 
             from fakecloud.handlers.gcloud_projects import project_number
-            from support.gcs_emulator import _free_port
+            from support.gcs_emulator import _free_port, _honour_generation_preconditions
 
+            _honour_generation_preconditions()  # as running_emulator does: else a second create takes the lease
             port = _free_port()
             server = create_server("127.0.0.1", port, in_memory=True,
                                    project_number=project_number(read_env_example()["PROJECT_ID"]))
