@@ -178,10 +178,10 @@ def pod_template_hash(s: Settings, chart_values: dict[str, Any]) -> str:
 
 
 def values_yaml(s: Settings, **head: int | None) -> str:
-    import yaml
+    from .render import go_yaml
 
     header = f"# Helm values for {names.RAY_RELEASE} from {s.source or 'settings'} (nemo_rl_gke.raychart)\n"
-    return header + yaml.safe_dump(values(s, **head), sort_keys=False)
+    return header + go_yaml(values(s, **head))
 
 
 def expected_gpus(s: Settings) -> int:

@@ -61,6 +61,28 @@ def render_file(name: str, values: dict[str, object]) -> str:
     return render_text(path.read_text(), values, source=f"manifests/{name}")
 
 
+# A plain scalar that Go's YAML parser (helm's and kubectl's: sigs.k8s.io/yaml, YAML 1.1 rules) may read as a
+# number, a boolean or null, where PyYAML's writer sees a string it need not quote: "0123456789012345" (a float
+# to Go), "123456789012e123", "y", "on". Such strings are written quoted; quoting more than Go needs is harmless.
+_GO_NOT_A_STRING = re.compile(r"[-+]?[.0-9].*|y|yes|n|no|on|off|true|false|null|~|", re.IGNORECASE | re.DOTALL)
+
+
+def go_yaml(doc: Any) -> str:
+    """doc as YAML (keys in their order) that helm and kubectl read back with the same types: every string
+    they could take for a number, a boolean or null is quoted (PyYAML quotes only what it would misread)."""
+    import yaml
+
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    def text(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+        quoted = _GO_NOT_A_STRING.fullmatch(data) and "\n" not in data
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="'" if quoted else None)
+
+    Dumper.add_representer(str, text)
+    return yaml.dump(doc, Dumper=Dumper, sort_keys=False)
+
+
 def load_all(text: str) -> list[dict[str, Any]]:
     import yaml
 

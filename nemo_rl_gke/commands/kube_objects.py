@@ -55,9 +55,9 @@ def secret_matches(s: Settings, get_json: str) -> bool:
 
 
 def to_yaml(docs: list[dict[str, Any]]) -> str:
-    import yaml
+    from ..render import go_yaml
 
-    return "---\n".join(yaml.safe_dump(doc, sort_keys=False) for doc in docs)
+    return "---\n".join(go_yaml(doc) for doc in docs)
 
 
 def pv_values(s: Settings, ip: str, capacity_gib: int) -> dict[str, object]:

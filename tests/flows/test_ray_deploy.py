@@ -7,6 +7,8 @@ from a copy of that state, with the storage layer's Secret and Lustre claim seed
 from __future__ import annotations
 
 import json
+import math
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -75,6 +77,53 @@ def test_ray_deploy_runs_helm_upgrade_install_with_context_and_values_on_stdin(c
     assert Path(argv[3]).name == "ray-cluster"
     assert f"--kube-context={CONTEXT}" in argv and "--namespace=default" in argv and "--values=-" in argv
     assert not any(a.startswith("--set") for a in argv)
+
+
+# 16 hex digits that Go's YAML (helm's) reads unquoted as a finite number: digits with a leading 0 and an 8 or 9
+# (not octal, so a float), or digits, e, digits. PyYAML writes both unquoted.
+GO_NUMBER = re.compile(r"0[0-9]*[89][0-9]*|[0-9]+e[0-9]+")
+
+
+def _wandb_key_for_a_numeric_hash(cloud: FakeCloud) -> tuple[str, str]:
+    """A WANDB_API_KEY (its digest is in the pod-template hash) that gives this checkout's settings a hash Go
+    reads as a number: about one key in 5,000."""
+    import dataclasses
+
+    from nemo_rl_gke import raychart
+    from nemo_rl_gke.settings import load
+
+    s = load(allow_example=False, cwd=cloud.workdir, environ={})
+    values = raychart.values(s)
+    for n in range(200_000):
+        key = f"wandb{n:035d}"
+        digest = raychart.pod_template_hash(dataclasses.replace(s, WANDB_API_KEY=key), values)
+        if GO_NUMBER.fullmatch(digest) and math.isfinite(float(digest)):
+            return key, digest
+    raise AssertionError("no key in 200,000 gives a hash Go reads as a number")
+
+
+def test_ray_deploy_sends_a_hash_go_would_read_as_a_number_as_a_string(cloud):
+    """Unquoted, such a hash reached helm as a number, which the chart's schema refuses: for about one set of
+    settings in 5,000, ray.deploy (and up) failed on every re-run, on a value the user never set."""
+    key, digest = _wandb_key_for_a_numeric_hash(cloud)
+    done = cloud.invoke("ray.deploy", WANDB_API_KEY=key)
+    assert done.code == 0, done.output[-3000:]
+    release = cloud.resources()[f"helm:{CONTEXT}"]["default/nemo-rl"]
+    assert release["values"]["podTemplateHash"] == digest
+
+
+def test_fake_helm_upgrade_reads_and_checks_values_as_helm_does(cloud):
+    """The fake's upgrade hands the values to the real helm (Go's YAML, the chart's schema) and fails in its
+    words, leaving no release."""
+    chart = str(REPO / "manifests" / "ray-cluster")
+    done = subprocess.run([str(FAKE_BIN / "helm"), "upgrade", "--install", "nemo-rl", chart,
+                           f"--kube-context={CONTEXT}", "--namespace=default", "--values=-"],
+                          input="podTemplateHash: 0123456789012345\n",
+                          env=cloud.process_env(), capture_output=True, text=True, check=False)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith("Error: INSTALLATION FAILED: values don't meet the specifications of the schema")
+    assert "podTemplateHash: Invalid type. Expected: string" in done.stderr
+    assert "default/nemo-rl" not in cloud.resources().get(f"helm:{CONTEXT}", {})
 
 
 def test_ray_deploy_installs_gpu_nodes_workers_from_settings(cloud):

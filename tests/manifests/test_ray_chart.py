@@ -443,6 +443,47 @@ def test_ray_chart_one_hugging_face_cache_for_pods_and_jobs():
 
 
 # ---- the pod-template hash: what ray.deploy compares to find pods KubeRay left on an older spec ------------
+# Strings that Go's YAML (helm's and kubectl's) may read as something else when written plain.
+GO_AMBIGUOUS = ["0123456789012345", "123456789012e123", "0e12345678901234", "1e5", "1_000", "0x1F", "0o17", ".5",
+                "+1", "-2", "12:30", "-.inf", ".NaN", "y", "N", "yes", "On", "off", "TRUE", "null", "~", "",
+                "1234567890123456", "10.0.0.0/8"]
+
+
+def test_go_yaml_strings_are_strings_to_helms_yaml(tmp_path):
+    """render.go_yaml (the Helm values and every manifest we apply) read by Go's YAML, in the real helm:
+    every string stays a string; PyYAML's plain dump turns some of them into numbers or booleans."""
+    from nemo_rl_gke.render import go_yaml
+
+    chart = tmp_path / "kinds"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: kinds\nversion: 0.1.0\n")
+    (chart / "templates" / "kinds.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kinds}\ndata:\n"
+        "{{- range $i, $v := .Values.items }}\n  k{{ $i }}: {{ kindOf $v | quote }}\n{{- end }}\n")
+
+    def kinds(text: str) -> list[str]:
+        done = subprocess.run([_helm(), "template", "k", str(chart), "--values=-"], input=text,
+                              capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+        data = objects(done.stdout)[0]["data"]
+        return [data[f"k{i}"] for i in range(len(GO_AMBIGUOUS))]
+
+    assert kinds(go_yaml({"items": GO_AMBIGUOUS})) == ["string"] * len(GO_AMBIGUOUS)
+    assert kinds(yaml.safe_dump({"items": GO_AMBIGUOUS})) != ["string"] * len(GO_AMBIGUOUS)  # what it mends
+
+
+@pytest.mark.parametrize("digest", ["0123456789012345", "123456789012e123", "0e12345678901234",
+                                    "1234567890123456", "abcdef0123456789"])
+def test_ray_chart_takes_the_values_text_we_send_whatever_the_hash_looks_like(monkeypatch, digest):
+    """values_yaml, the very text ray.deploy pipes to helm, read by the real helm (Go's YAML, the schema)."""
+    monkeypatch.setattr(raychart, "pod_template_hash", lambda s, values: digest)
+    done = subprocess.run([_helm(), "template", "nemo-rl", str(CHART), "--namespace=default", "--values=-"],
+                          input=raychart.values_yaml(settings()), capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    rc = raycluster(done.stdout)
+    assert rc["spec"]["headGroupSpec"]["template"]["metadata"]["annotations"][raychart.POD_TEMPLATE_HASH] == digest
+
+
 @pytest.mark.parametrize(("gpu", "mode", "nodes"), VARIANTS)
 def test_ray_chart_every_pod_template_carries_the_values_hash(gpu, mode, nodes):
     rc = raycluster(rendered(gpu, mode, nodes))

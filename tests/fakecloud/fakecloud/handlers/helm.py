@@ -69,13 +69,8 @@ def upgrade(ctx: Ctx) -> int:
     if ctx.flag("--set") or ctx.flag("--set-string"):
         raise Fail(1, "Error: fakecloud: our code passes values on stdin, never with --set")
     source = ctx.flag("--values")
-    values = (
-        yaml.safe_load(ctx.stdin())
-        if source == "-"
-        else yaml.safe_load(Path(str(source)).read_text())
-        if source
-        else {}
-    ) or {}
+    text = ctx.stdin() if source == "-" else Path(str(source)).read_text() if source else ""
+    values = yaml.safe_load(text) or {}
     ctx.work(HELM_CALL_SECONDS)
     kind, key = f"helm:{context}", f"{namespace}/{release}"
     last = ctx.state.get(kind, key)
@@ -86,8 +81,10 @@ def upgrade(ctx: Ctx) -> int:
         raise Fail(1, "Error: UPGRADE FAILED: another operation (install/upgrade/rollback) is in progress")
     if last and last.get("status") == "uninstalling":
         raise Fail(1, f'Error: UPGRADE FAILED: "{release}" has no deployed releases')
+    # Then the values, read and checked as the chart is rendered, before any object is built.
+    _check_values(release, chart, namespace, text, "UPGRADE FAILED" if last else "INSTALLATION FAILED")
     if kubeconfig.missing_kind(ctx, context, "ray.io/v1", "RayCluster"):  # no Ray operator add-on
-        failed = ("UPGRADE FAILED: unable to build kubernetes objects from new release manifest"
+        failed = ("UPGRADE FAILED: unable to build kubernetes objects from current release manifest"
                   if ctx.state.get(kind, key) else
                   "INSTALLATION FAILED: unable to build kubernetes objects from release manifest")
         name = ray_pods.cluster_name(release, values)
@@ -200,6 +197,20 @@ def real_helm() -> str | None:
             if found:
                 return found
     return None
+
+
+def _check_values(release: str, chart: str, namespace: str, values_text: str, failed: str) -> None:
+    """The values as helm reads them: Go's YAML (which takes "0123456789012345" or "1e5" unquoted for a number,
+    where PyYAML reads a string), then the chart's values.schema.json and its templates; the real helm does
+    both, so an upgrade fails where the real one would, in its words."""
+    helm = real_helm()
+    if helm is None:
+        raise Fail(127, "fakecloud: `helm upgrade` checks the values with a real helm behind the fake on PATH "
+                        "(python scripts/fetch_helm.py puts one in .tools/bin)")
+    done = subprocess.run([helm, "template", release, chart, f"--namespace={namespace}", "--values=-"],
+                          input=values_text, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise Fail(1, f"Error: {failed}: {done.stderr.strip().removeprefix('Error: ')}")
 
 
 @command("helm", "template", latency=0)
