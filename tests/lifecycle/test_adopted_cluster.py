@@ -132,8 +132,12 @@ def test_fake_cluster_without_the_ray_operator_or_multi_networking_lacks_their_k
     assert _gcloud(cloud, ["gcloud", "container", "clusters", "get-credentials", ENV["CLUSTER_NAME"],
                            *where]).returncode == 0
     context = f"--context=gke_{ENV['PROJECT_ID']}_{ENV['CONTROL_PLANE_LOCATION']}_{ENV['CLUSTER_NAME']}"
-    helm = subprocess.run(["helm", "upgrade", "--install", "nemo-rl", "chart", "--kube-context=" + context[10:],
-                           "--namespace=default", "--values=-"], input="worker: {replicas: 1}\n",
+    from nemo_rl_gke import raychart
+    from nemo_rl_gke.settings import load
+
+    values = raychart.values_yaml(load(allow_example=False, cwd=cloud.workdir, environ={}))  # the chart's own
+    helm = subprocess.run(["helm", "upgrade", "--install", "nemo-rl", str(raychart.CHART_DIR),
+                           "--kube-context=" + context[10:], "--namespace=default", "--values=-"], input=values,
                           env=cloud.process_env(), cwd=cloud.workdir, capture_output=True, text=True, timeout=60)
     assert helm.returncode == 1, helm.stderr
     assert 'Error: INSTALLATION FAILED: unable to build kubernetes objects from release manifest: resource ' \
