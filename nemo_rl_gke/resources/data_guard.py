@@ -142,8 +142,30 @@ def export_check(r: Runner, s: Settings, inv: Inventory | None = None) -> tuple[
                 "copies it" if record.get("final") else "still running")
         missing = exports.unexported_runs({k: int(v) for k, v in seen.items()}, bucket_files,
                                           set(record.get("running") or ()), word)
-        return missing, f"{how}: the {what} of {record.get('time')}"
+        final = (_final_listing_before(records, record)
+                 if kind == "export" and seen is not record.get("lustre_files") else None)
+        if final is None:
+            return missing, f"{how}: the {what} of {record.get('time')}"
+        # An export made without a head pod saw the bucket only (its objects), so it cannot show a file it left
+        # out. The listing taken as Ray went away saw every file on /data (nothing writes there since): each
+        # must be in the bucket too. Presence only: a run that was still running may have grown since.
+        on_data = {path: bucket_files.get(path, int(size)) for path, size in final["lustre_files"].items()}
+        for run, why_not in exports.unexported_runs(on_data, bucket_files).items():
+            missing[run] = "; ".join(filter(None, (missing.get(run), f"{why_not}, though on /data as Ray went away "
+                                                                  f"({final.get('time')})")))
+        return missing, (f"{how}: the export of {record.get('time')}, and the listing taken as Ray went away "
+                         f"({final.get('time')})")
     return {"(every run)": why}, how
+
+
+def _final_listing_before(records: list[tuple[dict[str, Any], Any, str]], export: dict[str, Any]
+                          ) -> dict[str, Any] | None:
+    """The listing of /data/runs taken as Ray went away, if it is older than this export and readable."""
+    for record, _raw, kind in records:
+        if (kind == "check" and record.get("final") and isinstance(record.get("lustre_files"), dict)
+                and record["when"] <= export["when"]):
+            return record
+    return None
 
 
 def record_check(r: Runner, s: Settings, files: dict[str, int] | None, *, final: bool = False,

@@ -128,6 +128,24 @@ def test_data_guard_an_export_of_nothing_after_ray_went_leaves_its_listing_to_an
     assert "lustre" not in cloud.resources()
 
 
+def test_data_guard_an_export_without_a_head_pod_is_held_to_the_listing_taken_as_ray_went(ran):
+    # With no head pod, an export sees the bucket only, so it cannot show a file it left out; the listing taken
+    # as Ray went away saw every file of r1. Each must be in the bucket, or Lustre stays.
+    assert ran.invoke("clean.cluster", "--yes").code == 0
+    assert ran.invoke("storage.export", FAKECLOUD_LUSTRE_EXPORT_UNSEEN="r1/step_10/*").code == 0
+    assert "runs/r1/driver.log" in _objects(ran) and "runs/r1/step_10/model.pt" not in _objects(ran)
+    before = len(ran.calls())
+    done = ran.invoke("storage.delete", "--yes", "--delete-data")
+    assert done.code == 1, done.output[-3000:]
+    assert "r1: 1 file(s) not in the bucket (e.g. r1/step_10/model.pt), though on /data as Ray went away" in done.stderr
+    assert ran.resources().get("lustre") and ran.mutating_calls(before) == []
+    assert ran.invoke("storage.export").code == 0  # it copies the file this time
+    done = ran.invoke("storage.delete", "--yes", "--delete-data")
+    assert done.code == 0, done.output[-3000:]
+    assert "and the listing taken as Ray went away" in done.stderr
+    assert "lustre" not in ran.resources() and "runs/r1/step_10/model.pt" in _objects(ran)
+
+
 def test_data_guard_refuses_a_run_still_running_even_after_an_export(cloud):
     _up(cloud)
     plant_run(cloud, "live", running=True)
