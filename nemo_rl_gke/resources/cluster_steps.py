@@ -220,6 +220,13 @@ USABLE = {"cluster": ("RUNNING", "RECONCILING", "DEGRADED"), "node pool": ("RUNN
                                                                             "RECONCILING")}
 HOPELESS_STATES = ("ERROR", "STOPPING")
 SETTLE_TIMEOUT_SECONDS = 3600
+# gcloud stops waiting on a GKE operation after its own limit, exits 1 and leaves it running in GKE (gcloud 528,
+# api_lib/container/api_adapter.py WaitForOperation): "Operation [<Operation …>] is still running, check its
+# status via 'gcloud container operations describe operation-…'". The limits: `clusters create` 60 minutes,
+# `node-pools create` 30 (a GPU pool waiting for capacity takes longer), `clusters resize` 20.
+STILL_RUNNING = re.compile(r"\] is still running, check its status via 'gcloud container operations describe")
+GCLOUD_WAIT_SECONDS = 3600  # the longest of them: our own limit on a create comes after gcloud's
+CREATED_OR_UNDER_WAY = re.compile(f"{ALREADY_EXISTS.pattern}|{STILL_RUNNING.pattern}", re.IGNORECASE)
 
 
 def why_status(body: dict[str, Any]) -> str:
@@ -249,11 +256,13 @@ def _usable_check(kind: str, describe: list[str]) -> Any:
 
 
 def _create_and_settle(kind: str, title: str, create: list[str], describe: list[str], fix: str) -> Action:
-    """Create; when it already exists (an earlier run's create goes on in GKE), wait until it can be used."""
+    """Create; when it already exists (an earlier run's create goes on in GKE), or gcloud stopped waiting for it
+    (its own limit), wait until it can be used."""
     def run(r: Runner) -> str | None:
-        result = r.run(create, accept=ALREADY_EXISTS, timeout=3600)
-        if not result.already_exists:
+        result = r.run(create, accept=CREATED_OR_UNDER_WAY, timeout=GCLOUD_WAIT_SECONDS + 300)
+        if result.ok:
             return None
+        ours = not result.already_exists  # this run's create, which gcloud stopped waiting for
         seen: dict[str, str] = {}
 
         def usable() -> bool:
@@ -265,11 +274,13 @@ def _create_and_settle(kind: str, title: str, create: list[str], describe: list[
             return _usable(kind, body)
 
         if not usable():
-            r.say(f"{title} is {seen['status']}: an earlier run's create goes on in GKE; waiting for it", err=True)
+            why = ("gcloud stopped waiting for it (its own limit), and its create goes on in GKE" if ours else
+                   "an earlier run's create goes on in GKE")
+            r.say(f"{title} is {seen['status']}: {why}; waiting for it", err=True)
             if not r.poll(f"{title} ready", usable, timeout=SETTLE_TIMEOUT_SECONDS):
                 raise ToolError(f"{title} still {seen['status']} after {SETTLE_TIMEOUT_SECONDS // 60} minutes; "
                                 f"run `invoke up` again to keep waiting.", 1)
-        return "exists"
+        return None if ours else "exists"
 
     return run
 

@@ -179,10 +179,16 @@ def _resize(r: Runner, s: Settings, present: dict[str, bool | None], resizing: l
     """Resize the GPU pool to GPU_NODES (when its size differs), and have the graph upgrade the Ray release to
     as many workers."""
     from ..commands import gcloud
-    from ..resources import ray_steps
+    from ..resources import cluster_steps, ray_steps
 
     if any(d.field == "nodes" for d in resizing):
-        r.run(gcloud.node_pool_resize(s), timeout=3600)
+        result = r.run(gcloud.node_pool_resize(s), accept=cluster_steps.STILL_RUNNING,
+                       timeout=cluster_steps.GCLOUD_WAIT_SECONDS + 300)
+        if not result.ok:  # gcloud's own 20-minute limit: GKE goes on resizing
+            ray = " (the Ray cluster's wait for its workers waits for the nodes)" if present.get(ray_steps.RELEASE) \
+                else ""
+            r.say(f"gcloud stopped waiting for the GPU pool's resize to {s.GPU_NODES} nodes (its own limit); GKE goes "
+                  f"on with it{ray}.", err=True)
     if present.get(ray_steps.RELEASE):
         present[ray_steps.RELEASE] = False  # its create is `helm upgrade --install`: GPU_NODES workers, waited for
 

@@ -8,12 +8,14 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from support.fake import FakeCloud, leave_gpu_pool_provisioning, read_env_example
 
 ENV = read_env_example()
+CHART = str(Path(__file__).resolve().parents[2] / "manifests" / "ray-cluster")
 TUTORIAL_STANDARD = ["--enable-dataplane-v2", "--enable-ip-alias", "--enable-multi-networking", "--addons=RayOperator",
                      "--num-nodes=1"]
 TUTORIAL_AUTOPILOT = ["--enable-multi-networking", "--enable-ray-operator"]
@@ -132,12 +134,8 @@ def test_fake_cluster_without_the_ray_operator_or_multi_networking_lacks_their_k
     assert _gcloud(cloud, ["gcloud", "container", "clusters", "get-credentials", ENV["CLUSTER_NAME"],
                            *where]).returncode == 0
     context = f"--context=gke_{ENV['PROJECT_ID']}_{ENV['CONTROL_PLANE_LOCATION']}_{ENV['CLUSTER_NAME']}"
-    from nemo_rl_gke import raychart
-    from nemo_rl_gke.settings import load
-
-    values = raychart.values_yaml(load(allow_example=False, cwd=cloud.workdir, environ={}))  # the chart's own
-    helm = subprocess.run(["helm", "upgrade", "--install", "nemo-rl", str(raychart.CHART_DIR),
-                           "--kube-context=" + context[10:], "--namespace=default", "--values=-"], input=values,
+    helm = subprocess.run(["helm", "upgrade", "--install", "nemo-rl", CHART, "--kube-context=" + context[10:],
+                           "--namespace=default", "--values=-"], input=_values(cloud),
                           env=cloud.process_env(), cwd=cloud.workdir, capture_output=True, text=True, timeout=60)
     assert helm.returncode == 1, helm.stderr
     assert 'Error: INSTALLATION FAILED: unable to build kubernetes objects from release manifest: resource ' \
@@ -167,17 +165,28 @@ def test_fake_cluster_without_the_ray_operator_or_multi_networking_lacks_their_k
         assert feature in up.stderr, feature
 
 
+def _values(cloud: FakeCloud, **worker: object) -> str:
+    """The values ray.deploy sends (the fake's upgrade checks them with the real helm), the worker's changed."""
+    from nemo_rl_gke import raychart, render
+    from nemo_rl_gke.settings import load
+
+    values = raychart.values(load(allow_example=False, cwd=cloud.workdir, environ={}))
+    values["worker"].update(worker)
+    return render.go_yaml(values)
+
+
 def test_fake_gpu_workers_whose_selector_no_node_matches_never_schedule(cloud):
     # As the scheduler answers: a worker asking for H200 nodes on a B200 pool (or an Autopilot compute class on
     # a Standard cluster) stays Pending, Unschedulable.
     done = cloud.invoke("up", "--yes")
     assert done.code == 0, done.output[-2000:]
     context = f"gke_{ENV['PROJECT_ID']}_{ENV['CONTROL_PLANE_LOCATION']}_{ENV['CLUSTER_NAME']}"
-    for selector in ("{cloud.google.com/gke-accelerator: nvidia-h200-141gb}",
-                     "{cloud.google.com/gke-accelerator: nvidia-b200, cloud.google.com/compute-class: Performance}"):
-        helm = subprocess.run(["helm", "upgrade", "--install", "other", "chart", f"--kube-context={context}",
+    for selector in ({"cloud.google.com/gke-accelerator": "nvidia-h200-141gb"},
+                     {"cloud.google.com/gke-accelerator": "nvidia-b200",
+                      "cloud.google.com/compute-class": "Performance"}):
+        helm = subprocess.run(["helm", "upgrade", "--install", "other", CHART, f"--kube-context={context}",
                                "--namespace=default", "--values=-"],
-                              input=f"worker: {{replicas: 1, gpus: 8, nodeSelector: {selector}}}\n",
+                              input=_values(cloud, replicas=1, nodeSelector=selector),
                               env=cloud.process_env(), cwd=cloud.workdir, capture_output=True, text=True, timeout=60)
         assert helm.returncode == 0, helm.stderr
         pods = subprocess.run(["kubectl", f"--context={context}", "get", "pods", "--namespace=default",
@@ -204,9 +213,9 @@ def test_lustre_driver_turned_off_later_is_refused_and_the_fakes_pods_cannot_mou
     assert cloud.mutating_calls(since=before) == []
     # the fake, as a kubelet without the driver: a pod mounting the claim waits in ContainerCreating
     context = f"gke_{ENV['PROJECT_ID']}_{ENV['CONTROL_PLANE_LOCATION']}_{ENV['CLUSTER_NAME']}"
-    helm = subprocess.run(["helm", "upgrade", "--install", "other", "chart", f"--kube-context={context}",
+    helm = subprocess.run(["helm", "upgrade", "--install", "other", CHART, f"--kube-context={context}",
                            "--namespace=default", "--values=-"],
-                          input="data: {claimName: lustre-pvc}\nworker: {replicas: 1, gpus: 8}\n",
+                          input=_values(cloud, replicas=1),
                           env=cloud.process_env(), cwd=cloud.workdir, capture_output=True, text=True, timeout=60)
     assert helm.returncode == 0, helm.stderr
     pods = subprocess.run(["kubectl", f"--context={context}", "get", "pods", "--namespace=default",

@@ -6,6 +6,7 @@ ending in ':<context>', such as 'k8s:<context>' and 'helm:<context>')."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from .. import kubeconfig
@@ -114,23 +115,55 @@ def _create(ctx: Ctx, autopilot: bool) -> None:
     _create_provisioning(ctx, "cluster", _cluster_key(ctx, name), obj, _cluster_path(ctx, name))
 
 
+# How long gcloud waits on a GKE operation before it gives up, the operation going on (gcloud 528: the hidden
+# --timeout of `clusters create` and `node-pools create`, WaitForOperation's default for `clusters resize`).
+GCLOUD_WAITS = {("container", "clusters", "create"): 3600, ("container", "node-pools", "create"): 1800,
+                ("container", "clusters", "resize"): 1200}
+
+
+def operation_seconds(ctx: Ctx) -> float:
+    """How long GKE takes over this command's operation, in typical seconds (× FAKECLOUD_TIME_SCALE): its
+    latency, or FAKECLOUD_GKE_OPERATION_SECONDS="node-pools create=2400,…" (a GPU pool waiting for capacity)."""
+    import os
+
+    for entry in os.environ.get("FAKECLOUD_GKE_OPERATION_SECONDS", "").split(","):
+        words, _, seconds = entry.partition("=")
+        if seconds and tuple(["container", *words.split()]) == ctx.words:
+            return float(seconds)
+    return ctx.latency
+
+
+def wait_like_gcloud(ctx: Ctx, seconds: float) -> None:
+    """gcloud's wait on an operation of that many typical seconds: the whole of it, or its own limit, after which
+    it says so and exits 1, the operation going on in GKE (api_adapter.py WaitForOperation's words)."""
+    limit = GCLOUD_WAITS.get(ctx.words, seconds)
+    ctx.work(min(seconds, limit))
+    if seconds > limit:
+        operation = f"operation-{int(time.time() * 1000)}-fake"
+        op = (f"<Operation\n name: '{operation}'\n operationType: OperationTypeValueValuesEnum(CREATE_NODE_POOL, 7)"
+              f"\n status: StatusValueValuesEnum(RUNNING, 2)>")
+        ctx.err(f"Timed out waiting for operation {op}")
+        raise Fail(1, gcloud_error(ctx, f"Operation [{op}] is still running, check its status via 'gcloud "
+                                        f"container operations describe {operation}'"))
+
+
 def _create_provisioning(ctx: Ctx, kind: str, key: str, obj: dict, what: str) -> None:
     """GKE's create: the object exists at once, PROVISIONING, and becomes RUNNING when its operation ends,
-    whether or not the gcloud that asked is still there to wait (Ctrl-C does not stop GKE). A second create
-    answers 409, as GKE does. FAKECLOUD_GKE_CREATE_ERROR="message": the create ends in ERROR instead, the reason
-    in conditions[] only (v1's statusMessage is deprecated)."""
+    whether or not the gcloud that asked is still there to wait (Ctrl-C, or gcloud's own limit: it does not stop
+    GKE). A second create answers 409, as GKE does. FAKECLOUD_GKE_CREATE_ERROR="message": the create ends in
+    ERROR instead, the reason in conditions[] only (v1's statusMessage is deprecated)."""
     import os
-    import time
 
+    seconds = operation_seconds(ctx)
     with ctx.state.locked():
         if ctx.state.get(kind, key) is not None:
             raise Fail(1, gcloud_error(ctx, f"ResponseError: code=409, message=Already exists: {what}."))
-        obj.update(status="PROVISIONING", _ready_at=time.time() + ctx.latency * time_scale(), _created=time.time(),
+        obj.update(status="PROVISIONING", _ready_at=time.time() + seconds * time_scale(), _created=time.time(),
                    _error=os.environ.get("FAKECLOUD_GKE_CREATE_ERROR", ""))
         if kind == "cluster":  # GKE's Cluster says when in createTime (RFC 3339, +00:00); a NodePool does not
             obj["createTime"] = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
         ctx.state.put(kind, key, obj)
-    ctx.work()
+    wait_like_gcloud(ctx, seconds)
     ctx.err(f"Created [{what}].")
 
 

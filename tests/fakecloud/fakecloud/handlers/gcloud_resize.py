@@ -32,13 +32,15 @@ def cluster_resize(ctx: Ctx) -> None:
         raise Fail(2, gcloud_error(ctx, f"argument --num-nodes: invalid int value: '{nodes}'"))
     key = f"{ctx.project}/{location}/{cluster}/{pool_name}"
     what = f"projects/{ctx.project}/locations/{location}/clusters/{cluster}/nodePools/{pool_name}"
-    ctx.work()
     with ctx.state.locked():
         pool = ctx.state.get("nodepool", key)
         if pool is None:
             raise Fail(1, gcloud_error(ctx, f"ResponseError: code=404, message=Not found: {what}."))
-        pool["_size"] = int(nodes)
+        pool["_size"] = int(nodes)  # the instance group's target, at once; its nodes come during the operation
         ctx.state.put("nodepool", key, pool)
+    from .gcloud_container import operation_seconds, wait_like_gcloud
+
+    wait_like_gcloud(ctx, operation_seconds(ctx))
     ctx.err(f"Resizing {cluster}...\n...done.\nUpdated [https://container.googleapis.com/v1/{what}].")
 
 
