@@ -118,6 +118,7 @@ def take_lease(blob_of: Callable[[], Blob], body: LeaseBody, now: float, *, forc
 
     bounded = _bounded()
     blob = blob_of()
+    mine = json.loads(json.dumps(body))  # as read back
     try:  # the precondition makes the create atomic: of two machines, one gets 412
         blob.upload_from_string(json.dumps(body), content_type="application/json", if_generation_match=0,
                                 **bounded)
@@ -137,6 +138,10 @@ def take_lease(blob_of: Callable[[], Blob], body: LeaseBody, now: float, *, forc
         current = {}
     if not isinstance(current, dict):  # another writer's JSON that is not an object: no lease to honour
         current = {}
+    if current == mine:
+        # Our own create: it was written, but its answer was lost and the library's retry got 412 (a retried
+        # conditional write that had succeeded). The body names this process and its start to the second.
+        return read, ""
     expired = _expires(current) <= now
     ours = left is not None and left(read, current)
     if not (expired or force or ours):
@@ -145,13 +150,32 @@ def take_lease(blob_of: Callable[[], Blob], body: LeaseBody, now: float, *, forc
     try:
         replacing.upload_from_string(json.dumps(body), content_type="application/json",
                                      if_generation_match=read, **bounded)
-    except exceptions.PreconditionFailed:  # another machine took it between our read and write
-        return None, "another run took the lock at this moment"
+        generation = int(replacing.generation or 0)
+    except exceptions.PreconditionFailed:  # another machine took it between our read and write, or we did
+        found = _written_by_us(blob_of(), mine, bounded)
+        if found is None:
+            return None, "another run took the lock at this moment"
+        generation = found  # the write went through, its answer was lost and the library's retry got 412
     if ours and not expired:
         note = f"lock left by this machine's {holder_text(current)}: that run ended without releasing it"
     else:
         note = f"{'expired' if expired else 'live'} lock of {holder_text(current)}"
-    return int(replacing.generation or 0), note
+    return generation, note
+
+
+def _written_by_us(blob: Blob, mine: LeaseBody, bounded: dict[str, Any]) -> int | None:
+    """The lease's generation if it holds exactly our body (host, pid, command, since, expires), else None."""
+    import json
+
+    from google.api_core import exceptions
+
+    try:
+        blob.reload(**bounded)
+        generation = int(blob.generation or 0)
+        held = json.loads(blob.download_as_bytes(if_generation_match=generation, **bounded) or b"{}")
+    except (exceptions.NotFound, exceptions.PreconditionFailed, ValueError):
+        return None
+    return generation if held == mine else None
 
 
 def release_lease(blob: Blob, generation: int) -> None:

@@ -163,6 +163,33 @@ def test_owner_lock_free_lock_is_taken_in_one_request():
     assert taken and asked == ["create"]
 
 
+class LostAnswer(Blob):
+    """A write Cloud Storage makes whose answer is lost (a 503 or a dropped connection after the commit): the
+    library's retry of the conditional write then gets 412 (Google's retry strategy: preconditions make a retry
+    safe, not successful)."""
+
+    def upload_from_string(self, text, content_type=None, if_generation_match=None, **bounded):
+        super().upload_from_string(text, content_type, if_generation_match, **bounded)
+        raise exceptions.PreconditionFailed("the retried request: the object's generation has changed")
+
+
+def test_owner_lock_a_create_whose_answer_was_lost_is_ours_not_another_runs():
+    # Before: refused, naming this very run as the holder, and the next run here too until the lease expired.
+    store, now = Store(), time.time()
+    taken, note = lock.take_lease(lambda: LostAnswer(store), body("laptop-1", now), now, force=False)
+    assert (taken, note) == (store.generation, "")
+    lock.release_lease(Blob(store), taken)
+    assert store.data is None
+
+
+def test_owner_lock_a_replace_whose_answer_was_lost_is_ours_and_says_whose_lease_it_replaced():
+    store, now = Store(), time.time()
+    Blob(store).upload_from_string(json.dumps(body("laptop-0", now, expires_in=-1)), **lock._bounded())
+    taken, note = lock.take_lease(lambda: LostAnswer(store), body("laptop-1", now), now, force=False)
+    assert (taken, "expired lock of `invoke up` on laptop-0" in note) == (store.generation, True), note
+    assert json.loads(store.data)["host"] == "laptop-1"
+
+
 def test_owner_lock_create_race_loser_reads_the_winner():
     store, now = Store(), time.time()
 
