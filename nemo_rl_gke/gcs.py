@@ -147,10 +147,19 @@ def delete_bucket(r: Runner, s: Settings) -> str | None:
     if not is_ours(found):
         r.say(f"kept gs://{s.bucket}: not created by nemo-rl-gke (no managed-by={names.MANAGED_BY} label)", err=True)
         return "kept"
+    from .lock import lease_name
+
     try:
         bucket = gcs.bucket(s.bucket)
-        for blob in gcs.list_blobs(s.bucket, timeout=CALL_TIMEOUT, retry=retry()):
-            blob.delete(timeout=CALL_TIMEOUT, retry=retry())
+        # The deployment's lock last: it holds off other machines until the bucket goes (the teardown's last
+        # delete). An object gone already (a retry whose first try deleted it, another delete) is skipped.
+        blobs = sorted(gcs.list_blobs(s.bucket, timeout=CALL_TIMEOUT, retry=retry()),
+                       key=lambda blob: blob.name == lease_name(s))
+        for blob in blobs:
+            try:
+                blob.delete(timeout=CALL_TIMEOUT, retry=retry())
+            except exceptions.NotFound:
+                continue
         bucket.delete(timeout=CALL_TIMEOUT, retry=retry())
     except exceptions.NotFound:
         return "absent"

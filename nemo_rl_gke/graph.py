@@ -257,6 +257,8 @@ def destroy(runner: Runner, steps: Sequence[Step], *, delete_data: bool = False,
                 if present[dep].delete is None and parent in present and parent != waiter:
                     dependents[parent].add(waiter)
     kept = kept_steps(steps, consent, keep)
+    for last in [step for step in steps if step.delete_last and step.name not in kept]:
+        dependents[last.name] |= {step.name for step in steps if step.name != last.name and not step.delete_last}
     blocked = stuck(steps, {name: set(waiting) for name, waiting in dependents.items()})
     if blocked:
         raise _stall_error(blocked, dependents, "the teardown graph cannot run")

@@ -56,6 +56,9 @@ class Step:
     guard: Guard | None = None  # checked before any delete of a teardown that would delete this step
     present: Check | None = None  # exists in any state (a Lustre instance still CREATING); default: exists
     shared: bool = False  # other deployments (CLUSTER_NAMEs) in the project may use it: networks, storage
+    # Its delete waits for every other delete of the teardown: the bucket, which holds the deployment's lock (the
+    # lease object): deleted early, the rest of the teardown ran with no lock for another machine to meet.
+    delete_last: bool = False
 
     def is_present(self, runner: Runner) -> bool:
         """There is something to delete or keep (`exists` may mean "ready": what `apply` skips)."""

@@ -289,7 +289,7 @@ def _bucket_steps(s: Settings, inv: Inventory) -> list[Step]:
              lambda r: gcs.bucket_exists(r, s, functools.partial(number, r)),
              lambda r: gcs.create_bucket(r, s, functools.partial(number, r)), lambda r: gcs.delete_bucket(r, s),
              holds_data=True, consent="user_owned" if s.GS_BUCKET_EXISTING else "delete_bucket",
-             guard=data_guard.bucket_guard(s), shared=True, create_seconds=3, delete_seconds=5),
+             guard=data_guard.bucket_guard(s), shared=True, create_seconds=3, delete_seconds=5, delete_last=True),
         Step(BINDING, f"{buckets.OBJECT_USER_ROLE} on gs://{s.bucket} for {s.NAMESPACE}/{s.KSA_NAME}",
              lambda r: gcs.binding_exists(r, s, functools.partial(number, r)),
              lambda r: gcs.ensure_binding(r, s, number(r)),

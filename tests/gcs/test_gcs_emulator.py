@@ -170,6 +170,35 @@ def test_gcs_delete_bucket_removes_it_with_its_objects(gcs_emulator):
     assert gcs.bucket_exists(r, s, NUMBER) is False
 
 
+def test_gcs_delete_bucket_deletes_the_lock_last_and_goes_on_past_an_object_gone_already(gcs_emulator, monkeypatch):
+    from google.api_core import exceptions
+    from google.cloud.storage import Blob
+
+    from nemo_rl_gke import lock
+
+    s = make_settings()
+    r = runner()
+    gcs.create_bucket(r, s, NUMBER)
+    bucket = gcs_client.client(s).bucket(s.bucket)
+    for name in ("a-first", lock.lease_name(s), "runs/a/x", "runs/b/y", "zz-last"):
+        bucket.blob(name).upload_from_string("1")
+    deleted: list[str] = []
+    original = Blob.delete
+
+    def delete(self, *args, **kwargs):
+        if self.name == "runs/a/x" and not deleted.count("gone"):  # deleted by another call meanwhile: 404
+            deleted.append("gone")
+            original(self, *args, **kwargs)
+            raise exceptions.NotFound("No such object")
+        deleted.append(self.name)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Blob, "delete", delete)
+    assert gcs.delete_bucket(r, s) is None
+    assert deleted[-1] == lock.lease_name(s) and "runs/b/y" in deleted and "zz-last" in deleted, deleted
+    assert gcs.bucket_exists(r, s, NUMBER) is False
+
+
 def test_gcs_dry_create_touches_no_server(gcs_emulator):
     s = make_settings()
     r = runner(dry=True)

@@ -167,6 +167,22 @@ def test_destroy_runs_backwards_and_keeps_data_with_its_dependencies():
     assert w.log[1:] == ["delete storage.lustre", "delete storage.peering", "delete net.n"]
 
 
+def test_destroy_deletes_a_delete_last_step_after_every_other_and_only_when_it_goes():
+    # The bucket holds the deployment's lock: it goes last, after the slow deletes, not beside them.
+    w = World(present={"net.n", "storage.bucket", "storage.binding", "cluster.c"})
+    steps = [w.step("net.n"), w.step("cluster.c", deps=("net.n",), slow=0.2),
+             w.step("storage.bucket", delete_last=True, consent="delete_bucket", holds_data=True),
+             w.step("storage.binding", deps=("storage.bucket",))]
+    graph.destroy(runner(), steps, consent=Consent(delete_data=True, delete_bucket=True))
+    assert w.log[-1] == "delete storage.bucket" and len(w.log) == 4, w.log
+    kept = World(present={"net.n", "storage.bucket", "cluster.c"})
+    steps = [kept.step("net.n"), kept.step("cluster.c", deps=("net.n",), slow=0.2),
+             kept.step("storage.bucket", delete_last=True, consent="delete_bucket", holds_data=True)]
+    report = graph.destroy(runner(), steps, consent=Consent(delete_data=True))
+    assert kept.log == ["delete cluster.c", "delete net.n"]
+    assert [s.name for s in report.by_outcome("kept")] == ["storage.bucket"]
+
+
 def test_destroy_waits_for_the_parent_of_in_cluster_objects():
     # The GPU pool goes with the cluster; its subnets may only go after the cluster is gone.
     w = World(present={"net.sub", "cluster.c"})
