@@ -94,7 +94,8 @@ def failed_not_found(exc: ToolError) -> bool:
 
 
 # This machine has no kubeconfig context for the cluster: kubectl "context was not found for specified context"
-# (get, delete) or "error: context \"X\" does not exist" (apply, exec, wait), helm "Kubernetes cluster unreachable:
+# (get, delete, exec without --namespace) or "error: context \"X\" does not exist" (with --namespace, and apply
+# and wait always; kubectl 1.27-1.33), helm "Kubernetes cluster unreachable:
 # context \"X\" does not exist". A failure says how to fetch it.
 NO_CONTEXT = re.compile(r"context was not found for specified context|context \"[^\"]*\" does not exist",
                         re.IGNORECASE)

@@ -109,6 +109,7 @@ def ready_head(r: Runner, s: Settings, *, ray: bool = False) -> tuple[str, list[
     import json
 
     from .. import names
+    from ..runner import NO_CONTEXT
     from ..tools import CommandFailed, ToolError
     from . import kube_context
     from .ray_steps import pods_argv
@@ -120,7 +121,7 @@ def ready_head(r: Runner, s: Settings, *, ray: bool = False) -> tuple[str, list[
     if not result.ok:
         hint = (f" This machine's kubeconfig has no context for cluster {s.CLUSTER_NAME}: `invoke "
                 f"cluster.credentials` fetches it (`invoke up` if the cluster is gone)."
-                if "context was not found" in result.stderr else "")
+                if NO_CONTEXT.search(result.stderr) else "")
         raise CommandFailed(f"cannot list the Ray pods: {result.stderr.strip()}{hint}", result.exit_code)
     items = json.loads(result.stdout or "{}").get("items", [])
     heads = [p for p in items if p.get("metadata", {}).get("labels", {}).get("ray.io/node-type") == "head"]

@@ -404,6 +404,18 @@ def test_job_submit_whose_stream_dropped_is_not_sent_twice_and_says_how_to_check
     wait_for(lambda: (run_dir(cloud, "dropped") / "pid").exists(), "the run the script started anyway")
 
 
+@pytest.mark.parametrize("said", [
+    "error: cannot exec into a container in a completed pod; current phase is Failed",  # the head ended meanwhile
+    "error: container ray-head is not valid for pod nemo-rl-head-x out of: ray-head-2",
+    "The connection to the server 34.1.2.3:443 was refused - did you specify the right host or port?",
+])
+def test_job_submit_knows_kubectls_refusals_before_any_stream(said):
+    # kubectl's words (pkg/cmd/exec, client-go) for an exec that never reached the pod: no "may start anyway".
+    from nemo_rl_gke.tasks import job
+
+    assert job._before_any_stream().search(said)
+
+
 def test_job_submit_that_kubectl_refused_before_any_stream_says_nothing_may_start(cloud):
     # Forbidden (or no such pod): the script never reached the pod, so no "may start anyway".
     done = cloud.invoke("job.submit", "qwen2.5-1.5b-gsm8k", "--id=refused", *FAST,

@@ -96,7 +96,8 @@ def test_stale_context_job_tasks_say_why_in_seconds(fake, tmp_path):
     assert "removed it" in status.stderr and "i/o timeout" not in status.output
     assert CONTEXT not in contexts(here)
     again = on(fake, here, "job.status")  # at once now: kubectl knows no such context
-    assert again.code != 0 and "context was not found" in again.stderr, again.output
+    assert again.code != 0 and f'context "{CONTEXT}" does not exist' in again.stderr, again.output  # --namespace
+    assert "`invoke cluster.credentials` fetches it" in again.stderr
     assert "removed it" not in again.stderr
 
 

@@ -60,8 +60,10 @@ def store_kind(ctx: Ctx) -> str:
     context = ctx.flag("--context")
     if not context:
         raise Fail(1, "error: no --context given (the fake insists, as our code always names one)")
-    if kubeconfig.reachable(ctx, str(context)) is None:  # kubectl 1.30-1.33's words (helm says it its own way)
-        if ctx.words and ctx.words[0] in ("apply", "exec", "wait"):  # these load the kubeconfig another way
+    if kubeconfig.reachable(ctx, str(context)) is None:  # kubectl 1.27-1.33's words (helm says it its own way)
+        # The namespace flag has kubectl read the kubeconfig early, and so do apply and wait: "does not exist";
+        # otherwise (get, delete, exec without --namespace) client-go's "Error in configuration".
+        if ctx.flag("--namespace") or (ctx.words and ctx.words[0] in ("apply", "wait")):
             raise Fail(1, f'error: context "{context}" does not exist')
         raise Fail(1, f"Error in configuration: context was not found for specified context: {context}")
     from .ray_pods import sweep_gone  # pods whose shutdown has ended are gone before anything reads them
@@ -486,9 +488,13 @@ def exec_(ctx: Ctx) -> int:
         raise Fail(1, f'Error from server (NotFound): pods "{pod_name}" not found')
     container = str(ctx.flag("--container", ""))
     containers = [c["name"] for c in pod.get("spec", {}).get("containers", [])]
+    phase = with_status(pod).get("status", {}).get("phase")
+    if phase in ("Succeeded", "Failed"):  # kubectl's own check, before it opens any stream (pkg/cmd/exec)
+        raise Fail(1, f"error: cannot exec into a container in a completed pod; current phase is {phase}")
     if container and containers and container not in containers:
-        raise Fail(1, f"error: container {container} not found in pod {pod_name}")
-    if with_status(pod).get("status", {}).get("phase") not in (None, "Running"):
+        raise Fail(1, f"error: container {container} is not valid for pod {pod_name} out of: "
+                      f"{', '.join(containers)}")
+    if phase not in (None, "Running"):
         raise Fail(1, f"error: unable to upgrade connection: pod {pod_name} is not running")
     if not ctx.after_dashdash:
         raise Fail(1, "error: you must specify at least one command for the container")
