@@ -68,6 +68,9 @@ def _where(s: Settings) -> str:
 
 
 LEASE_SECONDS = 3 * 3600  # longer than any one task (Lustre and a cluster: under an hour each)
+# A run renews its lease while it lasts, every third of it (storage.export waits up to 6 h; a question may wait
+# longer): in the object's metadata, so its generation, which every later request is conditioned on, stays.
+RENEW_SECONDS = LEASE_SECONDS / 3
 
 
 def lease_name(s: Settings) -> str:
@@ -142,6 +145,9 @@ def take_lease(blob_of: Callable[[], Blob], body: LeaseBody, now: float, *, forc
         # Our own create: it was written, but its answer was lost and the library's retry got 412 (a retried
         # conditional write that had succeeded). The body names this process and its start to the second.
         return read, ""
+    renewed = _renewed_until(held)
+    if current and renewed > _expires(current):  # its holder renewed it (renew_lease): it lasts until then
+        current = {**current, "expires": renewed}
     expired = _expires(current) <= now
     ours = left is not None and left(read, current)
     if not (expired or force or ours):
@@ -178,6 +184,42 @@ def _written_by_us(blob: Blob, mine: LeaseBody, bounded: dict[str, Any]) -> int 
     return generation if held == mine else None
 
 
+def _renewed_until(blob: Blob) -> float:
+    """The expiry a renewal wrote in the lease's metadata (epoch seconds), 0 without one."""
+    try:
+        until = float((getattr(blob, "metadata", None) or {}).get("expires") or 0)
+    except (TypeError, ValueError):
+        return 0.0
+    return _expires({"expires": until})
+
+
+def renew_lease(blob: Blob, generation: int, now: float) -> bool:
+    """Extend our lease to now + LEASE_SECONDS (its metadata's `expires`, which take_lease reads beside the
+    body's). False when it is no longer ours (taken over, or gone)."""
+    from google.api_core import exceptions
+
+    blob.metadata = {"expires": repr(now + LEASE_SECONDS)}
+    try:
+        blob.patch(if_generation_match=generation, **_bounded())
+    except (exceptions.NotFound, exceptions.PreconditionFailed):
+        return False
+    return True
+
+
+def _renewing(blob_of: Callable[[], Blob], generation: int, stop: Any) -> None:
+    """The lease renewed every RENEW_SECONDS until stop is set; a lease no longer ours is said once, and left."""
+    import time
+
+    while not stop.wait(RENEW_SECONDS):
+        try:
+            if not renew_lease(blob_of(), generation, time.time()):
+                print("warning: this run's lock was taken over (--force-unlock elsewhere) or removed: another run "
+                      "may now change the same deployment.", file=sys.stderr)
+                return
+        except Exception:  # noqa: BLE001 - a failed renewal is tried again at the next interval
+            continue
+
+
 def release_lease(blob: Blob, generation: int) -> None:
     from google.api_core import exceptions
 
@@ -197,8 +239,10 @@ def _bounded() -> dict[str, Any]:
 
 @contextmanager
 def bucket_lease(s: Settings, what: str, *, force: bool = False) -> Iterator[int | None]:
-    """Hold the deployment's lease in its bucket (nothing if the bucket does not exist yet). Under state_lock: the
-    record of the lease taken (left_record) is this machine's, one run at a time."""
+    """Hold the deployment's lease in its bucket (nothing if the bucket does not exist yet), renewed while it is
+    held (RENEW_SECONDS). Under state_lock: the record of the lease taken (left_record) is this machine's, one run
+    at a time."""
+    import threading
     import time
 
     from . import gcs_client, tools
@@ -215,6 +259,7 @@ def bucket_lease(s: Settings, what: str, *, force: bool = False) -> Iterator[int
         return left_by_a_run_here(s, kept, generation, body)
 
     generation: int | None = None
+    stop = threading.Event()
     try:
         # Ctrl-C, SIGTERM or SIGHUP in the take or the release (tools.deferring) comes after it, inside this try: a
         # lease created without its record, or left unreleased, would refuse every machine for 3 hours.
@@ -226,8 +271,12 @@ def bucket_lease(s: Settings, what: str, *, force: bool = False) -> Iterator[int
         if note:
             print(f"--force-unlock: took over the {note}." if force else f"note: took over the {note}.",
                   file=sys.stderr)
+        renewal = threading.Thread(target=_renewing, args=(blob_of, generation, stop), daemon=True,
+                                   name="lease renewal")
+        renewal.start()
         yield generation
     finally:
+        stop.set()
         if generation is not None:
             with tools.deferring():  # first: nothing between the body's end and the release a signal could cut
                 HELD.remove((s, what, generation))

@@ -251,6 +251,56 @@ def _race_and_stale_release(client, GcsBlob) -> None:  # noqa: N803 - the class
     assert json.loads(bucket.blob(name).download_as_bytes())["host"] == "laptop-4"
 
 
+def test_owner_lock_a_renewed_lease_outlives_its_first_term_and_no_more():
+    """storage.export waits up to 6 hours under a 3-hour lease: its renewals (the object's metadata, the
+    generation kept) must hold off another machine after the body's expiry, and only until the renewed one."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    from support.gcs_emulator import running_emulator
+
+    with running_emulator() as emulator:
+        client = storage.Client(project=PROJECT, credentials=AnonymousCredentials(),
+                                client_options={"api_endpoint": emulator.host})
+        bucket, now = client.create_bucket("lease-renew"), time.time()
+        name = "nemo-rl-gke/lock-nemo-rl.json"
+        taken, _ = lock.take_lease(lambda: bucket.blob(name), lock.lease_body("storage.export", now, host="laptop-1",
+                                                                               pid=1), now, force=False)
+        assert taken and lock.renew_lease(bucket.blob(name), taken, now + 2 * 3600)
+        assert bucket.get_blob(name).generation == taken  # every later request is conditioned on it
+        later = now + lock.LEASE_SECONDS + 60  # the body's expiry has passed, the renewal's has not
+        refused, note = lock.take_lease(lambda: bucket.blob(name), body("laptop-2", later), later, force=False)
+        assert (refused, "laptop-1" in note) == (None, True), note
+        ended = now + 2 * 3600 + lock.LEASE_SECONDS + 60
+        replaced, note = lock.take_lease(lambda: bucket.blob(name), body("laptop-2", ended), ended, force=False)
+        assert replaced and "expired lock" in note
+        assert not lock.renew_lease(bucket.blob(name), taken, ended)  # not ours any more: never renewed again
+
+
+def test_owner_lock_is_renewed_while_it_is_held(tmp_path, monkeypatch):
+    from nemo_rl_gke import gcs_client
+    from support.gcs_emulator import running_emulator
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(lock, "RENEW_SECONDS", 0.05)
+    s = example_settings()
+    with running_emulator() as emulator:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", emulator.host)
+        gcs_client.client(s).create_bucket(s.bucket)
+        with lock.bucket_lease(s, "storage.export") as generation:
+            blob = gcs_client.client(s).bucket(s.bucket).blob(lock.lease_name(s))
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                blob.reload()
+                if (blob.metadata or {}).get("expires"):
+                    break
+                time.sleep(0.05)
+            renewed = float((blob.metadata or {}).get("expires", 0))
+            assert blob.generation == generation
+            assert renewed > json.loads(blob.download_as_bytes())["expires"], blob.metadata
+        assert gcs_client.client(s).bucket(s.bucket).get_blob(lock.lease_name(s)) is None  # let go
+
+
 def _client(cloud: FakeCloud):
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import storage

@@ -90,7 +90,7 @@ def _honour_generation_preconditions() -> None:
         return wrapped
 
     swapped = {handler: guarded(handler) for handler in (objects.insert, objects.get, objects.delete,
-                                                         objects.download, objects.upload_partial)}
+                                                         objects.download, objects.upload_partial, objects.patch)}
     for _regex, handlers in server.HANDLERS:
         for method, handler in list(handlers.items()):
             if handler in swapped:
