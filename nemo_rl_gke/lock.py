@@ -382,8 +382,13 @@ def _lease_now(s: Settings) -> tuple[int, LeaseBody] | None:
     if blob is None:
         return None
     generation = int(blob.generation or 0)  # before the download, which sets it from the response's headers
+    renewed = _renewed_until(blob)
     body: LeaseBody = json.loads(blob.download_as_bytes(**bounded) or b"{}")
-    return generation, body if isinstance(body, dict) else {}
+    if not isinstance(body, dict):
+        return generation, {}
+    if body and renewed > _expires(body):  # renewed by its holder (renew_lease): it lasts until then
+        body = {**body, "expires": renewed}
+    return generation, body
 
 
 TEARDOWN = ("down", "clean", "delete")  # the commands that delete (`down`, `clean.*`, `*.delete`)

@@ -277,6 +277,24 @@ def test_owner_lock_a_renewed_lease_outlives_its_first_term_and_no_more():
         assert not lock.renew_lease(bucket.blob(name), taken, ended)  # not ours any more: never renewed again
 
 
+def test_owner_lock_a_teardown_past_its_first_term_still_refuses_job_submit(tmp_path, monkeypatch):
+    from nemo_rl_gke import gcs_client
+    from support.gcs_emulator import running_emulator
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    s = example_settings()
+    with running_emulator() as emulator:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", emulator.host)
+        gcs_client.client(s).create_bucket(s.bucket)
+        blob = gcs_client.client(s).bucket(s.bucket).blob(lock.lease_name(s))
+        started = time.time() - lock.LEASE_SECONDS - 60  # a long `down` on another machine, renewed since
+        blob.upload_from_string(json.dumps(lock.lease_body("down", started, host="ci-runner-7", pid=4242)))
+        assert lock.teardown_holding(s) is None  # its first term is over
+        assert lock.renew_lease(gcs_client.client(s).bucket(s.bucket).get_blob(lock.lease_name(s)),
+                                blob.generation, time.time())
+        assert "ci-runner-7" in (lock.teardown_holding(s) or "")
+
+
 def test_owner_lock_is_renewed_while_it_is_held(tmp_path, monkeypatch):
     from nemo_rl_gke import gcs_client
     from support.gcs_emulator import running_emulator
