@@ -163,6 +163,12 @@ def delete_bucket(r: Runner, s: Settings) -> str | None:
         bucket.delete(timeout=CALL_TIMEOUT, retry=retry())
     except exceptions.NotFound:
         return "absent"
+    except exceptions.Conflict as exc:
+        # Every object is deleted, yet not empty: something wrote meanwhile, or (not verified) the folders of
+        # a hierarchical-namespace bucket, which google-cloud-storage cannot delete and gcloud's rm -r does.
+        raise api_error(f"deleting gs://{s.bucket}", exc, hint=(
+            f"its objects were deleted. If it still holds folders (a hierarchical-namespace bucket keeps them), "
+            f"`gcloud storage rm --recursive gs://{s.bucket}` deletes them and the bucket")) from None
     except exceptions.GoogleAPICallError as exc:
         raise api_error(f"deleting gs://{s.bucket}", exc) from None
     return None

@@ -116,6 +116,6 @@ def client(s: Settings) -> Client:
                            f"`gcloud auth application-default login` and try again.") from None
 
 
-def api_error(what: str, exc: Exception) -> StorageError:
+def api_error(what: str, exc: Exception, *, hint: str = "") -> StorageError:
     message = getattr(exc, "message", None) or str(exc)
-    return StorageError(f"Cloud Storage: {what} failed: {message}")
+    return StorageError(f"Cloud Storage: {what} failed: {message}" + (f"; {hint}" if hint else ""))

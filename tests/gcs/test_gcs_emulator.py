@@ -199,6 +199,24 @@ def test_gcs_delete_bucket_deletes_the_lock_last_and_goes_on_past_an_object_gone
     assert gcs.bucket_exists(r, s, NUMBER) is False
 
 
+def test_gcs_delete_bucket_that_is_not_empty_after_its_objects_says_what_deletes_the_rest(gcs_emulator,
+                                                                                          monkeypatch):
+    from google.api_core import exceptions
+    from google.cloud.storage import Bucket
+
+    s = make_settings()
+    r = runner()
+    gcs.create_bucket(r, s, NUMBER)
+
+    def conflict(self, *args, **kwargs):  # Cloud Storage's 409 (the emulator keeps no folders to refuse on)
+        raise exceptions.Conflict("The bucket you tried to delete is not empty.")
+
+    monkeypatch.setattr(Bucket, "delete", conflict)
+    with pytest.raises(gcs_client.StorageError) as refused:
+        gcs.delete_bucket(r, s)
+    assert f"`gcloud storage rm --recursive gs://{s.bucket}` deletes them and the bucket" in str(refused.value)
+
+
 def test_gcs_dry_create_touches_no_server(gcs_emulator):
     s = make_settings()
     r = runner(dry=True)
