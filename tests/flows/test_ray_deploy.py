@@ -121,7 +121,7 @@ def test_fake_helm_upgrade_reads_and_checks_values_as_helm_does(cloud):
                           input="podTemplateHash: 0123456789012345\n",
                           env=cloud.process_env(), capture_output=True, text=True, check=False)
     assert done.returncode == 1, done.stderr
-    assert done.stderr.startswith("Error: INSTALLATION FAILED: values don't meet the specifications of the schema")
+    assert done.stderr.startswith("Error: values don't meet the specifications of the schema")  # upgrade --install
     assert "podTemplateHash: Invalid type. Expected: string" in done.stderr
     assert "default/nemo-rl" not in cloud.resources().get(f"helm:{CONTEXT}", {})
 

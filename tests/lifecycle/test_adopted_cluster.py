@@ -138,7 +138,7 @@ def test_fake_cluster_without_the_ray_operator_or_multi_networking_lacks_their_k
                            "--namespace=default", "--values=-"], input=_values(cloud),
                           env=cloud.process_env(), cwd=cloud.workdir, capture_output=True, text=True, timeout=60)
     assert helm.returncode == 1, helm.stderr
-    assert 'Error: INSTALLATION FAILED: unable to build kubernetes objects from release manifest: resource ' \
+    assert 'Error: unable to build kubernetes objects from release manifest: resource ' \
            'mapping not found for name: "nemo-rl" namespace: "default" from "": no matches for kind "RayCluster" in ' \
            'version "ray.io/v1"' in helm.stderr
     mapping = ("apiVersion: networking.gke.io/v1\nkind: GKENetworkParamSet\nmetadata: {name: gvnic-1}\n"

@@ -74,7 +74,7 @@ FAULT_TEXT = {
     "permanent": {
         "gcloud": "ERROR: (gcloud) INVALID_ARGUMENT: injected permanent failure; code=400",
         "kubectl": "Error from server (Forbidden): injected permanent failure",
-        "helm": "Error: INSTALLATION FAILED: injected permanent failure",
+        "helm": "Error: injected permanent failure",
     },
 }
 

@@ -65,7 +65,9 @@ def upgrade(ctx: Ctx) -> int:
     release, chart = ctx.positionals
     context, namespace = _context(ctx), _namespace(ctx)
     if namespace not in namespaces(ctx, context) and not ctx.flag("--create-namespace"):
-        raise Fail(1, f'Error: INSTALLATION FAILED: create: failed to create: namespaces "{namespace}" not found')
+        # `upgrade --install` of a new release returns runInstall's error as it is (cmd/helm/upgrade.go); only
+        # `helm install` says "INSTALLATION FAILED:" (cmd/helm/install.go), and an upgrade "UPGRADE FAILED:".
+        raise Fail(1, f'Error: create: failed to create: namespaces "{namespace}" not found')
     if ctx.flag("--set") or ctx.flag("--set-string"):
         raise Fail(1, "Error: fakecloud: our code passes values on stdin, never with --set")
     source = ctx.flag("--values")
@@ -82,11 +84,10 @@ def upgrade(ctx: Ctx) -> int:
     if last and last.get("status") == "uninstalling":
         raise Fail(1, f'Error: UPGRADE FAILED: "{release}" has no deployed releases')
     # Then the values, read and checked as the chart is rendered, before any object is built.
-    _check_values(release, chart, namespace, text, "UPGRADE FAILED" if last else "INSTALLATION FAILED")
+    _check_values(release, chart, namespace, text, "UPGRADE FAILED: " if last else "")
     if kubeconfig.missing_kind(ctx, context, "ray.io/v1", "RayCluster"):  # no Ray operator add-on
         failed = ("UPGRADE FAILED: unable to build kubernetes objects from current release manifest"
-                  if ctx.state.get(kind, key) else
-                  "INSTALLATION FAILED: unable to build kubernetes objects from release manifest")
+                  if ctx.state.get(kind, key) else "unable to build kubernetes objects from release manifest")
         name = ray_pods.cluster_name(release, values)
         raise Fail(1, f"Error: {failed}: {kubeconfig.no_mapping(name, namespace, '', 'ray.io/v1', 'RayCluster')}")
     with ctx.state.locked():
@@ -200,6 +201,7 @@ def real_helm() -> str | None:
 
 
 def _check_values(release: str, chart: str, namespace: str, values_text: str, failed: str) -> None:
+    # failed: the prefix helm puts before the error ("UPGRADE FAILED: " for an existing release, none otherwise)
     """The values as helm reads them: Go's YAML (which takes "0123456789012345" or "1e5" unquoted for a number,
     where PyYAML reads a string), then the chart's values.schema.json and its templates; the real helm does
     both, so an upgrade fails where the real one would, in its words."""
@@ -223,7 +225,7 @@ def _check_values(release: str, chart: str, namespace: str, values_text: str, fa
         return
     done = subprocess.run(argv, input=values_text, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise Fail(1, f"Error: {failed}: {done.stderr.strip().removeprefix('Error: ')}")
+        raise Fail(1, f"Error: {failed}{done.stderr.strip().removeprefix('Error: ')}")
     passed.parent.mkdir(exist_ok=True)
     passed.touch()
 
