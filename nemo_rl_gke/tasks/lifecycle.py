@@ -185,8 +185,9 @@ def _resize(r: Runner, s: Settings, present: dict[str, bool | None], resizing: l
         result = r.run(gcloud.node_pool_resize(s), accept=cluster_steps.STILL_RUNNING,
                        timeout=cluster_steps.GCLOUD_WAIT_SECONDS + 300)
         if not result.ok:  # gcloud's own 20-minute limit: GKE goes on resizing
-            ray = " (the Ray cluster's wait for its workers waits for the nodes)" if present.get(ray_steps.RELEASE) \
-                else ""
+            minutes = ray_steps.READY_TIMEOUT_SECONDS // 60
+            ray = (f" (the Ray cluster's wait for its workers, {minutes:.0f} minutes at most, waits for the nodes; "
+                   f"`invoke up` again waits longer)" if present.get(ray_steps.RELEASE) else "")
             r.say(f"gcloud stopped waiting for the GPU pool's resize to {s.GPU_NODES} nodes (its own limit); GKE goes "
                   f"on with it{ray}.", err=True)
     if present.get(ray_steps.RELEASE):

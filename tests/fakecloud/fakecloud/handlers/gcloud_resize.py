@@ -5,6 +5,7 @@ the pool's private `_size` (per zone), so deleting the pool or the cluster takes
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from ..core import Ctx, Fail, command, gcloud_error
@@ -15,9 +16,19 @@ def group_url(project: str, zone: str, cluster: str, pool: str) -> str:
             f"gke-{cluster}-{pool}-0f1e2d3c-grp")[:200]
 
 
-def pool_size(pool: dict[str, Any]) -> int:
-    """The pool's current size per zone."""
+def target_size(pool: dict[str, Any]) -> int:
+    """The pool's size per zone as its instance groups' targetSize says it: a resize's, at once."""
     return int(pool.get("_size", pool.get("initialNodeCount", 0)))
+
+
+def pool_size(pool: dict[str, Any]) -> int:
+    """The nodes the pool has per zone now: during a resize that grows it, its old size until the resize's
+    operation ends (the new VMs come up meanwhile); a shrink takes them away at once."""
+    import time
+
+    if time.time() < float(pool.get("_resized_at") or 0):
+        return min(target_size(pool), int(pool.get("_size_before", target_size(pool))))
+    return target_size(pool)
 
 
 @command("gcloud", "container", "clusters", "resize", mutating=True, latency=300)
@@ -36,11 +47,14 @@ def cluster_resize(ctx: Ctx) -> None:
         pool = ctx.state.get("nodepool", key)
         if pool is None:
             raise Fail(1, gcloud_error(ctx, f"ResponseError: code=404, message=Not found: {what}."))
-        pool["_size"] = int(nodes)  # the instance group's target, at once; its nodes come during the operation
-        ctx.state.put("nodepool", key, pool)
-    from .gcloud_container import operation_seconds, wait_like_gcloud
+        from ..core import time_scale
+        from .gcloud_container import operation_seconds, wait_like_gcloud
 
-    wait_like_gcloud(ctx, operation_seconds(ctx))
+        seconds = operation_seconds(ctx)
+        # The instance group's target at once; its new nodes when the operation ends (FAKECLOUD_TIME_SCALE).
+        pool.update(_size_before=pool_size(pool), _size=int(nodes), _resized_at=time.time() + seconds * time_scale())
+        ctx.state.put("nodepool", key, pool)
+    wait_like_gcloud(ctx, seconds)
     ctx.err(f"Resizing {cluster}...\n...done.\nUpdated [https://container.googleapis.com/v1/{what}].")
 
 
@@ -51,7 +65,7 @@ def group_describe(ctx: Ctx) -> None:
         urls = pool.get("instanceGroupUrls") or []
         if any(url.endswith(f"/zones/{zone}/instanceGroupManagers/{name}") for url in urls):
             ctx.work()
-            ctx.emit({"name": name, "baseInstanceName": name.removesuffix("-grp"), "targetSize": pool_size(pool),
+            ctx.emit({"name": name, "baseInstanceName": name.removesuffix("-grp"), "targetSize": target_size(pool),
                       "zone": f"https://www.googleapis.com/compute/v1/projects/{ctx.project}/zones/{zone}",
                       "status": {"isStable": True}})
             return

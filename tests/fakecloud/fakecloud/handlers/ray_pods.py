@@ -52,9 +52,21 @@ def gpu_capacity(ctx: Ctx, context: str) -> int | None:
     if kube.get("autopilot"):
         return None
     pool = ctx.state.get("nodepool", f"{kube.get('cluster')}/gpu-pool")
-    from .gcloud_resize import pool_size  # the size now, after any resize (not initialNodeCount)
+    from .gcloud_resize import target_size  # the size a resize asked for (not initialNodeCount)
 
-    return pool_size(pool) * max(1, len(pool.get("locations") or [])) if pool else 0
+    return target_size(pool) * max(1, len(pool.get("locations") or [])) if pool else 0
+
+
+def gpu_nodes_now(ctx: Ctx, context: str) -> tuple[int, float]:
+    """(the GPU nodes up now, when the rest a resize asked for come up): a worker past them stays Pending until
+    then, and the scheduler places it once they register."""
+    kube = ctx.state.get("kubecontext", context) or {}
+    pool = ctx.state.get("nodepool", f"{kube.get('cluster')}/gpu-pool")
+    if kube.get("autopilot") or pool is None:
+        return 1 << 30, 0.0
+    from .gcloud_resize import pool_size
+
+    return pool_size(pool) * max(1, len(pool.get("locations") or [])), float(pool.get("_resized_at") or 0)
 
 
 def unmatched_nodes(ctx: Ctx, context: str, selector: dict[str, str]) -> int:
@@ -168,6 +180,7 @@ def sync(
     replicas = int(worker.get("replicas", 1))
     gpus = int(worker.get("gpus", 8))
     capacity = gpu_capacity(ctx, context)
+    up_now, coming_at = gpu_nodes_now(ctx, context)
     unmatched = unmatched_nodes(ctx, context, dict(worker.get("nodeSelector") or {}))
     ready_at = time.time() + ready_in * time_scale()
     annotations = {POD_TEMPLATE_HASH: str(values["podTemplateHash"])} if values.get("podTemplateHash") else {}
@@ -245,6 +258,9 @@ def sync(
                 pod["_never_ready"] = True
                 pod["status"] = {"conditions": [unschedulable(capacity)]}
             elif pod_gpus:
+                if workers_placed >= up_now:  # its node is still coming up (a resize): Pending until it has
+                    pod["_ready_at"] = max(ready_at, coming_at + (ready_at - time.time()))
+                    pod["_running_at"] = pod["_ready_at"] - start * time_scale()
                 workers_placed += 1
             ctx.state.put(skind, key_of("Pod", namespace, name), pod)
 
