@@ -328,6 +328,19 @@ def write_export_record(s: Settings, record_json: str, name: str = exports.EXPOR
 
 
 @bounded
+def drop_record(s: Settings, name: str) -> None:
+    """Delete one of our records (gone already, or no bucket: nothing to do)."""
+    from google.api_core import exceptions
+
+    try:
+        client(s).bucket(s.bucket).blob(name).delete(timeout=CALL_TIMEOUT, retry=retry())
+    except exceptions.NotFound:
+        return
+    except exceptions.GoogleAPICallError as exc:
+        raise api_error(f"deleting gs://{s.bucket}/{name}", exc) from None
+
+
+@bounded
 def read_export_record(s: Settings, name: str = exports.EXPORT_MARKER) -> str | None:
     from google.api_core import exceptions
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import gcs, gcs_client, names
-from ..commands import buckets, gcloud, kube_objects, kubectl, lustre
+from ..commands import buckets, exports, gcloud, kube_objects, kubectl, lustre
 from ..runner import ALREADY_EXISTS, NO_CONTEXT, Result, Runner, last_lines
 from ..settings import Settings
 from ..steps import Action, Check, Step
@@ -206,7 +206,16 @@ def _lustre_delete(s: Settings, inv: Inventory) -> Action:
                 r.say(f"kept Lustre instance {s.LUSTRE_NAME}: not created by nemo-rl-gke (no "
                       f"managed-by={names.MANAGED_BY} label)", err=True)
                 return "kept"
-        return deleter(lustre.lustre_delete(s))(r)
+        outcome = deleter(lustre.lustre_delete(s))(r)
+        if not r.dry:
+            # The listing of /data/runs taken as Ray went away described this instance: it proves nothing
+            # about a Lustre made again under the same name (an export of it would be held to its runs).
+            try:
+                gcs.drop_record(s, exports.CHECK_MARKER)
+            except ToolError as exc:
+                r.say(f"note: gs://{s.bucket}/{exports.CHECK_MARKER} stays ({exc}): a Lustre made again under "
+                      f"this name is held to its listing until Ray is deployed on it.", err=True)
+        return outcome
 
     return delete
 

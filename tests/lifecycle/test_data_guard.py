@@ -146,6 +146,19 @@ def test_data_guard_an_export_without_a_head_pod_is_held_to_the_listing_taken_as
     assert "lustre" not in ran.resources() and "runs/r1/step_10/model.pt" in _objects(ran)
 
 
+def test_data_guard_a_lustre_made_again_is_not_held_to_the_listing_of_the_one_deleted(ran):
+    # r1 deleted on purpose with the first instance; the one made again holds r2 only, exported in full.
+    assert ran.invoke("clean.cluster", "--yes").code == 0  # the listing as Ray went: r1
+    gone = ran.invoke("storage.delete", "--yes", "--delete-data", "--delete-unexported")
+    assert gone.code == 0 and "lustre" not in ran.resources(), gone.output[-3000:]
+    assert ran.invoke("cluster.create", "storage.create").code == 0  # no Ray: no head pod to list /data
+    plant_run(ran, "r2")
+    assert ran.invoke("storage.export").code == 0
+    done = ran.invoke("storage.delete", "--yes", "--delete-data")
+    assert done.code == 0, done.output[-3000:]
+    assert "r1" not in done.stderr and "lustre" not in ran.resources()
+
+
 def test_data_guard_refuses_a_run_still_running_even_after_an_export(cloud):
     _up(cloud)
     plant_run(cloud, "live", running=True)
