@@ -36,6 +36,35 @@ def test_storage_manifests_pvc_is_strictly_valid(namespace):
     validate_builtin(pv_pvc(make_settings(NAMESPACE=namespace))[1])
 
 
+@pytest.mark.parametrize("namespace", ["no", "y", "1e5", "0123"])
+def test_storage_manifests_a_namespace_that_looks_like_a_number_or_a_boolean_stays_a_string_to_go(namespace,
+                                                                                                   tmp_path):
+    """The templates' namespace, read by Go's YAML (kubectl's, here the real helm's): a DNS label such as `no`,
+    `y`, `1e5` or `0123` is a boolean or a number to it unless quoted, and kubectl's apply then fails."""
+    import shutil
+    import subprocess
+
+    from nemo_rl_gke import prefetch
+
+    helm = shutil.which("helm")
+    if helm is None:
+        pytest.skip("needs helm on PATH (nox adds .tools/bin)")
+    chart = tmp_path / "kinds"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: kinds\nversion: 0.1.0\n")
+    (chart / "templates" / "kinds.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kinds}\ndata:\n"
+        "  namespace: {{ if hasKey .Values.metadata \"namespace\" }}{{ kindOf .Values.metadata.namespace | quote }}"
+        "{{ else }}{{ kindOf .Values.spec.claimRef.namespace | quote }}{{ end }}\n")
+    s = make_settings(NAMESPACE=namespace)
+    pv, pvc = kube_objects.pv_pvc_yaml(s, IP, 18000)
+    for text in (pv, pvc, prefetch.job_yaml(s, "google/gemma-3-27b-it")):
+        done = subprocess.run([helm, "template", "k", str(chart), "--values=-"], input=text, capture_output=True,
+                              text=True, check=False)
+        assert done.returncode == 0, done.stderr
+        assert yaml.safe_load(done.stdout)["data"]["namespace"] == "string", (namespace, text[:300])
+
+
 @pytest.mark.parametrize("namespace", ["default", "nemo"])
 def test_storage_manifests_service_account_docs_are_strictly_valid(namespace):
     for doc in kube_objects.service_account(make_settings(NAMESPACE=namespace)):
