@@ -88,7 +88,18 @@ def _delete_when_released(r: Runner, s: Settings) -> None:
     """The peering's delete, waiting while Service Networking still counts the deleted Lustre instance."""
     def deleted(echo: bool = True) -> bool:
         result = r.run(lustre.peering_delete(s), accept=GONE_OR_HELD, timeout=1800, echo=echo)
-        return result.ok or result.not_found or bool(NO_PEERING.search(result.stderr))
+        if NO_PEERING.search(result.stderr) and not result.ok:
+            # The VPC side of the peering is gone; the connection may not be (removing the VPC peering by hand
+            # leaves it, terraform-provider-google#18834): gone only if Service Networking lists it no more.
+            ranges = existing_peering_ranges(r, s)
+            if ranges is not None and names.lustre_range(s) in ranges:
+                raise ToolError(f"Service Networking still lists the private connection of {s.NETWORK} with our "
+                                f"range {names.lustre_range(s)}, but its delete says there is no VPC peering (it was "
+                                f"removed from the VPC by hand?): `gcloud services vpc-peerings delete` cannot remove "
+                                f"it then. Remove the private service connection in the Cloud console (VPC network "
+                                f"> Private services access), then run `invoke down` again.", 1)
+            return True
+        return result.ok or result.not_found
 
     if deleted():
         return

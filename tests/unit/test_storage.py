@@ -52,23 +52,31 @@ def test_peering_delete_that_finds_no_peering_counts_it_gone_without_waiting():
 
     from nemo_rl_gke.resources import peering
     from nemo_rl_gke.runner import Runner
-    from nemo_rl_gke.tools import Ran
+    from nemo_rl_gke.tools import Ran, ToolError
 
     asked: list[list[str]] = []
+    listed: list[list[dict]] = []
 
     class Answers:
         def run(self, argv, *, stdin, timeout):
             asked.append(argv[:4])
             if argv[3] == "list":
-                return Ran(0, json.dumps([{"service": "services/servicenetworking.googleapis.com",
-                                           "reservedPeeringRanges": ["nemo-lustre-range"]}]), "")
+                return Ran(0, json.dumps(listed.pop(0)), "")
             return Ran(1, "", "ERROR: (gcloud.services.vpc-peerings.delete) There is no peering "
                               "(servicenetworking-googleapis-com) for the network.\n")
 
     s = make_settings()
     r = Runner(out=io.StringIO(), err=io.StringIO(), tools=Answers(), poll_seconds=0.001, sleep=lambda _: None)
+    listed[:] = [[{"service": "services/servicenetworking.googleapis.com",
+                   "reservedPeeringRanges": ["nemo-lustre-range"]}], []]  # and listed no more after the 400
     assert peering.delete(s)(r) is None
-    assert [a[3] for a in asked] == ["list", "delete"], asked
+    assert [a[3] for a in asked] == ["list", "delete", "list"], asked
+    # The VPC side removed by hand, the connection still listed: said, not counted gone.
+    asked.clear()
+    listed[:] = [[{"service": "services/servicenetworking.googleapis.com",
+                   "reservedPeeringRanges": ["nemo-lustre-range"]}]] * 2
+    with pytest.raises(ToolError, match="Private services access"):
+        peering.delete(s)(r)
 
 
 def test_peering_plan_without_peering_connects():
