@@ -14,7 +14,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 
 from nemo_rl_gke import raychart
 from nemo_rl_gke import settings as settings_module
@@ -89,7 +88,7 @@ def test_k3s_accepts_the_raycluster_with_its_annotations(kubeconfig, gpu, mode, 
     namespace = f"{gpu}-{mode}"
     _run(["kubectl", f"--kubeconfig={kubeconfig}", "create", "namespace", namespace])
     _run(["helm", "upgrade", "--install", "nemo-rl", str(CHART), f"--kubeconfig={kubeconfig}",
-          f"--namespace={namespace}", "--values=-"], stdin=yaml.safe_dump(raychart.values(s)))
+          f"--namespace={namespace}", "--values=-"], stdin=raychart.values_yaml(s))
     stored = json.loads(_run(["kubectl", f"--kubeconfig={kubeconfig}", "get", "raycluster", "nemo-rl",
                               f"--namespace={namespace}", "--output=json"]))
     (group,) = stored["spec"]["workerGroupSpecs"]

@@ -50,7 +50,7 @@ def helm_template(values: dict | None, *extra: str) -> subprocess.CompletedProce
     text = None
     if values is not None:
         argv.append("--values=-")
-        text = yaml.safe_dump(values)
+        text = render.go_yaml(values)  # as ray.deploy writes them
     return subprocess.run(argv, input=text, capture_output=True, text=True, check=False)
 
 
@@ -93,7 +93,7 @@ def test_ray_chart_passes_helm_lint_strict():
 @pytest.mark.parametrize(("gpu", "mode"), [(g, m) for g in GPUS for m in MODES])
 def test_ray_chart_passes_helm_lint_strict_with_generated_values(gpu, mode, tmp_path):
     values = tmp_path / "values.yaml"
-    values.write_text(yaml.safe_dump(raychart.values(settings(gpu, mode))))
+    values.write_text(raychart.values_yaml(settings(gpu, mode)))
     done = subprocess.run([_helm(), "lint", "--strict", str(CHART), f"--values={values}"],
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -291,7 +291,7 @@ def test_ray_chart_ray_version_and_image_come_from_settings():
 def test_ray_chart_names_follow_the_release():
     done = helm_template(raychart.values(settings()))
     other = subprocess.run([_helm(), "template", "other", str(CHART), "--values=-"],
-                           input=yaml.safe_dump(raychart.values(settings())), capture_output=True, text=True,
+                           input=raychart.values_yaml(settings()), capture_output=True, text=True,
                            check=False)
     assert raycluster(done.stdout)["metadata"]["name"] == "nemo-rl"
     assert raycluster(other.stdout)["metadata"]["name"] == "other"

@@ -117,8 +117,10 @@ def _create(ctx: Ctx, autopilot: bool) -> None:
 
 # How long gcloud waits on a GKE operation before it gives up, the operation going on (gcloud 528: the hidden
 # --timeout of `clusters create` and `node-pools create`, WaitForOperation's default for `clusters resize`).
-GCLOUD_WAITS = {("container", "clusters", "create"): 3600, ("container", "node-pools", "create"): 1800,
-                ("container", "clusters", "resize"): 1200}
+GCLOUD_WAITS = {("container", "clusters", "create"): 3600, ("container", "clusters", "create-auto"): 3600,
+                ("container", "node-pools", "create"): 1800, ("container", "clusters", "resize"): 1200}
+OPERATION_TYPES = {"create": "CREATE_CLUSTER, 1", "create-auto": "CREATE_CLUSTER, 1",
+                   "resize": "SET_NODE_POOL_SIZE, 14"}  # container v1's OperationTypeValueValuesEnum
 
 
 def operation_seconds(ctx: Ctx) -> float:
@@ -140,7 +142,8 @@ def wait_like_gcloud(ctx: Ctx, seconds: float) -> None:
     ctx.work(min(seconds, limit))
     if seconds > limit:
         operation = f"operation-{int(time.time() * 1000)}-fake"
-        op = (f"<Operation\n name: '{operation}'\n operationType: OperationTypeValueValuesEnum(CREATE_NODE_POOL, 7)"
+        kind = "CREATE_NODE_POOL, 7" if ctx.words[1] == "node-pools" else OPERATION_TYPES[ctx.words[2]]
+        op = (f"<Operation\n name: '{operation}'\n operationType: OperationTypeValueValuesEnum({kind})"
               f"\n status: StatusValueValuesEnum(RUNNING, 2)>")
         ctx.err(f"Timed out waiting for operation {op}")
         raise Fail(1, gcloud_error(ctx, f"Operation [{op}] is still running, check its status via 'gcloud "
