@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 from . import names
 from .commands import buckets, exports
-from .gcs_client import CALL_TIMEOUT, api_error, bounded, client, retry
+from .gcs_client import CALL_TIMEOUT, StorageError, api_error, bounded, client, retry
 from .runner import Runner
 from .settings import ConfigError, Settings
 
@@ -147,28 +147,43 @@ def delete_bucket(r: Runner, s: Settings) -> str | None:
     if not is_ours(found):
         r.say(f"kept gs://{s.bucket}: not created by nemo-rl-gke (no managed-by={names.MANAGED_BY} label)", err=True)
         return "kept"
-    from .lock import lease_name
+    from . import lock
 
+    lease = lock.lease_name(s)
+    # The generation of the lease this run holds: the lock object is deleted only at it, as a release is.
+    ours = next((generation for held, _what, generation in lock.HELD
+                 if held.bucket == s.bucket and lock.lease_name(held) == lease), None)
+    taken = (f"another run holds the lock of {s.PROJECT_ID}/{s.CLUSTER_NAME} (gs://{s.bucket}/{lease}; taken over "
+             f"with --force-unlock during this teardown?): the bucket is kept with it")
     try:
         bucket = gcs.bucket(s.bucket)
         # The deployment's lock last: it holds off other machines until the bucket goes (the teardown's last
         # delete). An object gone already (a retry whose first try deleted it, another delete) is skipped.
         blobs = sorted(gcs.list_blobs(s.bucket, timeout=CALL_TIMEOUT, retry=retry()),
-                       key=lambda blob: blob.name == lease_name(s))
+                       key=lambda blob: blob.name == lease)
         for blob in blobs:
+            if blob.name == lease and ours is None:
+                raise StorageError(f"Cloud Storage: not deleting gs://{s.bucket}: {taken}.")
             try:
-                blob.delete(timeout=CALL_TIMEOUT, retry=retry())
+                blob.delete(if_generation_match=ours if blob.name == lease else None, timeout=CALL_TIMEOUT,
+                            retry=retry())
             except exceptions.NotFound:
                 continue
+            except exceptions.PreconditionFailed:
+                raise StorageError(f"Cloud Storage: not deleting gs://{s.bucket}: {taken}.") from None
         bucket.delete(timeout=CALL_TIMEOUT, retry=retry())
     except exceptions.NotFound:
         return "absent"
     except exceptions.Conflict as exc:
-        # Every object is deleted, yet not empty: something wrote meanwhile, or (not verified) the folders of
-        # a hierarchical-namespace bucket, which google-cloud-storage cannot delete and gcloud's rm -r does.
+        # Every object was deleted, yet it is not empty: another run's lock taken since ours went, something
+        # written meanwhile, or (not verified) the folders of a hierarchical-namespace bucket, which
+        # google-cloud-storage cannot delete and gcloud's rm -r does.
+        left = [blob.name for blob in gcs.list_blobs(s.bucket, max_results=5, timeout=CALL_TIMEOUT, retry=retry())]
         raise api_error(f"deleting gs://{s.bucket}", exc, hint=(
-            f"its objects were deleted. If it still holds folders (a hierarchical-namespace bucket keeps them), "
-            f"`gcloud storage rm --recursive gs://{s.bucket}` deletes them and the bucket")) from None
+            taken if lease in left else
+            f"it holds {', '.join(left)} (written since its objects were deleted): run the teardown again" if left
+            else f"its objects were deleted. If it still holds folders (a hierarchical-namespace bucket keeps them), "
+                 f"`gcloud storage rm --recursive gs://{s.bucket}` deletes them and the bucket")) from None
     except exceptions.GoogleAPICallError as exc:
         raise api_error(f"deleting gs://{s.bucket}", exc) from None
     return None

@@ -182,6 +182,8 @@ def test_gcs_delete_bucket_deletes_the_lock_last_and_goes_on_past_an_object_gone
     bucket = gcs_client.client(s).bucket(s.bucket)
     for name in ("a-first", lock.lease_name(s), "runs/a/x", "runs/b/y", "zz-last"):
         bucket.blob(name).upload_from_string("1")
+    lease = gcs_client.client(s).bucket(s.bucket).get_blob(lock.lease_name(s))
+    monkeypatch.setattr(lock, "HELD", [(s, "down", lease.generation)])  # this teardown's lease
     deleted: list[str] = []
     original = Blob.delete
 
@@ -197,6 +199,24 @@ def test_gcs_delete_bucket_deletes_the_lock_last_and_goes_on_past_an_object_gone
     assert gcs.delete_bucket(r, s) is None
     assert deleted[-1] == lock.lease_name(s) and "runs/b/y" in deleted and "zz-last" in deleted, deleted
     assert gcs.bucket_exists(r, s, NUMBER) is False
+
+
+@pytest.mark.parametrize("holder", ["nobody here", "taken over"])
+def test_gcs_delete_bucket_keeps_it_with_a_lock_this_run_does_not_hold(gcs_emulator, monkeypatch, holder):
+    # Another run's lease (--force-unlock during the teardown): not deleted, nor the bucket under it.
+    from nemo_rl_gke import lock
+
+    s = make_settings()
+    r = runner()
+    gcs.create_bucket(r, s, NUMBER)
+    blob = gcs_client.client(s).bucket(s.bucket).blob(lock.lease_name(s))
+    blob.upload_from_string("{}")
+    held = [] if holder == "nobody here" else [(s, "down", blob.generation)]
+    blob.upload_from_string('{"host": "laptop-2"}')  # replaced: a new generation
+    monkeypatch.setattr(lock, "HELD", held)
+    with pytest.raises(gcs_client.StorageError, match="another run holds the lock"):
+        gcs.delete_bucket(r, s)
+    assert gcs.bucket_exists(r, s, NUMBER) and gcs_client.client(s).bucket(s.bucket).get_blob(lock.lease_name(s))
 
 
 def test_gcs_delete_bucket_that_is_not_empty_after_its_objects_says_what_deletes_the_rest(gcs_emulator,
