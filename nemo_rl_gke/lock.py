@@ -206,18 +206,37 @@ def renew_lease(blob: Blob, generation: int, now: float) -> bool:
     return True
 
 
+RETRY_RENEW_SECONDS = 120.0  # after a failed renewal: two misses in a row must not let the lease lapse
+
+
 def _renewing(blob_of: Callable[[], Blob], generation: int, stop: Any) -> None:
-    """The lease renewed every RENEW_SECONDS until stop is set; a lease no longer ours is said once, and left."""
+    """The lease renewed every RENEW_SECONDS until stop is set (a failed renewal again after RETRY_RENEW_SECONDS);
+    a lease no longer ours, or a renewal refused for want of permission, is said once."""
     import time
 
-    while not stop.wait(RENEW_SECONDS):
+    from google.api_core import exceptions
+
+    wait, said = RENEW_SECONDS, False
+    while not stop.wait(wait):
         try:
-            if not renew_lease(blob_of(), generation, time.time()):
+            renewed = renew_lease(blob_of(), generation, time.time())
+        except exceptions.Forbidden as exc:
+            if not said and not stop.is_set():
+                print(f"warning: this run cannot renew its lock ({getattr(exc, 'message', exc)}): it lapses "
+                      f"{LEASE_SECONDS // 3600:.0f} hours after its last renewal, and another run may then take it.",
+                      file=sys.stderr)
+                said = True
+            wait = RENEW_SECONDS
+            continue
+        except Exception:  # noqa: BLE001 - a failed renewal is tried again soon
+            wait = min(RENEW_SECONDS, RETRY_RENEW_SECONDS)
+            continue
+        if not renewed:
+            if not stop.is_set():  # not the run's own release racing this renewal
                 print("warning: this run's lock was taken over (--force-unlock elsewhere) or removed: another run "
                       "may now change the same deployment.", file=sys.stderr)
-                return
-        except Exception:  # noqa: BLE001 - a failed renewal is tried again at the next interval
-            continue
+            return
+        wait = RENEW_SECONDS
 
 
 def release_lease(blob: Blob, generation: int) -> None:
@@ -328,8 +347,8 @@ def _take(s: Settings, blob_of: Callable[[], Blob], what: str, now: float, force
                 f"yours, run again with --force-unlock." if named_here else "")
         raise Exit(f"error: another run holds the lock of {s.PROJECT_ID}/{s.CLUSTER_NAME} "
                    f"({_where(s)}): {note}. Two runs must not interleave; wait for it to "
-                   f"finish. If that run is gone (its machine crashed), run again with --force-unlock, or wait "
-                   f"for the lease to expire.{here}", code=1)
+                   f"finish (a run that is still going renews its lease). If that run is gone (its machine "
+                   f"crashed), run again with --force-unlock, or wait for the lease to expire.{here}", code=1)
     HELD.append((s, what, generation))
     try:  # whole or not at all (a kill mid-write must not leave an empty record): written aside, then renamed
         aside = record.with_suffix(f".lease.{os.getpid()}")

@@ -295,6 +295,39 @@ def test_owner_lock_a_teardown_past_its_first_term_still_refuses_job_submit(tmp_
         assert "ci-runner-7" in (lock.teardown_holding(s) or "")
 
 
+def test_owner_lock_a_failed_renewal_is_tried_again_soon_and_a_release_racing_one_is_not_a_takeover(monkeypatch,
+                                                                                                       capsys):
+    import threading
+
+    tries: list[str] = []
+
+    def renew(blob, generation, now):
+        tries.append("try")
+        if len(tries) == 1:
+            raise exceptions.ServiceUnavailable("a blip")
+        if len(tries) == 2:
+            return True
+        stop.set()  # the run's own release, racing this renewal: its 404 says nothing
+        return False
+
+    monkeypatch.setattr(lock, "renew_lease", renew)
+    monkeypatch.setattr(lock, "RENEW_SECONDS", 5.0)
+    monkeypatch.setattr(lock, "RETRY_RENEW_SECONDS", 0.01)
+    stop = threading.Event()
+    started = time.monotonic()
+    waits: list[float] = []
+    real_wait = stop.wait
+
+    def wait(seconds):
+        waits.append(seconds)
+        return real_wait(0.01)  # the test does not wait the real intervals
+
+    monkeypatch.setattr(stop, "wait", wait)
+    lock._renewing(lambda: None, 1, stop)
+    assert tries == ["try"] * 3 and waits[:3] == [5.0, 0.01, 5.0], waits
+    assert "taken over" not in capsys.readouterr().err and time.monotonic() - started < 5
+
+
 def test_owner_lock_is_renewed_while_it_is_held(tmp_path, monkeypatch):
     from nemo_rl_gke import gcs_client
     from support.gcs_emulator import running_emulator
