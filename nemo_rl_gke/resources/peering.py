@@ -97,7 +97,7 @@ def _delete_when_released(r: Runner, s: Settings) -> None:
                                 f"range {names.lustre_range(s)}, but its delete says there is no VPC peering (it was "
                                 f"removed from the VPC by hand?): `gcloud services vpc-peerings delete` cannot remove "
                                 f"it then. Remove the private service connection in the Cloud console (VPC network "
-                                f"> Private services access), then run `invoke down` again.", 1)
+                                f"> Private services access), then run the teardown again.", 1)
             return True
         return result.ok or result.not_found
 

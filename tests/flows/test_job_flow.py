@@ -406,7 +406,7 @@ def test_job_submit_whose_stream_dropped_is_not_sent_twice_and_says_how_to_check
 
 @pytest.mark.parametrize("said", [
     "error: cannot exec into a container in a completed pod; current phase is Failed",  # the head ended meanwhile
-    "error: container ray-head is not valid for pod nemo-rl-head-x out of: ray-head-2",
+    "Error from server (BadRequest): container ray-head is not valid for pod nemo-rl-head-x",
     "The connection to the server 34.1.2.3:443 was refused - did you specify the right host or port?",
 ])
 def test_job_submit_knows_kubectls_refusals_before_any_stream(said):

@@ -491,9 +491,8 @@ def exec_(ctx: Ctx) -> int:
     phase = with_status(pod).get("status", {}).get("phase")
     if phase in ("Succeeded", "Failed"):  # kubectl's own check, before it opens any stream (pkg/cmd/exec)
         raise Fail(1, f"error: cannot exec into a container in a completed pod; current phase is {phase}")
-    if container and containers and container not in containers:
-        raise Fail(1, f"error: container {container} is not valid for pod {pod_name} out of: "
-                      f"{', '.join(containers)}")
+    if container and containers and container not in containers:  # named: the API server refuses it
+        raise Fail(1, f"Error from server (BadRequest): container {container} is not valid for pod {pod_name}")
     if phase not in (None, "Running"):
         raise Fail(1, f"error: unable to upgrade connection: pod {pod_name} is not running")
     if not ctx.after_dashdash:
