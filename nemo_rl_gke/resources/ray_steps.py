@@ -435,8 +435,34 @@ def listed_workers(r: Runner, s: Settings, steps: Any) -> int | None:
     return counts[0] if counts and isinstance(counts[0], int) else None
 
 
+# helm cannot uninstall a release whose kind the cluster no longer serves: with the Ray operator add-on turned
+# off, KubeRay's CRD went, and every RayCluster with it. helm 3.17 builds the release's objects from its manifest
+# first ("unable to build kubernetes objects for delete", said only under --debug), answers "Error: failed to
+# delete release: X" and leaves the release `uninstalling`, on every run (pkg/action/uninstall.go).
+DELETE_FAILED = re.compile(r"failed to delete release: ")
+UNSERVED = re.compile(r"doesn't have a resource type")
+
+
 def uninstall(r: Runner, s: Settings) -> None:
-    r.run(helm.uninstall(s), accept=helm.RELEASE_GONE, timeout=900)
+    from ..tools import CommandFailed
+
+    try:
+        r.run(helm.uninstall(s), accept=helm.RELEASE_GONE, timeout=900)
+    except CommandFailed as exc:
+        if not DELETE_FAILED.search(exc.said) or _ray_cluster_served(r, s):
+            raise
+        # Our chart makes a RayCluster only, and none can be left without its CRD: what stays is helm's record
+        # of the release (its Secrets, labelled owner=helm and name=X), which helm's uninstall deletes at its end.
+        r.say(f"helm cannot uninstall {names.RAY_RELEASE}: the cluster no longer serves RayCluster (the Ray "
+              f"operator add-on is off), so no RayCluster of it is left; deleting helm's record of the release",
+              err=True)
+        r.run(kubectl.delete(s, "secret", namespace=s.NAMESPACE, selector=f"owner=helm,name={names.RAY_RELEASE}"))
+
+
+def _ray_cluster_served(r: Runner, s: Settings) -> bool:
+    """The cluster serves KubeRay's RayCluster kind (its CRD is there); a doubt counts as served."""
+    result = r.query(kubectl.get(s, "rayclusters.ray.io", namespace=s.NAMESPACE, output="name"), ok_codes=range(256))
+    return result is None or result.ok or not UNSERVED.search(result.stderr)
 
 
 def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:

@@ -367,3 +367,21 @@ def test_another_deployments_down_keeps_what_an_adopted_cluster_uses(cloud, pool
         assert sorted(left.get(kind, {})) == sorted(before.get(kind, {})), kind
     again = cloud.invoke("down", "--yes", "--delete-data", CLUSTER_NAME="other", CLUSTER_MODE="standard")
     assert again.code == 0, again.output[-3000:]
+
+
+def test_ray_operator_turned_off_later_still_lets_clean_ray_and_down_remove_the_release(cloud):
+    # GKE removes KubeRay's CRD with the add-on, and every RayCluster with it: helm 3.17 then cannot uninstall
+    # the release ("failed to delete release", on every run). Nothing of it is left but helm's record.
+    done = cloud.invoke("up", "--yes")
+    assert done.code == 0, done.output[-2000:]
+    where = [f"--location={ENV['CONTROL_PLANE_LOCATION']}", f"--project={ENV['PROJECT_ID']}"]
+    off = _gcloud(cloud, ["gcloud", "container", "clusters", "update", ENV["CLUSTER_NAME"], *where,
+                          "--update-addons=RayOperator=DISABLED"])
+    assert off.returncode == 0, off.stderr
+    clean = cloud.invoke("clean.ray", "--yes")
+    assert clean.code == 0, clean.output[-3000:]
+    assert "the cluster no longer serves RayCluster (the Ray operator add-on is off)" in clean.stderr
+    context = f"gke_{ENV['PROJECT_ID']}_{ENV['CONTROL_PLANE_LOCATION']}_{ENV['CLUSTER_NAME']}"
+    assert "default/nemo-rl" not in cloud.resources().get(f"helm:{context}", {})
+    down = cloud.invoke("down", "--yes", "--delete-data", "--delete-unexported")
+    assert down.code == 0, down.output[-3000:]

@@ -325,7 +325,22 @@ def cluster_update(ctx: Ctx) -> None:
         else:
             cluster.update(_workload_identity(ctx.flag("--workload-pool")))
         ctx.state.put("cluster", key, cluster)
+        if not (addons.get("rayOperatorConfig") or {}).get("enabled"):
+            _without_kuberay(ctx, key)
     ctx.err(f"Updating {name}...done.\nUpdated [https://container.googleapis.com/v1/{what}].")
+
+
+def _without_kuberay(ctx: Ctx, cluster_key: str) -> None:
+    """The Ray operator add-on off: its CRD goes, and with it every RayCluster, whose pods Kubernetes' garbage
+    collector deletes (they are theirs); what helm recorded of a release stays."""
+    for kube, entry in ctx.state.items("kubecontext").items():
+        if entry.get("cluster") != cluster_key:
+            continue
+        skind = f"k8s:{kube}"
+        for obj_key, obj in list(ctx.state.items(skind).items()):
+            labels = (obj.get("metadata") or {}).get("labels") or {}
+            if obj.get("kind") == "RayCluster" or (obj.get("kind") == "Pod" and labels.get("ray.io/cluster")):
+                ctx.state.delete(skind, obj_key)
 
 
 @command("gcloud", "container", "clusters", "get-credentials", latency=2)

@@ -130,6 +130,14 @@ def uninstall(ctx: Ctx) -> int:
     context, namespace = _context(ctx), _namespace(ctx)
     code = 0
     for release in ctx.positionals:
+        entry = ctx.state.get(f"helm:{context}", f"{namespace}/{release}")
+        if entry is not None and kubeconfig.missing_kind(ctx, context, "ray.io/v1", "RayCluster"):
+            # helm 3.17 marks it uninstalling, then cannot build its objects (no RayCluster kind served): it
+            # says only this, without --debug, and the release stays (pkg/action/uninstall.go).
+            ctx.state.put(f"helm:{context}", f"{namespace}/{release}", {**entry, "status": "uninstalling"})
+            ctx.err(f"Error: failed to delete release: {release}")
+            code = 1
+            continue
         if not ctx.state.delete(f"helm:{context}", f"{namespace}/{release}"):
             if ctx.flag("--ignore-not-found"):  # helm says so all the same (cmd/helm/uninstall.go)
                 ctx.out(f'release "{release}" uninstalled')

@@ -348,6 +348,15 @@ def delete(ctx: Ctx) -> int:
     else:
         kind = kind_of(ctx.positionals[0])
         targets = [(kind, namespace_of(kind, None, ctx), name) for name in ctx.positionals[1:]]
+        selector = dict(kv.split("=", 1) for kv in str(ctx.flag("--selector", "")).split(",") if "=" in kv)
+        if kind == "Secret" and selector.get("owner") == "helm" and selector.get("name"):
+            # helm keeps each release's revisions as Secrets labelled owner=helm, name=RELEASE (its default
+            # storage driver); the fake keeps the release itself in its helm state: the same record.
+            ctx.work()
+            namespace = namespace_of(kind, None, ctx)
+            gone = ctx.state.delete(f"helm:{ctx.flag('--context')}", f"{namespace}/{selector['name']}")
+            ctx.out(f'secret "sh.helm.release.v1.{selector["name"]}.v1" deleted' if gone else "No resources found")
+            return 0
     ctx.work()
     code = 0
     for kind, namespace, name in targets:
