@@ -153,40 +153,61 @@ def delete_bucket(r: Runner, s: Settings) -> str | None:
     # The generation of the lease this run holds: the lock object is deleted only at it, as a release is.
     ours = next((generation for held, _what, generation in lock.HELD
                  if held.bucket == s.bucket and lock.lease_name(held) == lease), None)
-    taken = (f"another run holds the lock of {s.PROJECT_ID}/{s.CLUSTER_NAME} (gs://{s.bucket}/{lease}; taken over "
-             f"with --force-unlock during this teardown?): the bucket is kept with it")
     try:
         bucket = gcs.bucket(s.bucket)
+        blobs = list(gcs.list_blobs(s.bucket, timeout=CALL_TIMEOUT, retry=retry()))
+        # Before anything is deleted: another run's lock in it (ours taken over with --force-unlock), or a live
+        # lock of another deployment of the project (its `up` before its cluster exists) keeps the bucket whole.
+        for blob in blobs:
+            if blob.name == lease and blob.generation != ours:
+                raise StorageError(f"Cloud Storage: not deleting gs://{s.bucket}: another run holds the lock of "
+                                   f"{s.PROJECT_ID}/{s.CLUSTER_NAME} ({blob.name}; taken over with --force-unlock "
+                                   f"during this teardown?). Nothing in it was deleted.")
+            if blob.name != lease and blob.name.startswith(lock.LEASE_PREFIX) and lock.live(blob):
+                raise StorageError(f"Cloud Storage: not deleting gs://{s.bucket}: another deployment of "
+                                   f"{s.PROJECT_ID} is at work ({blob.name} is a live lock). Nothing in it was "
+                                   f"deleted; run the teardown again once it is done.")
         # The deployment's lock last: it holds off other machines until the bucket goes (the teardown's last
         # delete). An object gone already (a retry whose first try deleted it, another delete) is skipped.
-        blobs = sorted(gcs.list_blobs(s.bucket, timeout=CALL_TIMEOUT, retry=retry()),
-                       key=lambda blob: blob.name == lease)
-        for blob in blobs:
-            if blob.name == lease and ours is None:
-                raise StorageError(f"Cloud Storage: not deleting gs://{s.bucket}: {taken}.")
+        for blob in sorted(blobs, key=lambda blob: blob.name == lease):
             try:
                 blob.delete(if_generation_match=ours if blob.name == lease else None, timeout=CALL_TIMEOUT,
                             retry=retry())
             except exceptions.NotFound:
                 continue
             except exceptions.PreconditionFailed:
-                raise StorageError(f"Cloud Storage: not deleting gs://{s.bucket}: {taken}.") from None
+                raise StorageError(f"Cloud Storage: not deleting gs://{s.bucket}: another run took the lock of "
+                                   f"{s.PROJECT_ID}/{s.CLUSTER_NAME} during this teardown (--force-unlock); its "
+                                   f"other objects were deleted.") from None
+            if blob.name == lease:
+                lock.gone_with_bucket(s)
         bucket.delete(timeout=CALL_TIMEOUT, retry=retry())
     except exceptions.NotFound:
         return "absent"
     except exceptions.Conflict as exc:
-        # Every object was deleted, yet it is not empty: another run's lock taken since ours went, something
-        # written meanwhile, or (not verified) the folders of a hierarchical-namespace bucket, which
-        # google-cloud-storage cannot delete and gcloud's rm -r does.
-        left = [blob.name for blob in gcs.list_blobs(s.bucket, max_results=5, timeout=CALL_TIMEOUT, retry=retry())]
-        raise api_error(f"deleting gs://{s.bucket}", exc, hint=(
-            taken if lease in left else
-            f"it holds {', '.join(left)} (written since its objects were deleted): run the teardown again" if left
-            else f"its objects were deleted. If it still holds folders (a hierarchical-namespace bucket keeps them), "
-                 f"`gcloud storage rm --recursive gs://{s.bucket}` deletes them and the bucket")) from None
+        raise api_error(f"deleting gs://{s.bucket}", exc, hint=_not_empty(gcs, s, lease)) from None
     except exceptions.GoogleAPICallError as exc:
         raise api_error(f"deleting gs://{s.bucket}", exc) from None
     return None
+
+
+def _not_empty(gcs: Client, s: Settings, lease: str) -> str:
+    """What to say of a bucket its delete found not empty after every object of it was deleted: another run's
+    lock taken since ours went, something written meanwhile, or (not verified) the folders of a
+    hierarchical-namespace bucket, which google-cloud-storage cannot delete and gcloud's rm -r does."""
+    from google.api_core import exceptions
+
+    try:
+        if gcs.bucket(s.bucket).get_blob(lease, timeout=CALL_TIMEOUT, retry=retry()) is not None:
+            return "another run took the lock after this teardown let go of it: the bucket is kept with it"
+        left = [blob.name for blob in gcs.list_blobs(s.bucket, max_results=6, timeout=CALL_TIMEOUT, retry=retry())]
+    except exceptions.GoogleAPICallError:
+        left = []
+    if left:
+        return (f"it holds {', '.join(left[:5])}{', …' if len(left) > 5 else ''} (written since its objects were "
+                f"deleted): run the teardown again")
+    return (f"its objects were deleted. If it still holds folders (a hierarchical-namespace bucket keeps them), "
+            f"`gcloud storage rm --recursive gs://{s.bucket}` deletes them and the bucket")
 
 
 class BucketSummary(TypedDict):

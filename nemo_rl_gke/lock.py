@@ -210,33 +210,59 @@ RETRY_RENEW_SECONDS = 120.0  # after a failed renewal: two misses in a row must 
 
 
 def _renewing(blob_of: Callable[[], Blob], generation: int, stop: Any) -> None:
-    """The lease renewed every RENEW_SECONDS until stop is set (a failed renewal again after RETRY_RENEW_SECONDS);
-    a lease no longer ours, or a renewal refused for want of permission, is said once."""
+    """The lease renewed every RENEW_SECONDS until stop is set (a failed renewal again after RETRY_RENEW_SECONDS,
+    or RENEW_SECONDS for a Forbidden); said once: a lease no longer ours, and renewals failing long enough for it
+    to lapse within the hour. A lease this run let go of itself (its bucket deleted) is left quietly."""
+    import time
+
+    def still_ours() -> bool:
+        return not stop.is_set() and any(held == generation for _s, _what, held in HELD)
+
+    wait, last, said = RENEW_SECONDS, time.monotonic(), False
+    while not stop.wait(wait):
+        try:
+            renewed = renew_lease(blob_of(), generation, time.time())
+        except Exception as exc:  # noqa: BLE001 - a failed renewal is tried again
+            from google.api_core import exceptions
+
+            wait = RENEW_SECONDS if isinstance(exc, exceptions.Forbidden) else min(RENEW_SECONDS, RETRY_RENEW_SECONDS)
+            lapsing = isinstance(exc, exceptions.Forbidden) or time.monotonic() - last > LEASE_SECONDS - RENEW_SECONDS
+            if lapsing and not said and still_ours():
+                print(f"warning: this run cannot renew its lock ({getattr(exc, 'message', None) or exc}): it lapses "
+                      f"{LEASE_SECONDS // 3600:.0f} hours after its last renewal, and another run may then take it.",
+                      file=sys.stderr)
+                said = True
+            continue
+        if not renewed:
+            if still_ours():  # not the run's own release (or its bucket's delete) racing this renewal
+                print("warning: this run's lock was taken over (--force-unlock elsewhere) or removed: another run "
+                      "may now change the same deployment.", file=sys.stderr)
+            return
+        wait, last = RENEW_SECONDS, time.monotonic()
+
+
+LEASE_PREFIX = "nemo-rl-gke/lock-"  # every deployment's lease in a bucket (lease_name)
+
+
+def live(blob: Blob) -> bool:
+    """A lease object (as listed, with its metadata) that has not expired: its body's or a renewal's expiry."""
+    import json
     import time
 
     from google.api_core import exceptions
 
-    wait, said = RENEW_SECONDS, False
-    while not stop.wait(wait):
-        try:
-            renewed = renew_lease(blob_of(), generation, time.time())
-        except exceptions.Forbidden as exc:
-            if not said and not stop.is_set():
-                print(f"warning: this run cannot renew its lock ({getattr(exc, 'message', exc)}): it lapses "
-                      f"{LEASE_SECONDS // 3600:.0f} hours after its last renewal, and another run may then take it.",
-                      file=sys.stderr)
-                said = True
-            wait = RENEW_SECONDS
-            continue
-        except Exception:  # noqa: BLE001 - a failed renewal is tried again soon
-            wait = min(RENEW_SECONDS, RETRY_RENEW_SECONDS)
-            continue
-        if not renewed:
-            if not stop.is_set():  # not the run's own release racing this renewal
-                print("warning: this run's lock was taken over (--force-unlock elsewhere) or removed: another run "
-                      "may now change the same deployment.", file=sys.stderr)
-            return
-        wait = RENEW_SECONDS
+    if _renewed_until(blob) > time.time():
+        return True
+    try:
+        body: LeaseBody = json.loads(blob.download_as_bytes(**_bounded()) or b"{}")
+    except (exceptions.NotFound, ValueError):
+        return False
+    return isinstance(body, dict) and _expires(body) > time.time()
+
+
+def gone_with_bucket(s: Settings) -> None:
+    """The teardown deleted this run's lease with its bucket: nothing left to renew or release."""
+    HELD[:] = [entry for entry in HELD if entry[0].bucket != s.bucket or lease_name(entry[0]) != lease_name(s)]
 
 
 def release_lease(blob: Blob, generation: int) -> None:
@@ -298,7 +324,8 @@ def bucket_lease(s: Settings, what: str, *, force: bool = False) -> Iterator[int
         stop.set()
         if generation is not None:
             with tools.deferring():  # first: nothing between the body's end and the release a signal could cut
-                HELD.remove((s, what, generation))
+                if (s, what, generation) in HELD:  # not when its bucket's delete took the lease (gone_with_bucket)
+                    HELD.remove((s, what, generation))
                 try:
                     with gcs_client.calling("releasing the lock"):
                         release_lease(blob_of(), generation)

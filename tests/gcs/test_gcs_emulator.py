@@ -213,10 +213,41 @@ def test_gcs_delete_bucket_keeps_it_with_a_lock_this_run_does_not_hold(gcs_emula
     blob.upload_from_string("{}")
     held = [] if holder == "nobody here" else [(s, "down", blob.generation)]
     blob.upload_from_string('{"host": "laptop-2"}')  # replaced: a new generation
+    gcs_client.client(s).bucket(s.bucket).blob("runs/a/ckpt").upload_from_string("weights")
     monkeypatch.setattr(lock, "HELD", held)
-    with pytest.raises(gcs_client.StorageError, match="another run holds the lock"):
+    with pytest.raises(gcs_client.StorageError, match="another run holds the lock.*Nothing in it was deleted"):
         gcs.delete_bucket(r, s)
-    assert gcs.bucket_exists(r, s, NUMBER) and gcs_client.client(s).bucket(s.bucket).get_blob(lock.lease_name(s))
+    left = {b.name for b in gcs_client.client(s).list_blobs(s.bucket)}
+    assert "runs/a/ckpt" in left and lock.lease_name(s) in left
+
+
+@pytest.mark.parametrize("expires_in", [3600, -60])
+def test_gcs_delete_bucket_keeps_it_while_another_deployment_holds_a_live_lock_in_it(gcs_emulator, monkeypatch,
+                                                                                   expires_in):
+    # One bucket per project by default, one lock per cluster: another deployment's `up`, before its cluster
+    # exists, holds its lock in it (no cluster yet, so the teardown did not count it as sharing).
+    import json
+    import time
+
+    from nemo_rl_gke import lock
+
+    s = make_settings()
+    r = runner()
+    gcs.create_bucket(r, s, NUMBER)
+    bucket = gcs_client.client(s).bucket(s.bucket)
+    ours = bucket.blob(lock.lease_name(s))
+    ours.upload_from_string("{}")
+    monkeypatch.setattr(lock, "HELD", [(s, "down", ours.generation)])
+    bucket.blob("nemo-rl-gke/lock-other.json").upload_from_string(json.dumps(
+        lock.lease_body("up", time.time() - 3 * 3600 + expires_in, host="laptop-2", pid=7)))
+    if expires_in > 0:
+        with pytest.raises(gcs_client.StorageError, match="another deployment .* is at work"):
+            gcs.delete_bucket(r, s)
+        assert bucket.get_blob("nemo-rl-gke/lock-other.json") and bucket.get_blob(lock.lease_name(s))
+    else:  # a lock left expired (its run crashed) holds nothing
+        assert gcs.delete_bucket(r, s) is None
+        assert gcs.bucket_exists(r, s, NUMBER) is False
+        assert lock.HELD == []  # let go of with its bucket: nothing left to renew or release
 
 
 def test_gcs_delete_bucket_that_is_not_empty_after_its_objects_says_what_deletes_the_rest(gcs_emulator,

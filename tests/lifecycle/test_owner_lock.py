@@ -328,6 +328,33 @@ def test_owner_lock_a_failed_renewal_is_tried_again_soon_and_a_release_racing_on
     assert "taken over" not in capsys.readouterr().err and time.monotonic() - started < 5
 
 
+def test_owner_lock_renewals_failing_long_enough_to_lapse_are_said_once_and_a_lease_let_go_of_is_not(
+        monkeypatch, capsys):
+    import threading
+
+    calls: list[str] = []
+    stop = threading.Event()
+
+    def failing(blob, generation, now):
+        calls.append("try")
+        if len(calls) >= 6:
+            stop.set()
+        raise exceptions.ServiceUnavailable("an outage")
+
+    monkeypatch.setattr(lock, "renew_lease", failing)
+    monkeypatch.setattr(lock, "LEASE_SECONDS", 0.05)
+    monkeypatch.setattr(lock, "RENEW_SECONDS", 0.01)
+    monkeypatch.setattr(lock, "RETRY_RENEW_SECONDS", 0.01)
+    monkeypatch.setattr(lock, "HELD", [(example_settings(), "storage.export", 1)])
+    lock._renewing(lambda: None, 1, stop)
+    assert capsys.readouterr().err.count("cannot renew its lock (an outage)") == 1
+    # Its bucket deleted by this very teardown (gone_with_bucket): a renewal's 404 says nothing.
+    monkeypatch.setattr(lock, "renew_lease", lambda blob, generation, now: False)
+    monkeypatch.setattr(lock, "HELD", [])
+    lock._renewing(lambda: None, 1, threading.Event())
+    assert "taken over" not in capsys.readouterr().err
+
+
 def test_owner_lock_is_renewed_while_it_is_held(tmp_path, monkeypatch):
     from nemo_rl_gke import gcs_client
     from support.gcs_emulator import running_emulator
