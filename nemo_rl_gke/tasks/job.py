@@ -107,7 +107,7 @@ def _before_any_stream() -> re.Pattern[str]:
 
     return re.compile(r"command terminated with exit code|Error from server \((NotFound|Forbidden|BadRequest)\)"
                       r"|unable to upgrade connection|Unable to connect to the server"
-                      r"|cannot exec into a container in a completed pod"
+                      r"|cannot exec into a container in a completed pod|is not valid for pod \S+ out of:"
                       r"|The connection to the server \S+ was refused"
                       f"|{NO_CONTEXT.pattern}|{NO_CREDENTIALS.pattern}")
 

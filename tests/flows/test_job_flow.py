@@ -406,7 +406,8 @@ def test_job_submit_whose_stream_dropped_is_not_sent_twice_and_says_how_to_check
 
 @pytest.mark.parametrize("said", [
     "error: cannot exec into a container in a completed pod; current phase is Failed",  # the head ended meanwhile
-    "Error from server (BadRequest): container ray-head is not valid for pod nemo-rl-head-x",
+    "Error from server (BadRequest): container ray-head is not valid for pod nemo-rl-head-x",  # kubectl <= 1.35
+    "error: container ray-head is not valid for pod nemo-rl-head-x out of: ray-head-2",  # kubectl 1.36 checks first
     "The connection to the server 34.1.2.3:443 was refused - did you specify the right host or port?",
 ])
 def test_job_submit_knows_kubectls_refusals_before_any_stream(said):
