@@ -453,9 +453,9 @@ def uninstall(r: Runner, s: Settings) -> None:
             raise
         # Our chart makes a RayCluster only, and none can be left without its CRD: what stays is helm's record
         # of the release (its Secrets, labelled owner=helm and name=X), which helm's uninstall deletes at its end.
-        r.say(f"helm cannot uninstall {names.RAY_RELEASE}: the cluster no longer serves RayCluster (the Ray "
-              f"operator add-on is off), so no RayCluster of it is left; deleting helm's record of the release",
-              err=True)
+        r.say(f"helm cannot uninstall {names.RAY_RELEASE}: the cluster no longer serves RayCluster (its CRD is "
+              f"gone: the Ray operator add-on turned off?), so no RayCluster of it is left; deleting helm's record "
+              f"of the release", err=True)
         r.run(kubectl.delete(s, "secret", namespace=s.NAMESPACE, selector=f"owner=helm,name={names.RAY_RELEASE}"))
 
 

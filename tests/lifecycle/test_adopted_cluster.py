@@ -380,7 +380,7 @@ def test_ray_operator_turned_off_later_still_lets_clean_ray_and_down_remove_the_
     assert off.returncode == 0, off.stderr
     clean = cloud.invoke("clean.ray", "--yes")
     assert clean.code == 0, clean.output[-3000:]
-    assert "the cluster no longer serves RayCluster (the Ray operator add-on is off)" in clean.stderr
+    assert "the cluster no longer serves RayCluster (its CRD is gone" in clean.stderr
     context = f"gke_{ENV['PROJECT_ID']}_{ENV['CONTROL_PLANE_LOCATION']}_{ENV['CLUSTER_NAME']}"
     assert "default/nemo-rl" not in cloud.resources().get(f"helm:{context}", {})
     down = cloud.invoke("down", "--yes", "--delete-data", "--delete-unexported")
