@@ -200,13 +200,18 @@ def test_fake_gpu_workers_whose_selector_no_node_matches_never_schedule(cloud):
                        env=cloud.process_env(), cwd=cloud.workdir, capture_output=True, text=True, timeout=60)
 
 
-def test_lustre_driver_turned_off_later_is_refused_and_the_fakes_pods_cannot_mount(cloud):
+def _up_then_turn_off(cloud: FakeCloud, addon: str) -> None:
+    """`up`, then the add-on turned off by hand (gcloud container clusters update)."""
     done = cloud.invoke("up", "--yes")
     assert done.code == 0, done.output[-2000:]
     where = [f"--location={ENV['CONTROL_PLANE_LOCATION']}", f"--project={ENV['PROJECT_ID']}"]
     off = _gcloud(cloud, ["gcloud", "container", "clusters", "update", ENV["CLUSTER_NAME"], *where,
-                          "--update-addons=LustreCsiDriver=DISABLED"])
+                          f"--update-addons={addon}=DISABLED"])
     assert off.returncode == 0, off.stderr
+
+
+def test_lustre_driver_turned_off_later_is_refused_and_the_fakes_pods_cannot_mount(cloud):
+    _up_then_turn_off(cloud, "LustreCsiDriver")
     before = len(cloud.calls())
     deploy = cloud.invoke("ray.deploy", "--timeout=30")
     assert deploy.code == 2 and "the Managed Lustre CSI driver is off" in deploy.stderr, deploy.output[-2000:]
@@ -372,12 +377,7 @@ def test_another_deployments_down_keeps_what_an_adopted_cluster_uses(cloud, pool
 def test_ray_operator_turned_off_later_still_lets_clean_ray_and_down_remove_the_release(cloud):
     # GKE removes KubeRay's CRD with the add-on, and every RayCluster with it: helm 3.17 then cannot uninstall
     # the release ("failed to delete release", on every run). Nothing of it is left but helm's record.
-    done = cloud.invoke("up", "--yes")
-    assert done.code == 0, done.output[-2000:]
-    where = [f"--location={ENV['CONTROL_PLANE_LOCATION']}", f"--project={ENV['PROJECT_ID']}"]
-    off = _gcloud(cloud, ["gcloud", "container", "clusters", "update", ENV["CLUSTER_NAME"], *where,
-                          "--update-addons=RayOperator=DISABLED"])
-    assert off.returncode == 0, off.stderr
+    _up_then_turn_off(cloud, "RayOperator")
     clean = cloud.invoke("clean.ray", "--yes")
     assert clean.code == 0, clean.output[-3000:]
     assert "the cluster no longer serves RayCluster (its CRD is gone" in clean.stderr
