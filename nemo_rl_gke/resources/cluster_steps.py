@@ -255,6 +255,11 @@ def _usable_check(kind: str, describe: list[str]) -> Any:
     return lambda r: _usable(kind, _describe_status(r, describe))
 
 
+def _project_of(argv: list[str]) -> str:
+    """The --project of a gcloud argv ("PROJECT" if it names none)."""
+    return next((a.split("=", 1)[1] for a in argv if a.startswith("--project=")), "PROJECT")
+
+
 def _create_and_settle(kind: str, title: str, create: list[str], describe: list[str], fix: str) -> Action:
     """Create; when it already exists (an earlier run's create goes on in GKE), or gcloud stopped waiting for it
     (its own limit), wait until it can be used."""
@@ -268,6 +273,11 @@ def _create_and_settle(kind: str, title: str, create: list[str], describe: list[
         def usable() -> bool:
             body = _describe_status(r, describe)
             seen["status"] = status = str((body or {}).get("status") or "NOT_FOUND")
+            if status == "STOPPING":  # being deleted: a teardown's delete goes on in GKE after its gcloud went
+                raise ToolError(f"{title} is STOPPING: GKE is deleting it (a teardown's delete goes on after its "
+                                f"gcloud was stopped). Wait until it is gone (`gcloud container operations list "
+                                f"--project={_project_of(create)}` shows the delete), then run `invoke up` again.",
+                                1)
             if status in HOPELESS_STATES or body is None:
                 said = why_status(body or {})
                 raise ToolError(f"{title} is {status}{': ' + said if said else ''}; {fix}", 1)

@@ -37,3 +37,21 @@ def test_up_resize_goes_on_when_gcloud_stops_waiting_for_it(cloud):
     assert resize["exit"] == 1
     status = cloud.invoke("status", GPU_NODES="3")
     assert "Ray sees 24 of 24 GPUs" in status.stdout, status.output[-2000:]
+
+
+def test_up_on_a_cluster_gke_is_still_deleting_says_to_wait_not_to_delete_it(cloud):
+    # A `down` stopped mid-way (Ctrl-C, a closed laptop): GKE goes on deleting the cluster, STOPPING. The next `up`
+    # meets it; `invoke clean.cluster` (the advice for a cluster in ERROR) would only be refused while GKE works.
+    import json
+
+    assert cloud.invoke("up", "--yes").code == 0
+    state_file = cloud.state_dir / "resources.json"
+    state = json.loads(state_file.read_text())
+    (key,) = state["cluster"]
+    state["cluster"][key]["status"] = "STOPPING"
+    state_file.write_text(json.dumps(state))
+    done = cloud.invoke("cluster.create")
+    assert done.code == 1, done.output[-3000:]
+    assert "cluster nemo-rl is STOPPING: GKE is deleting it" in done.stderr
+    assert "`gcloud container operations list --project=my-nemo-project` shows the delete" in done.stderr
+    assert "invoke clean.cluster" not in done.stderr
