@@ -151,6 +151,28 @@ def test_storage_teardown_of_an_object_a_finalizer_holds_ends_with_what_holds_it
             "'--output=jsonpath={.metadata.finalizers}'`)") in done.stderr
 
 
+def test_storage_teardown_refused_for_a_jobs_pod_names_the_job_to_delete_not_the_pod(cloud):
+    # A Job's pod mounting the claim (a model download of a PREFETCH_MODELS emptied since, or the user's own):
+    # `kubectl delete pod` would only have the Job make it again.
+    from fakecloud.core import State
+
+    _up(cloud)
+    assert cloud.invoke("clean.ray", "--yes").code == 0
+    state, kind = State(cloud.state_dir), f"k8s:gke_{PROJECT}_us-central1_nemo-rl"
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "old-download-x7k2p", "namespace": "default",
+                        "labels": {"batch.kubernetes.io/job-name": "old-download", "job-name": "old-download"}},
+           "spec": {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "lustre-pvc"}}]},
+           "status": {"phase": "Running"}}
+    with state.locked():
+        state.put(kind, "Pod/default/old-download-x7k2p", pod)
+    done = cloud.invoke("clean.storage", "--yes")
+    assert done.code == 1, done.output[-3000:]
+    assert "in use by 1 pod(s): old-download-x7k2p" in done.stderr
+    assert "delete their Job first (`kubectl delete job old-download --namespace=default`" in done.stderr
+    assert "kubectl delete pod" not in done.stderr
+
+
 @pytest.mark.parametrize("argv", [("clean.storage", "--yes"), ("storage.delete", "--yes")])
 def test_storage_teardown_right_after_clean_ray_waits_for_pods_on_their_way_out(cloud, argv):
     # helm's uninstall does not wait for the Ray pods: right after `clean.ray` they are still there, being
