@@ -150,9 +150,7 @@ def delete_bucket(r: Runner, s: Settings) -> str | None:
     from . import lock
 
     lease = lock.lease_name(s)
-    # The generation of the lease this run holds: the lock object is deleted only at it, as a release is.
-    ours = next((generation for held, _what, generation in lock.HELD
-                 if held.bucket == s.bucket and lock.lease_name(held) == lease), None)
+    ours = lock.held_generation(s)  # the lock object is deleted only at the generation this run holds
     try:
         bucket = gcs.bucket(s.bucket)
         blobs = list(gcs.list_blobs(s.bucket, timeout=CALL_TIMEOUT, retry=retry()))

@@ -145,9 +145,7 @@ def take_lease(blob_of: Callable[[], Blob], body: LeaseBody, now: float, *, forc
         # Our own create: it was written, but its answer was lost and the library's retry got 412 (a retried
         # conditional write that had succeeded). The body names this process and its start to the second.
         return read, ""
-    renewed = _renewed_until(held)
-    if current and renewed > _expires(current):  # its holder renewed it (renew_lease): it lasts until then
-        current = {**current, "expires": renewed}
+    current = _as_renewed(current, held)
     expired = _expires(current) <= now
     ours = left is not None and left(read, current)
     if not (expired or force or ours):
@@ -191,6 +189,12 @@ def _renewed_until(blob: Blob) -> float:
     except (TypeError, ValueError):
         return 0.0
     return _expires({"expires": until})
+
+
+def _as_renewed(body: LeaseBody, blob: Blob) -> LeaseBody:
+    """The lease's body with the expiry its holder's last renewal (renew_lease) gave it, when that is later."""
+    renewed = _renewed_until(blob)
+    return {**body, "expires": renewed} if body and renewed > _expires(body) else body
 
 
 def renew_lease(blob: Blob, generation: int, now: float) -> bool:
@@ -260,9 +264,18 @@ def live(blob: Blob) -> bool:
     return isinstance(body, dict) and _expires(body) > time.time()
 
 
+def _same_lease(held: Settings, s: Settings) -> bool:
+    return held.bucket == s.bucket and lease_name(held) == lease_name(s)
+
+
+def held_generation(s: Settings) -> int | None:
+    """The generation of the deployment's lease this run holds (HELD), None if it holds none."""
+    return next((generation for held, _what, generation in HELD if _same_lease(held, s)), None)
+
+
 def gone_with_bucket(s: Settings) -> None:
     """The teardown deleted this run's lease with its bucket: nothing left to renew or release."""
-    HELD[:] = [entry for entry in HELD if entry[0].bucket != s.bucket or lease_name(entry[0]) != lease_name(s)]
+    HELD[:] = [entry for entry in HELD if not _same_lease(entry[0], s)]
 
 
 def release_lease(blob: Blob, generation: int) -> None:
@@ -428,13 +441,8 @@ def _lease_now(s: Settings) -> tuple[int, LeaseBody] | None:
     if blob is None:
         return None
     generation = int(blob.generation or 0)  # before the download, which sets it from the response's headers
-    renewed = _renewed_until(blob)
     body: LeaseBody = json.loads(blob.download_as_bytes(**bounded) or b"{}")
-    if not isinstance(body, dict):
-        return generation, {}
-    if body and renewed > _expires(body):  # renewed by its holder (renew_lease): it lasts until then
-        body = {**body, "expires": renewed}
-    return generation, body
+    return generation, _as_renewed(body, blob) if isinstance(body, dict) else {}
 
 
 TEARDOWN = ("down", "clean", "delete")  # the commands that delete (`down`, `clean.*`, `*.delete`)
