@@ -214,11 +214,11 @@ def keep_if_not_ours(r: Runner, s: Settings, steps: list[Step], present: dict[st
 
 # GKE goes on creating a cluster or node pool after the gcloud that asked is gone (Ctrl-C, a lost laptop): an
 # interrupted `up` leaves it PROVISIONING. It exists only once it can be used; until then its create answers
-# 409 "Already exists" and waits for it. RECONCILING (an upgrade) and DEGRADED still serve; ERROR and STOPPING
-# never become ready by waiting.
+# 409 "Already exists" and waits for it. RECONCILING (an upgrade) and DEGRADED still serve; ERROR never becomes
+# ready by waiting, nor does STOPPING (GKE deleting it: said apart, as there is nothing to mend but to wait).
 USABLE = {"cluster": ("RUNNING", "RECONCILING", "DEGRADED"), "node pool": ("RUNNING", "RUNNING_WITH_ERROR",
                                                                             "RECONCILING")}
-HOPELESS_STATES = ("ERROR", "STOPPING")
+HOPELESS_STATES = ("ERROR",)
 SETTLE_TIMEOUT_SECONDS = 3600
 # gcloud stops waiting on a GKE operation after its own limit, exits 1 and leaves it running in GKE (gcloud 528,
 # api_lib/container/api_adapter.py WaitForOperation): "Operation [<Operation …>] is still running, check its
@@ -255,12 +255,8 @@ def _usable_check(kind: str, describe: list[str]) -> Any:
     return lambda r: _usable(kind, _describe_status(r, describe))
 
 
-def _project_of(argv: list[str]) -> str:
-    """The --project of a gcloud argv ("PROJECT" if it names none)."""
-    return next((a.split("=", 1)[1] for a in argv if a.startswith("--project=")), "PROJECT")
-
-
-def _create_and_settle(kind: str, title: str, create: list[str], describe: list[str], fix: str) -> Action:
+def _create_and_settle(s: Settings, kind: str, title: str, create: list[str], describe: list[str],
+                       fix: str) -> Action:
     """Create; when it already exists (an earlier run's create goes on in GKE), or gcloud stopped waiting for it
     (its own limit), wait until it can be used."""
     def run(r: Runner) -> str | None:
@@ -276,8 +272,7 @@ def _create_and_settle(kind: str, title: str, create: list[str], describe: list[
             if status == "STOPPING":  # being deleted: a teardown's delete goes on in GKE after its gcloud went
                 raise ToolError(f"{title} is STOPPING: GKE is deleting it (a teardown's delete goes on after its "
                                 f"gcloud was stopped). Wait until it is gone (`gcloud container operations list "
-                                f"--project={_project_of(create)}` shows the delete), then run `invoke up` again.",
-                                1)
+                                f"--project={s.PROJECT_ID}` shows the delete), then run `invoke up` again.", 1)
             if status in HOPELESS_STATES or body is None:
                 said = why_status(body or {})
                 raise ToolError(f"{title} is {status}{': ' + said if said else ''}; {fix}", 1)
@@ -346,7 +341,7 @@ def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
         Step(CLUSTER, f"{mode} cluster {s.CLUSTER_NAME}",
              inv.check(CLUSTER, "cluster", lambda items: _usable("cluster", inv.cluster(items)),
                        _usable_check("cluster", gcloud.cluster_describe(s))),
-             _create_and_settle("cluster", f"cluster {s.CLUSTER_NAME}", gcloud.cluster_create(s),
+             _create_and_settle(s, "cluster", f"cluster {s.CLUSTER_NAME}", gcloud.cluster_create(s),
                                 gcloud.cluster_describe(s), "`invoke clean.cluster` deletes it (`gcloud container "
                                 "operations list` says what went wrong), then `invoke up`"),
              _delete_when_free(f"cluster {s.CLUSTER_NAME}", gcloud.cluster_delete(s)), deps=(net.MAIN,),
@@ -361,7 +356,8 @@ def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
         out.append(Step(GPU_POOL, f"GPU node pool {names.GPU_POOL} ({s.GPU_NODES} × {s.gpu.machine_type})",
                         inv.check(GPU_POOL, "cluster", pool_listed,
                                   _usable_check("node pool", gcloud.node_pool_describe(s))),
-                        _create_and_settle("node pool", f"GPU node pool {names.GPU_POOL}", gcloud.node_pool_create(s),
+                        _create_and_settle(s, "node pool", f"GPU node pool {names.GPU_POOL}",
+                                           gcloud.node_pool_create(s),
                                            gcloud.node_pool_describe(s), "`gcloud container node-pools delete "
                                            f"{names.GPU_POOL} --cluster={s.CLUSTER_NAME} --location={s.region}` "
                                            "deletes it, then `invoke up`"),

@@ -142,8 +142,8 @@ def export_check(r: Runner, s: Settings, inv: Inventory | None = None) -> tuple[
                 "copies it" if record.get("final") else "still running")
         missing = exports.unexported_runs({k: int(v) for k, v in seen.items()}, bucket_files,
                                           set(record.get("running") or ()), word)
-        final = (_final_listing_before(records, record)
-                 if kind == "export" and seen is not record.get("lustre_files") else None)
+        final = (_final_listing_before(records, record)  # an export that listed no /data: the bucket only
+                 if kind == "export" and not isinstance(record.get("lustre_files"), dict) else None)
         if final is None:
             return missing, f"{how}: the {what} of {record.get('time')}"
         # An export made without a head pod saw the bucket only (its objects), so it cannot show a file it left

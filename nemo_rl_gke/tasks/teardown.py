@@ -238,12 +238,11 @@ def _claim_free_or_refuse(r: Runner, s: Settings, going: set[str], inv: Inventor
     pods = ", ".join(str((p.get("metadata") or {}).get("name")) for p in users[:6]) + (", …" if len(users) > 6 else "")
     ray = any(labels(p).get("ray.io/cluster") == names.RAY_RELEASE for p in users)
     # A Job's pod is made again when deleted: its Job is what to delete (Kubernetes labels its pods with it).
-    jobs = sorted({str(labels(p).get("batch.kubernetes.io/job-name") or labels(p).get("job-name"))
-                   for p in users if labels(p).get("batch.kubernetes.io/job-name") or labels(p).get("job-name")})
-    loose = [p for p in users if not (labels(p).get("batch.kubernetes.io/job-name") or labels(p).get("job-name"))]
+    owners = [labels(p).get("batch.kubernetes.io/job-name") or labels(p).get("job-name") for p in users]
+    jobs = sorted({str(job) for job in owners if job})
     stop = ([f"delete their Job first (`kubectl delete job {' '.join(jobs)} --namespace={s.NAMESPACE}`: a Job "
              f"makes its pod again)"] if jobs else []) + (
-        [f"stop them first (`kubectl delete pod NAME --namespace={s.NAMESPACE}`)"] if loose or not jobs else [])
+        [f"stop them first (`kubectl delete pod NAME --namespace={s.NAMESPACE}`)"] if not all(owners) else [])
     fix = ("`invoke clean.ray --yes` first (the Ray cluster mounts /data), or `invoke down` for everything" if ray
            else "; ".join(stop))
     raise Exit(f"error: the Lustre claim {names.LUSTRE_PVC} is in use by {len(users)} pod(s): {pods}. Kubernetes "
