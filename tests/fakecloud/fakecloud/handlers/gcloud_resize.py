@@ -24,8 +24,6 @@ def target_size(pool: dict[str, Any]) -> int:
 def pool_size(pool: dict[str, Any]) -> int:
     """The nodes the pool has per zone now: during a resize that grows it, its old size until the resize's
     operation ends (the new VMs come up meanwhile); a shrink takes them away at once."""
-    import time
-
     if time.time() < float(pool.get("_resized_at") or 0):
         return min(target_size(pool), int(pool.get("_size_before", target_size(pool))))
     return target_size(pool)

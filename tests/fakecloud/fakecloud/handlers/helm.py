@@ -208,19 +208,23 @@ def real_helm() -> str | None:
     return None
 
 
+def _needed_real_helm(verb: str) -> str:
+    helm = real_helm()
+    if helm is None:
+        raise Fail(127, f"fakecloud: `helm {verb}` needs a real helm behind the fake on PATH (python "
+                        f"scripts/fetch_helm.py puts one in .tools/bin)")
+    return helm
+
+
 def _check_values(release: str, chart: str, namespace: str, values_text: str, failed: str) -> None:
-    # failed: the prefix helm puts before the error ("UPGRADE FAILED: " for an existing release, none otherwise)
     """The values as helm reads them: Go's YAML (which takes "0123456789012345" or "1e5" unquoted for a number,
     where PyYAML reads a string), then the chart's values.schema.json and its templates; the real helm does
-    both, so an upgrade fails where the real one would, in its words."""
+    both, so an upgrade fails where the real one would, in its words (failed: the prefix helm puts before them,
+    "UPGRADE FAILED: " for an existing release, none for a new one)."""
     import hashlib
     import tempfile
 
-    helm = real_helm()
-    if helm is None:
-        raise Fail(127, "fakecloud: `helm upgrade` checks the values with a real helm behind the fake on PATH "
-                        "(python scripts/fetch_helm.py puts one in .tools/bin)")
-    argv = [helm, "template", release, chart, f"--namespace={namespace}", "--values=-"]
+    argv = [_needed_real_helm("upgrade"), "template", release, chart, f"--namespace={namespace}", "--values=-"]
     # The answer depends on the chart's files, the argv and the values only: a check that passed is remembered
     # (most flows send the same values), so the suite pays helm's start-up once per distinct input.
     # Comment lines say nothing to helm (our header names the .env file, another per test): not in the key.
@@ -243,13 +247,7 @@ def _check_values(release: str, chart: str, namespace: str, values_text: str, fa
 @command("helm", "template", latency=0)
 def template(ctx: Ctx) -> int:
     """Rendering is local and offline: the real helm does it, so the fake's output is the chart's."""
-    helm = real_helm()
-    if helm is None:
-        raise Fail(
-            127,
-            "fakecloud: `helm template` needs a real helm behind the fake on PATH "
-            "(python scripts/fetch_helm.py puts one in .tools/bin)",
-        )
+    helm = _needed_real_helm("template")
     done = subprocess.run([helm, *ctx.argv], input=ctx.stdin(), capture_output=True, text=True, check=False)
     ctx.out(done.stdout)
     if done.stderr:

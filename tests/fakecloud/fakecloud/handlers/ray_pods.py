@@ -44,38 +44,45 @@ def cluster_name(release: str, values: dict[str, Any]) -> str:
     return str(values.get("fullnameOverride") or release)[:50]
 
 
+def _gpu_pool(ctx: Ctx, context: str) -> tuple[bool, dict[str, Any] | None]:
+    """(Autopilot, the Standard cluster's GPU pool or None) of the cluster behind a kubeconfig context."""
+    kube = ctx.state.get("kubecontext", context) or {}
+    return bool(kube.get("autopilot")), ctx.state.get("nodepool", f"{kube.get('cluster')}/gpu-pool")
+
+
+def _zones(pool: dict[str, Any]) -> int:
+    return max(1, len(pool.get("locations") or []))
+
+
 def gpu_capacity(ctx: Ctx, context: str) -> int | None:
     """How many 8-GPU workers can schedule: None = unlimited (Autopilot provisions nodes on demand)."""
     if os.environ.get("FAKECLOUD_GPU_NODES"):
         return int(os.environ["FAKECLOUD_GPU_NODES"])
-    kube = ctx.state.get("kubecontext", context) or {}
-    if kube.get("autopilot"):
+    autopilot, pool = _gpu_pool(ctx, context)
+    if autopilot:
         return None
-    pool = ctx.state.get("nodepool", f"{kube.get('cluster')}/gpu-pool")
     from .gcloud_resize import target_size  # the size a resize asked for (not initialNodeCount)
 
-    return target_size(pool) * max(1, len(pool.get("locations") or [])) if pool else 0
+    return target_size(pool) * _zones(pool) if pool else 0
 
 
 def gpu_nodes_now(ctx: Ctx, context: str) -> tuple[int, float]:
     """(the GPU nodes up now, when the rest a resize asked for come up): a worker past them stays Pending until
     then, and the scheduler places it once they register."""
-    kube = ctx.state.get("kubecontext", context) or {}
-    pool = ctx.state.get("nodepool", f"{kube.get('cluster')}/gpu-pool")
-    if kube.get("autopilot") or pool is None:
+    autopilot, pool = _gpu_pool(ctx, context)
+    if autopilot or pool is None:
         return 1 << 30, 0.0
     from .gcloud_resize import pool_size
 
-    return pool_size(pool) * max(1, len(pool.get("locations") or [])), float(pool.get("_resized_at") or 0)
+    return pool_size(pool) * _zones(pool), float(pool.get("_resized_at") or 0)
 
 
 def unmatched_nodes(ctx: Ctx, context: str, selector: dict[str, str]) -> int:
     """How many of a Standard cluster's nodes (its CPU node and GPU pool) a GPU worker's nodeSelector rules out
     when it rules them all out (0: some node matches, or Autopilot, which makes the node the pod asks for): the
     pool's nodes carry its accelerator's label, and no node of ours carries an Autopilot compute class."""
-    kube = ctx.state.get("kubecontext", context) or {}
-    pool = ctx.state.get("nodepool", f"{kube.get('cluster')}/gpu-pool")
-    if kube.get("autopilot") or pool is None:
+    autopilot, pool = _gpu_pool(ctx, context)
+    if autopilot or pool is None:
         return 0
     accelerator = dict(kv.split("=", 1) for kv in str((pool.get("config") or {}).get("accelerators") or "")
                        .split(",") if "=" in kv).get("type")
@@ -83,7 +90,7 @@ def unmatched_nodes(ctx: Ctx, context: str, selector: dict[str, str]) -> int:
     if "cloud.google.com/compute-class" in selector or (wanted and accelerator and wanted != accelerator):
         from .gcloud_resize import pool_size
 
-        return 1 + pool_size(pool) * max(1, len(pool.get("locations") or []))
+        return 1 + pool_size(pool) * _zones(pool)
     return 0
 
 
