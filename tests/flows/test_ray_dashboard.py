@@ -4,6 +4,8 @@ cluster, or with the local port taken, it says so at once, before any port-forwa
 
 from __future__ import annotations
 
+import errno
+import random
 import signal
 import socket
 import subprocess
@@ -89,13 +91,34 @@ def test_ray_dashboard_port_taken_exits_2_naming_the_flag(fake, flag):
     assert fake.calls() == []  # before any command, even a query
 
 
+def _taken_on_ipv6_only() -> socket.socket:
+    """A socket listening on ::1 at a port free on 127.0.0.1, chosen below the kernel's ephemeral range.
+
+    Not port 0: the kernel's IPv4 and IPv6 ephemeral ports are handed out apart, and the suite's other workers take
+    IPv4 ones all the time (port-forwards, emulators), so ::1's port 0 was once taken on 127.0.0.1 too by the time
+    the run checked it, and the refusal rightly named 127.0.0.1 (CI, stop 38). Below 32768 nothing here binds.
+    """
+    for port in random.sample(range(20000, 32768), 200):
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        taken = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+        try:
+            taken.bind(("::1", port))
+        except OSError as error:
+            taken.close()
+            if error.errno == errno.EADDRINUSE:
+                continue
+            pytest.skip(f"no IPv6 loopback on this machine ({error})")
+        return taken
+    raise AssertionError("no port below 32768 free on both 127.0.0.1 and ::1")
+
+
 def test_ray_dashboard_port_taken_on_ipv6_only_is_taken_too(fake):
     """A browser's `localhost` may try ::1 first: there it would reach the other program, not the dashboard."""
-    try:
-        taken = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-        taken.bind(("::1", 0))
-    except OSError:
-        pytest.skip("no IPv6 loopback on this machine")
+    taken = _taken_on_ipv6_only()
     with taken:
         taken.listen(1)
         port = taken.getsockname()[1]
@@ -106,8 +129,6 @@ def test_ray_dashboard_port_taken_on_ipv6_only_is_taken_too(fake):
 
 def test_ray_dashboard_privileged_port_says_so_not_taken(monkeypatch):
     """As a user who is not root meets it (this suite may run as root: the refusal is planted, for every port)."""
-    import errno
-
     from nemo_rl_gke.settings import ConfigError
     from nemo_rl_gke.tasks import ray
 
