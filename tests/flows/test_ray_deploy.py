@@ -26,6 +26,12 @@ metadata: {name: nemo-rl-secrets, namespace: default}
 type: Opaque
 ---
 apiVersion: v1
+kind: PersistentVolume
+metadata: {name: lustre-pv}
+spec: {capacity: {storage: 18000Gi}, accessModes: [ReadWriteMany], persistentVolumeReclaimPolicy: Retain,
+       storageClassName: "", claimRef: {namespace: default, name: lustre-pvc}}
+---
+apiVersion: v1
 kind: PersistentVolumeClaim
 metadata: {name: lustre-pvc, namespace: default}
 spec: {volumeName: lustre-pv, accessModes: [ReadWriteMany], resources: {requests: {storage: 18000Gi}}}
@@ -264,7 +270,7 @@ def test_ray_deploy_gpu_check_fails_when_ray_counts_fewer_gpus_than_ready_pods(c
 
 def test_ray_deploy_refuses_at_once_without_the_secret(tmp_path, base_state):
     fake = _cloud(tmp_path, base_state, storage=False)
-    _kubectl(fake, "apply", "--filename=-", stdin=STORAGE_OBJECTS.split("---")[1])  # the claim only
+    _kubectl(fake, "apply", "--filename=-", stdin="---".join(STORAGE_OBJECTS.split("---")[1:]))  # no Secret
     done = fake.invoke("ray.deploy")
     assert done.code == 2, done.output
     assert "Secret nemo-rl-secrets" in done.stderr and "invoke storage.create" in done.stderr
@@ -589,3 +595,18 @@ def test_fake_kubectl_wait_waits_for_the_ready_condition_not_the_running_phase(c
     assert waited.returncode == 1, waited
     assert sorted(waited.stderr.splitlines()) == sorted(
         f"timed out waiting for the condition on pods/{p['metadata']['name']}" for p in pods)
+
+
+def test_ray_deploy_with_the_claim_unbound_says_why_and_what_repairs_it(tmp_path, base_state):
+    """A volume bound to another claim (another NAMESPACE's): ours stays Pending, and the scheduler keeps every
+    Ray pod with "pod has unbound immediate PersistentVolumeClaims", which is not a missing claim."""
+    fake = _cloud(tmp_path, base_state, storage=False)
+    elsewhere = STORAGE_OBJECTS.replace("claimRef: {namespace: default", "claimRef: {namespace: team-a")
+    assert _kubectl(fake, "apply", "--filename=-", stdin=elsewhere).returncode == 0
+    claim = json.loads(_kubectl(fake, "get", "pvc", "lustre-pvc", "--namespace=default", "--output=json").stdout)
+    assert claim["status"]["phase"] == "Pending"
+    done = fake.invoke("ray.deploy", "--timeout=2", NRG_POLL_SECONDS="0.2")
+    assert done.code == 1, done.output
+    assert "pod has unbound immediate PersistentVolumeClaims" in done.stderr
+    assert "the Lustre claim lustre-pvc is not bound to its volume (`kubectl describe pvc lustre-pvc " \
+           "--namespace=default` says why)" in done.stderr and "is missing" not in done.stderr, done.stderr

@@ -201,3 +201,29 @@ def test_down_does_not_take_an_endpoint_that_is_no_api_for_a_firewall_rule_gone_
     assert done.code == 1 and "was not found on this server" in done.stderr, done.output[-2000:]
     assert not re.search(r"firewall rule \S+: deleted", done.stderr), done.stderr[-2000:]
     assert cloud.resources().get("firewall"), sorted(cloud.resources())
+
+
+def test_the_fakes_volumes_bind_and_release_as_kubernetes_pv_controller_does(cloud):
+    """The fake's claims bound whatever happened to their volume: a claim made again after a delete (by hand, or
+    with its namespace) was Bound at once, where Kubernetes keeps the Retained volume Released and the new claim
+    Pending ("volume already bound to a different claim"), and a bound volume's delete waits (pv-protection)."""
+    import json
+
+    def phases() -> tuple[str, str]:
+        pv = json.loads(_kubectl(cloud, "get", "pv", "lustre-pv", "--output=json").stdout)
+        pvc = _kubectl(cloud, "get", "pvc", "lustre-pvc", "--namespace=default", "--output=json", "--ignore-not-found")
+        return pv["status"]["phase"], json.loads(pvc.stdout)["status"]["phase"] if pvc.stdout else "-"
+
+    _ok(cloud.invoke("net.create", "cluster.create", "storage.create"), "storage.create")
+    assert phases() == ("Bound", "Bound")
+    held = _kubectl(cloud, "delete", "pv", "lustre-pv", "--timeout=10s")
+    assert held.returncode == 1 and "timed out waiting for the condition" in held.stderr, held
+    claim = json.loads(_kubectl(cloud, "get", "pvc", "lustre-pvc", "--namespace=default", "--output=json").stdout)
+    assert _kubectl(cloud, "delete", "pvc", "lustre-pvc", "--namespace=default").returncode == 0
+    assert phases() == ("Released", "-")
+    del claim["metadata"]["uid"], claim["status"]
+    assert _kubectl(cloud, "apply", "--filename=-", stdin=json.dumps(claim)).returncode == 0
+    assert phases() == ("Released", "Pending")  # a claim of the same name is another claim
+    assert _kubectl(cloud, "delete", "pv", "lustre-pv").returncode == 0  # released: nothing holds it
+    _ok(cloud.invoke("storage.create"), "storage.create")
+    assert phases() == ("Bound", "Bound")

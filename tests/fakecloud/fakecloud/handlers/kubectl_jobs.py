@@ -60,6 +60,8 @@ def cache_dirs(state: State, skind: str, job: dict[str, Any]) -> list[tuple[str,
         if not claim or not mount:
             continue
         pvc = state.get(skind, key_of("PersistentVolumeClaim", namespace, claim))
+        if (pvc or {}).get("_phase") != "Bound":  # the pod is not scheduled until its claim is bound
+            return None
         pv = state.get(skind, key_of("PersistentVolume", "", (pvc or {}).get("spec", {}).get("volumeName", "")))
         csi = (pv or {}).get("spec", {}).get("csi") or {}
         if csi.get("driver") != objects.LUSTRE_CSI_DRIVER:

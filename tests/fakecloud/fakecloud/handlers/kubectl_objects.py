@@ -7,6 +7,7 @@ kinds). A pod is Ready once time passes its private '_ready_at' (set by whoever 
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -69,6 +70,7 @@ def store_kind(ctx: Ctx) -> str:
     from .ray_pods import sweep_gone  # pods whose shutdown has ended are gone before anything reads them
 
     sweep_gone(ctx, f"k8s:{context}")
+    bind_claims(ctx, f"k8s:{context}")  # the controller has bound (or released) what the last call changed
     return f"k8s:{context}"
 
 
@@ -117,12 +119,64 @@ def put_object(ctx: Ctx, obj: dict[str, Any]) -> str:
             merged.setdefault("status", old.get("status"))
         else:
             merged["_created"] = time.time()
+            merged["_uid"] = str(uuid.uuid4())  # the API server's metadata.uid: a claim made again is another
             if kind in ON_CREATE:
                 ON_CREATE[kind](ctx, merged)
-        if kind == "PersistentVolumeClaim":
-            merged["status"] = {"phase": "Bound" if obj.get("spec", {}).get("volumeName") else "Pending"}
         ctx.state.put(skind, key, merged)
     return "configured" if old is not None else "created"
+
+
+def bind_claims(ctx: Ctx, skind: str) -> None:
+    """Kubernetes' PersistentVolume controller, for a claim naming its volume (spec.volumeName, as ours does):
+    the claim binds if the volume's claimRef names it (or there is none) and the volume is not bound to another
+    claim already; binding records the claim's uid in the volume. A volume whose claim is gone (or made again:
+    another uid) is Released, and with Retain stays so: a claim of the same name never binds it again ("volume
+    already bound to a different claim", the claim Pending) until the volume is made anew or its claimRef
+    cleared. Run on every kubectl call (store_kind); the phases are kept in '_phase' for with_status."""
+    with ctx.state.reading() as data:
+        if not _bindings(data.get(skind) or {}):
+            return
+    with ctx.state.locked() as data:
+        data.setdefault(skind, {}).update(_bindings(data[skind]))
+
+
+def _bindings(items: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """key -> the volume or claim as the controller leaves it, for those it changes (pure)."""
+    changed: dict[str, dict[str, Any]] = {}
+    claims = {(o["metadata"].get("namespace"), o["metadata"]["name"]): (key, o) for key, o in items.items()
+              if o.get("kind") == "PersistentVolumeClaim"}
+
+    def uid(key: str, obj: dict[str, Any]) -> str:  # one planted without the fake's apply: its key and birth
+        return str(obj.get("_uid") or f"{key}@{obj.get('_created', 0)}")
+
+    volumes: dict[str, dict[str, Any]] = {}
+    for key, pv in items.items():
+        if pv.get("kind") != "PersistentVolume":
+            continue
+        name = pv["metadata"]["name"]
+        ref = (pv.get("spec") or {}).get("claimRef") or pv.get("_bound_ref") or {}
+        naming = [(k, c) for k, c in claims.values() if (c.get("spec") or {}).get("volumeName") == name
+                  and not (c.get("metadata") or {}).get("deletionTimestamp")]
+        found = claims.get((ref.get("namespace"), ref.get("name"))) if ref else (naming[0] if naming else None)
+        bound = pv.get("_claim_uid")
+        if bound is None and found is not None and found in naming:
+            bound = uid(*found)
+            if not ref:  # the claim becomes its claimRef
+                pv = {**pv, "_bound_ref": {"namespace": found[1]["metadata"].get("namespace"),
+                                           "name": found[1]["metadata"]["name"]}}
+        phase = ("Available" if bound is None else
+                 "Bound" if found is not None and uid(*found) == bound else "Released")
+        if (bound, phase) != (pv.get("_claim_uid"), pv.get("_phase")) or pv is not items[key]:
+            pv = {**pv, "_claim_uid": bound, "_phase": phase}
+            changed[key] = pv
+        volumes[name] = pv
+    for key, claim in claims.values():
+        pv = volumes.get(str((claim.get("spec") or {}).get("volumeName") or ""))
+        phase = "Bound" if pv is not None and pv.get("_phase") == "Bound" and pv.get("_claim_uid") == uid(
+            key, claim) else "Pending"
+        if claim.get("_phase") != phase:
+            changed[key] = {**claim, "_phase": phase}
+    return changed
 
 
 @command("kubectl", "apply", mutating=True, latency=2)
@@ -188,6 +242,14 @@ def with_status(obj: dict[str, Any]) -> dict[str, Any]:
     if obj.get("kind") in STATUS_VIEWS:
         return STATUS_VIEWS[obj["kind"]](obj)
     view = public(obj)
+    if obj.get("_uid"):
+        view["metadata"] = {**(view.get("metadata") or {}), "uid": obj["_uid"]}
+    if obj.get("kind") in ("PersistentVolume", "PersistentVolumeClaim"):
+        pending = "Available" if obj["kind"] == "PersistentVolume" else "Pending"
+        view["status"] = {**(view.get("status") or {}), "phase": obj.get("_phase") or pending}
+        ref = (view.get("spec") or {}).get("claimRef") or obj.get("_bound_ref")
+        if ref and obj.get("_claim_uid"):  # what binding wrote into it
+            view["spec"] = {**view["spec"], "claimRef": {**ref, "uid": obj["_claim_uid"]}}
     if obj.get("kind") == "Pod" and "_ready_at" in obj:
         now = time.time()
         ready = now >= obj["_ready_at"] and not obj.get("_never_ready")
@@ -404,6 +466,9 @@ def _held(ctx: Ctx, skind: str, kind: str, namespace: str, name: str) -> None:
         users = []
     if users:
         holders.append(f"pvc-protection: still mounted by pod(s) {', '.join(sorted(users))}")
+    if kind == "PersistentVolume" and obj.get("_phase") == "Bound":  # pv-protection: a bound volume stays
+        ref = (obj.get("spec") or {}).get("claimRef") or obj.get("_bound_ref") or {}
+        holders.append(f"kubernetes.io/pv-protection: bound to claim {ref.get('namespace')}/{ref.get('name')}")
     if not holders:
         return
     plural = f"{kind.lower()}s"

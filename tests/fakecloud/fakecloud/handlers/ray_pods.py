@@ -21,7 +21,7 @@ from typing import Any
 
 from .. import kubeconfig
 from ..core import Ctx, Fail, command, pod_command, time_scale
-from .kubectl_objects import key_of, with_status
+from .kubectl_objects import bind_claims, key_of, pool_nodes, with_status
 
 GPU = "nvidia.com/gpu"
 
@@ -97,7 +97,8 @@ def unmatched_nodes(ctx: Ctx, context: str, selector: dict[str, str]) -> int:
 def _blocker(ctx: Ctx, skind: str, namespace: str, values: dict[str, Any]) -> dict[str, Any] | None:
     """Why no Ray pod can start, as Kubernetes would say it (None: nothing blocks)."""
     claim = (values.get("data") or {}).get("claimName")
-    if claim and ctx.state.get(skind, key_of("PersistentVolumeClaim", namespace, claim)) is None:
+    pvc = ctx.state.get(skind, key_of("PersistentVolumeClaim", namespace, claim)) if claim else None
+    if claim and pvc is None:
         return {
             "conditions": [
                 {
@@ -108,6 +109,13 @@ def _blocker(ctx: Ctx, skind: str, namespace: str, values: dict[str, Any]) -> di
                 }
             ]
         }
+    if pvc is not None and pvc.get("_phase") != "Bound":  # its volume bound to another claim, or Released
+        nodes = len(pool_nodes(ctx, skind.split(":", 1)[1]))
+        return {"conditions": [{
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": f"0/{nodes} nodes are available: pod has unbound immediate PersistentVolumeClaims. "
+                       f"preemption: 0/{nodes} nodes are available: {nodes} Preemption is not helpful for "
+                       f"scheduling."}]}
     lustre = ((kubeconfig.cluster_of(ctx, skind.split(":", 1)[1]).get("addonsConfig") or {})
               .get("lustreCsiDriverConfig") or {})
     if claim and not (lustre.get("enabled") and lustre.get("enableLegacyLustrePort")):
@@ -192,6 +200,7 @@ def sync(
     ready_at = time.time() + ready_in * time_scale()
     annotations = {POD_TEMPLATE_HASH: str(values["podTemplateHash"])} if values.get("podTemplateHash") else {}
     sweep_gone(ctx, skind)
+    bind_claims(ctx, skind)
     with ctx.state.locked():
         key = key_of("RayCluster", namespace, cluster)
         generation = int((ctx.state.get(skind, key) or {}).get("_generation", 0))
