@@ -159,6 +159,10 @@ def shortfall_message(s: Settings, states: list[PodState], seen_gpus: float | No
         hints.append(f"the Secret {names.SECRET_NAME} is missing: run `invoke storage.create`.")
     if "persistentvolumeclaim" in text:
         hints.append(f"the Lustre claim {names.LUSTRE_PVC} is missing: run `invoke storage.create`.")
+    if "unbound immediate PersistentVolumeClaims" in text:  # the scheduler's words for a claim still Pending
+        hints.append(f"the Lustre claim {names.LUSTRE_PVC} is not bound to its volume (`kubectl describe pvc "
+                     f"{names.LUSTRE_PVC} --namespace={s.NAMESPACE}` says why): `invoke storage.create` makes a "
+                     f"Released volume anew, or names the claim that holds it.")
     if "ImagePull" in text or "ErrImage" in text:
         hints.append(f"the image {s.NEMO_RL_IMAGE} cannot be pulled: check NEMO_RL_IMAGE and egress.")
     if workers and ready == len(workers) == s.GPU_NODES and seen_gpus is not None:

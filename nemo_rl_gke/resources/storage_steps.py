@@ -238,8 +238,93 @@ def check_bucket_owner(r: Runner, s: Settings) -> None:
                                                  f"it); or pick another GS_BUCKET.")
 
 
+# ---- the volume's binding ----------------------------------------------------------------------------
+def pv_binding(s: Settings, pv: dict[str, Any] | None) -> str:
+    """What the PersistentVolume named ours is to our claim (pure): "absent"; "ours" (bound to our claim, or
+    waiting for it); "stale" (Released or Failed: its claim was deleted, and Kubernetes never binds it to a new
+    claim of the same name; or waiting for a claim that is not ours: nothing mounts it, so it is made anew);
+    "taken" (bound to another claim: another NAMESPACE's, or one made by hand)."""
+    if pv is None:
+        return "absent"
+    phase = (pv.get("status") or {}).get("phase")
+    ref = (pv.get("spec") or {}).get("claimRef") or {}
+    mine = not ref or (ref.get("namespace"), ref.get("name")) == (s.NAMESPACE, names.LUSTRE_PVC)
+    if phase in ("Released", "Failed"):
+        return "stale"
+    return "ours" if mine else "taken" if phase == "Bound" else "stale"
+
+
+def claim_fix(s: Settings, ref: dict[str, Any]) -> str:
+    """What to do about the volume bound to another claim (ref: its claimRef)."""
+    if ref.get("name") != names.LUSTRE_PVC:
+        return (f"that claim is not one of ours: delete it (`kubectl delete pvc {ref.get('name')} "
+                f"--namespace={ref.get('namespace')}`) once nothing mounts it, then run this again")
+    return (f"set NAMESPACE={ref.get('namespace')} again, or move it: with NAMESPACE={ref.get('namespace')}, "
+            f"`invoke clean.ray --yes` then `invoke clean.storage --yes` (Lustre, its files and the bucket stay), "
+            f"then NAMESPACE={s.NAMESPACE} and `invoke up`")
+
+
+def taken_claim(r: Runner, s: Settings, steps: Any) -> dict[str, Any] | None:
+    """The claimRef of our volume when another claim holds it (pv_binding "taken"), from this run's kubectl
+    listing (steps: their inventory); None without that listing, or when it is not so."""
+    from .inventory import inventory_of
+
+    inv = inventory_of(steps or [])
+    items = inv.as_listed(r, f"kube:{s.NAMESPACE}") if inv is not None else None
+    pv = _listed_pv(items or [])
+    return ((pv or {}).get("spec") or {}).get("claimRef") if pv_binding(s, pv) == "taken" else None
+
+
+def _listed_pv(items: list[dict[str, Any]]) -> dict[str, Any] | None:
+    return next((i for i in items if i.get("kind") == "PersistentVolume"
+                 and (i.get("metadata") or {}).get("name") == names.LUSTRE_PV), None)
+
+
+def read_pv(r: Runner, s: Settings) -> dict[str, Any] | None:
+    """The volume as the cluster has it now (None: not there, or a dry run)."""
+    result = r.query(kubectl.get(s, "persistentvolume", names.LUSTRE_PV))
+    if result is None or (not result.ok and result.not_found):
+        return None
+    if not result.ok:
+        raise r.failure(result)
+    found: dict[str, Any] = json.loads(result.stdout or "{}")
+    return found
+
+
+def _pv_usable(s: Settings, inv: Inventory) -> Check:
+    """The PV step exists when the volume is there and ours to bind (pv_binding "ours"): a stale or taken one
+    is for its create to deal with."""
+    return inv.in_cluster(PV, KubeRef("persistentvolume", "PersistentVolume", names.LUSTRE_PV, s.NAMESPACE),
+                          lambda items: pv_binding(s, _listed_pv(items)) == "ours",
+                          lambda r: pv_binding(s, read_pv(r, s)) == "ours")
+
+
+def _stale_pv_gone(r: Runner, s: Settings, inv: Inventory) -> None:
+    """Before the PV's apply: a volume our claim can no longer bind is deleted (only the pointer: Retain keeps
+    every file on Lustre), so the apply makes it anew; one bound to another claim is refused, naming it. Read
+    from the run's listing of the namespace (none for a cluster this run made), else from the cluster."""
+    items = inv.as_listed(r, f"kube:{s.NAMESPACE}")
+    pv = _listed_pv(items) if items is not None else read_pv(r, s)
+    binding = pv_binding(s, pv)
+    if pv is None or binding in ("absent", "ours"):
+        return
+    ref = (pv.get("spec") or {}).get("claimRef") or {}
+    theirs, ours = f"{ref.get('namespace')}/{ref.get('name')}", f"{s.NAMESPACE}/{names.LUSTRE_PVC}"
+    if binding == "taken":  # `up` refuses on it before any change (drift); storage.create meets it here
+        raise ToolError(f"PersistentVolume {names.LUSTRE_PV} is bound to the claim {theirs}, not {ours}, and a "
+                        f"volume binds one claim: ours would wait Pending, and the Ray pods with it. Nothing was "
+                        f"changed for it: {claim_fix(s, ref)}.", 1)
+    phase = (pv.get("status") or {}).get("phase") or "unbound"
+    why = (f"its claim {theirs} was deleted, and Kubernetes never binds such a volume to a new claim"
+           if phase in ("Released", "Failed") else f"it waited for the claim {theirs}, not {ours}")
+    r.say(f"PersistentVolume {names.LUSTRE_PV} was {phase} ({why}): making it anew; it only points at Lustre "
+          f"{s.LUSTRE_NAME}, whose files stay.", err=True)
+    r.run(kubectl.delete(s, "persistentvolume", names.LUSTRE_PV))
+
+
 def _apply_pv(s: Settings, inv: Inventory) -> Action:
     def apply(r: Runner) -> None:
+        _stale_pv_gone(r, s, inv)
         # Lustre's wait's last describe (this run), else one now (a dry run prints it: placeholder address).
         found, info = inv.handoff.take(READY_DESCRIBE)
         if not found:
@@ -335,10 +420,11 @@ def _kube_steps(s: Settings, inv: Inventory) -> list[Step]:
                             lambda r: secret_present(r, s)),
              _apply_secret(s), deleter(kubectl.delete(s, "secret", names.SECRET_NAME, namespace=s.NAMESPACE)),
              **in_namespace),
-        Step(PV, f"PersistentVolume {names.LUSTRE_PV}",
-             kube(PV, "persistentvolume", "PersistentVolume", names.LUSTRE_PV,
-                  kubectl.get(s, "persistentvolume", names.LUSTRE_PV)),
+        Step(PV, f"PersistentVolume {names.LUSTRE_PV}", _pv_usable(s, inv),
              _apply_pv(s, inv), deleter(kubectl.delete(s, "persistentvolume", names.LUSTRE_PV)),
+             # A teardown deletes it in any state (one Released too).
+             present=kube(PV, "persistentvolume", "PersistentVolume", names.LUSTRE_PV,
+                          kubectl.get(s, "persistentvolume", names.LUSTRE_PV)),
              **{**in_cluster, "deps": (cluster.CREDENTIALS, LUSTRE)}),
         Step(PVC, f"PersistentVolumeClaim {s.NAMESPACE}/{names.LUSTRE_PVC}",
              kube(PVC, "persistentvolumeclaim", "PersistentVolumeClaim", names.LUSTRE_PVC,

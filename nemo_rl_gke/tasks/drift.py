@@ -38,6 +38,7 @@ class Found:
     cluster_off: tuple[Feature, ...] = ()  # what the cluster lacks that our steps need (or a note names)
     cluster_ours: bool = True  # False: the cluster has no managed-by label (made another way; teardowns keep it)
     pool_ours: bool = True  # the same for the GPU pool
+    claim: dict[str, Any] | None = None  # the claimRef of our Lustre volume when another claim holds it
 
 
 @dataclass(frozen=True)
@@ -61,12 +62,15 @@ class Difference:
             return f"{self.have} nodes, the settings say {self.want}"
         if self.field == "workers":
             return f"{self.have} GPU worker(s), the settings say {self.want}"
+        if self.field == "claim":
+            return f"bound to the claim {self.have}, the settings say {self.want} (NAMESPACE)"
         return f"{self.have}, the settings say {self.want}"
 
     def document(self) -> dict[str, str]:
         from ..resources.cluster_steps import CLUSTER, GPU_POOL
 
-        title = "GKE cluster" if self.step == CLUSTER else "GPU node pool" if self.step == GPU_POOL else "Ray cluster"
+        title = ("GKE cluster" if self.step == CLUSTER else "GPU node pool" if self.step == GPU_POOL else
+                 "PersistentVolume" if self.field == "claim" else "Ray cluster")
         document = {"name": self.step, "title": title, "field": self.field, "have": self.have, "want": self.want}
         return {**document, "feature": self.feature} if self.feature else document
 
@@ -141,6 +145,12 @@ def differences(s: Settings, found: Found) -> list[Difference]:
             out.append(Difference(GPU_POOL, "capacity", have, want, fix=pool_fix))
     if found.ray_workers is not None and found.ray_workers != s.GPU_NODES:
         out.append(Difference(RELEASE, "workers", str(found.ray_workers), str(s.GPU_NODES)))
+    if found.claim is not None:  # a volume binds one claim: ours would stay Pending, and Ray with it
+        from .. import names
+        from ..resources import storage_steps
+
+        out.append(Difference(storage_steps.PV, "claim", f"{found.claim.get('namespace')}/{found.claim.get('name')}",
+                              f"{s.NAMESPACE}/{names.LUSTRE_PVC}", fix=storage_steps.claim_fix(s, found.claim)))
     return out
 
 
@@ -178,8 +188,8 @@ def advice(found: list[Difference], *, what: str = "up") -> str:
     feature = next((d for d in found if d.field == "feature"), None)
     if feature is not None:
         hints.append(f"the cluster lacks what our steps need: {feature.fix}")
-    hints += [d.fix for d in found if d.field == "advisory"]
-    others = [d for d in found if d.field not in (*RESIZED, *NOTED, "feature")]
+    hints += [d.fix for d in found if d.field in ("advisory", "claim")]
+    others = [d for d in found if d.field not in (*RESIZED, *NOTED, "feature", "claim")]
     if others:
         flags = {"mode": "CLUSTER_MODE / --mode", "gpu": "GPU_TYPE / --gpu", "capacity": "SPOT, RESERVATION / "
                  "--spot, --reservation"}
@@ -241,13 +251,15 @@ def found_in(r: Runner, s: Settings, bodies: dict[str, Any], present: dict[str, 
     from ..resources.cluster_steps import CLUSTER, GPU_POOL
     from ..resources.pool_size import group_sizes
     from ..resources.ray_steps import RELEASE, listed_workers
+    from ..resources.storage_steps import taken_claim
 
     cluster = read_cluster(s, bodies[CLUSTER]) if CLUSTER in bodies else Found()
     workers = listed_workers(r, s, steps) if present.get(RELEASE) else None
+    claim = taken_claim(r, s, steps)
     pool = bodies.get(GPU_POOL)
     if pool is None:
         return Found(mode=cluster.mode, cluster_off=cluster.cluster_off, ray_workers=workers,
-                     cluster_ours=cluster.cluster_ours)
+                     cluster_ours=cluster.cluster_ours, claim=claim)
     provisioning = str(pool.get("status") or "RUNNING") == "PROVISIONING"
     read = read_pool(pool, group_sizes(r, s, pool) if sizes and not provisioning else None)  # the size now
     if provisioning:
@@ -255,7 +267,7 @@ def found_in(r: Runner, s: Settings, bodies: dict[str, Any], present: dict[str, 
                      pool_ours=read.pool_ours)  # no size yet
     return Found(mode=cluster.mode, machine_type=read.machine_type, nodes=read.nodes, spot=read.spot,
                  reservation=read.reservation, ray_workers=workers, cluster_off=cluster.cluster_off,
-                 cluster_ours=cluster.cluster_ours, pool_ours=read.pool_ours)
+                 cluster_ours=cluster.cluster_ours, pool_ours=read.pool_ours, claim=claim)
 
 
 def as_found(s: Settings, found: Found) -> Settings:

@@ -471,3 +471,72 @@ def test_storage_export_whose_operation_cannot_be_read_stops_at_once(made):
     assert "gcloud failed with exit code 1: gcloud lustre operations describe operation-" in done.stderr
     asked = [c for c in made.calls()[before:] if c["argv"][:3] == ["lustre", "operations", "describe"]]
     assert len(asked) == 1
+
+
+def _kubectl_json(fake: FakeCloud, *argv: str) -> dict:
+    done = subprocess.run([str(FAKE_BIN / "kubectl"), f"--context={CONTEXT[4:]}", *argv, "--output=json"],
+                          env=fake.process_env(), capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+def _claim_deleted_by_hand(fake: FakeCloud) -> str:
+    """`kubectl delete pvc lustre-pvc` (or of its namespace) by a user: the volume, kept (Retain), is Released,
+    still naming the old claim's uid. Returns that uid."""
+    uid = _kubectl_json(fake, "get", "pvc", "lustre-pvc", "--namespace=default")["metadata"]["uid"]
+    subprocess.run([str(FAKE_BIN / "kubectl"), f"--context={CONTEXT[4:]}", "delete", "pvc", "lustre-pvc",
+                    "--namespace=default"], env=fake.process_env(), capture_output=True, check=True)
+    pv = _kubectl_json(fake, "get", "pv", "lustre-pv")
+    assert (pv["status"]["phase"], pv["spec"]["claimRef"]["uid"]) == ("Released", uid), pv
+    return uid
+
+
+@pytest.mark.parametrize("task", ["storage.create", "up"])
+def test_a_claim_deleted_by_hand_is_bound_again_by_the_next_create(made, task):
+    """A Released volume never binds a claim of the same name again: without the repair the new claim stayed
+    Pending and the Ray pods with it ("pod has unbound immediate PersistentVolumeClaims"), `up` waiting 30 min."""
+    old = _claim_deleted_by_hand(made)
+    plan = made.invoke("plan", "--json")
+    assert plan.code == 0, plan.output
+    actions = {row["name"]: row["action"] for row in json.loads(plan.stdout)["resources"]}
+    assert (actions["storage.pv"], actions["storage.pvc"], actions["storage.lustre"]) == ("create", "create", "leave")
+    done = made.invoke(task, *(["--yes"] if task == "up" else []), timeout=240)
+    assert done.code == 0, done.output[-3000:]
+    assert "PersistentVolume lustre-pv was Released" in done.stderr, done.stderr
+    pvc = _kubectl_json(made, "get", "pvc", "lustre-pvc", "--namespace=default")
+    pv = _kubectl_json(made, "get", "pv", "lustre-pv")
+    assert (pvc["status"]["phase"], pv["status"]["phase"]) == ("Bound", "Bound"), (pvc, pv)
+    assert pv["spec"]["claimRef"]["uid"] == pvc["metadata"]["uid"] != old
+    deleted = [c["argv"] for c in made.mutating_calls() if "delete" in c["argv"]]
+    assert deleted == [[f"--context={CONTEXT[4:]}", "delete", "pvc", "lustre-pvc", "--namespace=default"],
+                       [f"--context={CONTEXT[4:]}", "delete", "persistentvolume", "lustre-pv", "--ignore-not-found",
+                        "--timeout=10m"]], deleted  # the pointer only: Lustre and its files are untouched
+
+
+def test_a_volume_bound_to_another_namespaces_claim_is_refused_naming_both(made):
+    """NAMESPACE changed after storage.create: the one volume of ours stays with the old claim (deleting it
+    would wait for that claim, and take /data from a Ray cluster there); say so, and how to move."""
+    made.write_env(NAMESPACE="team-b")
+    before = len(made.calls())
+    done = made.invoke("storage.create")
+    assert done.code == 1, done.output
+    assert ("PersistentVolume lustre-pv is bound to the claim default/lustre-pvc, not team-b/lustre-pvc"
+            in done.stderr), done.stderr
+    assert "NAMESPACE=default" in done.stderr and "invoke clean.storage" in done.stderr
+    assert not any("persistentvolume" in c["argv"] for c in made.mutating_calls(before))
+    pv = _kubectl_json(made, "get", "pv", "lustre-pv")
+    assert (pv["status"]["phase"], pv["spec"]["claimRef"]["namespace"]) == ("Bound", "default")
+
+
+def test_up_with_the_volume_bound_to_another_namespaces_claim_refuses_before_any_change(made):
+    """The same through `up` and `plan`: a difference between what exists and the settings (exit 2, nothing
+    changed), as for a cluster's GPU type."""
+    made.write_env(NAMESPACE="team-b")
+    plan = made.invoke("plan")
+    assert plan.code == 0 and "bound to the claim default/lustre-pvc, the settings say team-b/lustre-pvc" \
+        in plan.stdout, plan.output
+    before = len(made.calls())
+    done = made.invoke("up", "--yes")
+    assert done.code == 2, done.output
+    assert "PersistentVolume: bound to the claim default/lustre-pvc, the settings say team-b/lustre-pvc" \
+        in done.stderr and "set NAMESPACE=default again" in done.stderr, done.stderr
+    assert made.mutating_calls(before) == []

@@ -80,3 +80,14 @@ def test_drift_prices_what_exists():
     s = settings(GPU_TYPE="h200", GPU_NODES="4")
     as_built = drift.as_found(s, drift.read_pool(POOL, [2]))
     assert (as_built.gpu.short, as_built.GPU_NODES, as_built.SPOT) == ("b200", 2, True)
+
+
+def test_drift_a_volume_another_claim_holds_blocks_up_with_its_own_fix():
+    s = settings(NAMESPACE="team-b")
+    found = drift.differences(s, drift.Found(claim={"namespace": "default", "name": "lustre-pvc"}))
+    assert [(d.step, d.field, d.text()) for d in found] == \
+        [("storage.pv", "claim", "bound to the claim default/lustre-pvc, the settings say team-b/lustre-pvc "
+                                 "(NAMESPACE)")]
+    assert found[0].document()["title"] == "PersistentVolume" and drift.blocking(found, resize=True) == found
+    text = drift.advice(found)
+    assert text.startswith("To resolve: set NAMESPACE=default again") and "GPU_TYPE" not in text, text

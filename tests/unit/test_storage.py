@@ -314,3 +314,34 @@ def test_an_edited_export_record_proves_nothing_and_raises_nothing(edit):
 @pytest.mark.parametrize(("value", "read"), [(3, 3), ("3", 3), ("x", 0), (None, 0), (float("inf"), 0), ([], 0)])
 def test_an_export_records_copied_count_is_read_tolerantly(value, read):
     assert exports.copied({"copied": value}) == read
+
+
+def _pv(phase: str | None, namespace: str | None = "default", name: str = "lustre-pvc") -> dict:
+    ref = {"namespace": namespace, "name": name} if namespace is not None else None
+    return {"kind": "PersistentVolume", "metadata": {"name": "lustre-pv"},
+            "spec": {"claimRef": ref}, **({"status": {"phase": phase}} if phase else {})}
+
+
+@pytest.mark.parametrize(("pv", "binding"), [
+    (None, "absent"),
+    (_pv("Bound"), "ours"),
+    (_pv("Available"), "ours"),  # waiting for our claim (applied before it)
+    (_pv(None), "ours"),  # no status read: as applied
+    (_pv("Available", namespace=None), "ours"),  # claimRef cleared by hand: our claim names it, and binds it
+    (_pv("Released"), "stale"),  # our claim was deleted: a new one of the same name never binds it
+    (_pv("Failed"), "stale"),
+    (_pv("Released", "team-a"), "stale"),  # another namespace's, deleted: nothing mounts it
+    (_pv("Available", "team-a"), "stale"),  # waiting for another namespace's claim, never made
+    (_pv("Bound", "team-a"), "taken"),  # another NAMESPACE's claim holds it
+    (_pv("Bound", "default", "my-claim"), "taken"),  # a claim made by hand
+])
+def test_pv_binding_tells_a_volume_our_claim_can_bind_from_one_to_make_anew_or_to_refuse(pv, binding):
+    assert storage_steps.pv_binding(make_settings(), pv) == binding
+
+
+def test_claim_fix_moves_a_namespace_of_ours_and_frees_a_claim_of_someone_else():
+    s = make_settings(NAMESPACE="team-b")
+    ours = storage_steps.claim_fix(s, {"namespace": "team-a", "name": "lustre-pvc"})
+    assert "set NAMESPACE=team-a again" in ours and "then NAMESPACE=team-b and `invoke up`" in ours
+    other = storage_steps.claim_fix(s, {"namespace": "default", "name": "my-claim"})
+    assert "kubectl delete pvc my-claim --namespace=default" in other and "NAMESPACE" not in other
