@@ -100,9 +100,16 @@ def bounded(function: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+# google-cloud-storage 3.17 answers an object call by fetching the bucket's metadata in a thread of its own, for
+# OpenTelemetry attributes (we install no OpenTelemetry): a request more per run, on our CPU while our own calls
+# wait, retried for up to two minutes when it fails. This is the library's own switch; one set explicitly stands.
+NO_BUCKET_METADATA = "DISABLE_GCS_PYTHON_CLIENT_OTEL_BUCKET_METADATA"
+
+
 def client(s: Settings) -> Client:
     from google.cloud import storage
 
+    os.environ.setdefault(NO_BUCKET_METADATA, "1")
     _probe(endpoint())
     if os.environ.get("STORAGE_EMULATOR_HOST"):
         from google.auth.credentials import AnonymousCredentials

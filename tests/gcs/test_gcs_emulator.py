@@ -284,3 +284,20 @@ def test_gcs_dry_create_prints_the_gcloud_equivalent(gcs_emulator):
     assert lines == [gcs.EQUIVALENT_NOTE, "$ gcloud storage buckets create gs://nemo-ckpt-test "
                      "--project=my-nemo-project --location=us-central1 --enable-hierarchical-namespace "
                      "--uniform-bucket-level-access"]
+
+
+def test_gcs_client_fetches_no_bucket_metadata_behind_our_back(gcs_emulator, monkeypatch):
+    """google-cloud-storage 3.17 answers an object call by starting a thread that fetches the bucket's metadata
+    (for OpenTelemetry attributes; we install no OpenTelemetry): one more request per run, retried for up to
+    two minutes on failure. Our client turns it off (its own switch, which an explicit setting overrides)."""
+    from google.cloud.storage import _bucket_metadata_cache
+
+    monkeypatch.delenv("DISABLE_GCS_PYTHON_CLIENT_OTEL_BUCKET_METADATA", raising=False)
+    queued: list[str] = []
+    fetch = _bucket_metadata_cache.BucketMetadataCache.get_or_queue_fetch
+    monkeypatch.setattr(_bucket_metadata_cache.BucketMetadataCache, "get_or_queue_fetch",
+                        lambda cache, name: queued.append(name) or fetch(cache, name))
+    s = make_settings()
+    gcs.create_bucket(runner(), s, NUMBER)
+    gcs_client.client(s).bucket(s.bucket).blob("runs/a/x").upload_from_string("12345")
+    assert queued == []
