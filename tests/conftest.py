@@ -1,6 +1,13 @@
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# The tests' own google-cloud-storage clients (the product's turns it off itself, gcs_client.NO_BUCKET_METADATA):
+# without it, each leaves a thread fetching bucket metadata that outlives its emulator, retrying with `random`
+# for up to two minutes, under a later test's Hypothesis (which then warned of a changed global random state).
+os.environ.setdefault("DISABLE_GCS_PYTHON_CLIENT_OTEL_BUCKET_METADATA", "1")
 
 from reliability import counts
 from support.fake import FakeCloud

@@ -5,7 +5,6 @@ cluster, or with the local port taken, it says so at once, before any port-forwa
 from __future__ import annotations
 
 import errno
-import random
 import signal
 import socket
 import subprocess
@@ -16,6 +15,7 @@ from collections.abc import Callable
 import pytest
 
 from support.fake import FakeCloud, follow
+from support.ports import quiet_ports
 
 
 def _up(fake: FakeCloud) -> None:
@@ -24,15 +24,8 @@ def _up(fake: FakeCloud) -> None:
 
 
 def _free_ports(count: int = 1) -> list[int]:
-    """Ports the kernel just handed out, all held at once (so distinct); closed for the run to take them."""
-    probes = [socket.socket() for _ in range(count)]
-    try:
-        for probe in probes:
-            probe.bind(("127.0.0.1", 0))
-        return [int(probe.getsockname()[1]) for probe in probes]
-    finally:
-        for probe in probes:
-            probe.close()
+    """Distinct ports free for the run to take (support.ports: below the range other processes are handed)."""
+    return quiet_ports(count)
 
 
 def _dashboard(fake: FakeCloud, *args: str) -> subprocess.Popen[str]:
@@ -92,28 +85,17 @@ def test_ray_dashboard_port_taken_exits_2_naming_the_flag(fake, flag):
 
 
 def _taken_on_ipv6_only() -> socket.socket:
-    """A socket listening on ::1 at a port free on 127.0.0.1, chosen below the kernel's ephemeral range.
-
-    Not port 0: the kernel's IPv4 and IPv6 ephemeral ports are handed out apart, and the suite's other workers take
-    IPv4 ones all the time (port-forwards, emulators), so ::1's port 0 was once taken on 127.0.0.1 too by the time
-    the run checked it, and the refusal rightly named 127.0.0.1 (CI, stop 38). Below 32768 nothing here binds.
-    """
-    for port in random.sample(range(20000, 32768), 200):
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        taken = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-        try:
-            taken.bind(("::1", port))
-        except OSError as error:
-            taken.close()
-            if error.errno == errno.EADDRINUSE:
-                continue
-            pytest.skip(f"no IPv6 loopback on this machine ({error})")
-        return taken
-    raise AssertionError("no port below 32768 free on both 127.0.0.1 and ::1")
+    """A socket listening on ::1 at a port free on 127.0.0.1 (support.ports). Not port 0: the kernel's IPv4 and
+    IPv6 ephemeral ports are handed out apart, and the suite's other workers take IPv4 ones all the time, so ::1's
+    port 0 was once taken on 127.0.0.1 too by the time the run checked it, and the refusal rightly named
+    127.0.0.1 (CI, stop 38)."""
+    taken = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    try:
+        taken.bind(("::1", quiet_ports()[0]))
+    except OSError as error:
+        taken.close()
+        pytest.skip(f"no IPv6 loopback on this machine ({error})")
+    return taken
 
 
 def test_ray_dashboard_port_taken_on_ipv6_only_is_taken_too(fake):

@@ -10,11 +10,11 @@ ended. Each run here gets 60 s; without that it would take 30 s per call, five a
 from __future__ import annotations
 
 import json
-import socket
 import time
 from pathlib import Path
 
 from support.fake import FakeCloud
+from support.ports import quiet_ports
 
 CONTEXT = "gke_my-nemo-project_us-central1_nemo-rl"
 TIMEOUT = 60
@@ -115,9 +115,7 @@ def test_stale_context_ray_dashboard_says_why_in_seconds(fake, tmp_path):
     here, there = tmp_path / "here", tmp_path / "there"
     setting(fake, here, "up", "--yes")
     setting(fake, there, "cluster.delete", "--yes")
-    with socket.socket() as probe:  # a port free on this machine
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = quiet_ports()[0]  # free on this machine, and not one the kernel hands another process meanwhile
     started = time.monotonic()
     done = on(fake, here, "ray.dashboard", f"--port={port}")
     assert done.code == 143, done.output

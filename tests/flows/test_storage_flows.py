@@ -392,11 +392,11 @@ def test_storage_status_with_an_unreachable_endpoint_names_it_fast(made):
     import socket
     import time
 
-    with socket.socket() as sock:
+    with socket.socket() as sock:  # bound, not listening: refused, and no other process is handed the port
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    started = time.monotonic()
-    done = made.invoke("storage.status", STORAGE_EMULATOR_HOST=f"http://127.0.0.1:{port}")
+        started = time.monotonic()
+        done = made.invoke("storage.status", STORAGE_EMULATOR_HOST=f"http://127.0.0.1:{port}")
     assert (done.code, "Traceback" in done.output, time.monotonic() - started < 30) == (1, False, True), done.output
     assert f"Cloud Storage at http://127.0.0.1:{port} did not answer" in done.stderr
 

@@ -4,9 +4,11 @@ deleted like a ready one; an unreachable Cloud Storage endpoint fails in seconds
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -20,10 +22,13 @@ def _up(cloud: FakeCloud) -> None:
     assert done.code == 0, done.output[-3000:]
 
 
-def _closed_port() -> int:
+@contextlib.contextmanager
+def _refusing_port() -> Iterator[int]:
+    """A port bound and not listening, for as long as the block runs: connections to it are refused, and no other
+    process (another worker's emulator) can be handed it meanwhile, as it could once closed."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        yield sock.getsockname()[1]
 
 
 @pytest.mark.parametrize("task", [("down",), ("clean.storage",), ("storage.delete",)])
@@ -69,11 +74,12 @@ def test_data_down_delete_data_deletes_a_creating_lustre_instance(cloud):
 @pytest.mark.parametrize("task", [("storage.status",), ("storage.export",), ("down", "--yes", "--delete-data")])
 def test_data_unreachable_storage_endpoint_fails_in_seconds_naming_it(cloud, task):
     _up(cloud)
-    endpoint = f"http://127.0.0.1:{_closed_port()}"
-    before = len(cloud.calls())
-    started = time.monotonic()
-    done = cloud.invoke(*task, STORAGE_EMULATOR_HOST=endpoint)
-    seconds = time.monotonic() - started
+    with _refusing_port() as port:
+        endpoint = f"http://127.0.0.1:{port}"
+        before = len(cloud.calls())
+        started = time.monotonic()
+        done = cloud.invoke(*task, STORAGE_EMULATOR_HOST=endpoint)
+        seconds = time.monotonic() - started
     assert (done.code, "Traceback" in done.output) == (1, False), done.output[-3000:]
     assert f"Cloud Storage at {endpoint} did not answer" in done.stderr and seconds < 30
     assert [c for c in cloud.mutating_calls(before) if "delete" in " ".join(c["argv"])] == []

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -111,7 +112,11 @@ class FakeCloud:
                                                                         "CLOUDSDK_", "HELM_", "KUBERC", "KUBECTL_"))}
         for key in read_env_example():
             env.pop(key, None)
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        # Nor the tester's kubeconfig or cache directory: the run's are under its private HOME (a KUBECONFIG let
+        # through had the fake write its contexts into the tester's, and an XDG_CACHE_HOME had two workers' runs
+        # share one lock file).
+        for key in ("KUBECONFIG", "XDG_CACHE_HOME", "PYTHONDONTWRITEBYTECODE"):
+            env.pop(key, None)
         env.setdefault("PYTHONPYCACHEPREFIX", str(PYCACHE))
         env.update({
             "PATH": f"{FAKE_BIN}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
@@ -140,15 +145,21 @@ class FakeCloud:
             from gcp_storage_emulator.server import create_server
 
             from fakecloud.handlers.gcloud_projects import project_number
-            from support.gcs_emulator import _free_port, _honour_generation_preconditions
+            from support.gcs_emulator import (
+                _honour_generation_preconditions,
+                start_on_a_port_of_its_own,
+                stop_in_background,
+            )
 
             _honour_generation_preconditions()  # as running_emulator does: else a second create takes the lease
-            port = _free_port()
-            server = create_server("127.0.0.1", port, in_memory=True,
+            server = create_server("127.0.0.1", 0, in_memory=True,
                                    project_number=project_number(read_env_example()["PROJECT_ID"]))
             server._api.daemon = True  # its serve_forever thread must not keep a pytest run from exiting
-            server.start()
+            port = start_on_a_port_of_its_own(server)
             self._emulator_host = f"http://127.0.0.1:{port}"
+            # Stopped once this cloud is gone: a run's hundreds of emulators held as many loopback ports (and
+            # threads) to its end, which made every race on a port found free likelier.
+            weakref.finalize(self, stop_in_background, server)
         return str(self._emulator_host)
 
     def invoke(self, *args: str, input: str | None = None, timeout: float = 300, process: bool | None = None,
@@ -183,10 +194,12 @@ class FakeCloud:
                                 preexec_fn=signals_as_a_terminal_gives_them, **popen)
 
     def calls(self) -> list[dict[str, Any]]:
+        """The calls logged so far; a last line still being written (another process appends) is left out."""
         path = self.state_dir / "calls.jsonl"
         if not path.exists():
             return []
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        text = path.read_text()
+        return [json.loads(line) for line in text[:text.rfind("\n") + 1].splitlines() if line.strip()]
 
     def mutating_calls(self, since: int = 0) -> list[dict[str, Any]]:
         return [c for c in self.calls()[since:] if c["mutating"]]

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -37,10 +36,19 @@ class Emulator:
         self.server.wipe()  # type: ignore[attr-defined]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def stop_in_background(server: object) -> None:
+    """Stopping waits out the server loop's 0.5 s poll; nobody needs to wait for it (each emulator has its own
+    port), so it stops in the background and the test goes on."""
+    threading.Thread(target=server.stop, name="gcs-emulator-stop", daemon=True).start()  # type: ignore[attr-defined]
+
+
+def start_on_a_port_of_its_own(server: object) -> int:
+    """Start an emulator made with port 0 and return the port its server bound: the kernel's choice, held from
+    the bind on. (A port found free, closed, then bound by the emulator's thread could be taken in between by
+    another worker's process; the thread then died on EADDRINUSE and `start()`, which waits for it with no
+    timeout, hung the run.)"""
+    server.start()  # type: ignore[attr-defined]
+    return int(server._api._httpd.server_address[1])  # type: ignore[attr-defined]
 
 
 PRECONDITION_FAILED = {"error": {"code": 412, "message": "At least one of the pre-conditions you specified did "
@@ -107,16 +115,13 @@ def running_emulator(project_number: str = DEFAULT_PROJECT_NUMBER, data_dir: str
 
     logging.getLogger("gcp_storage_emulator").setLevel(logging.WARNING)
     _honour_generation_preconditions()
-    port = _free_port()
-    server = create_server("127.0.0.1", port, in_memory=data_dir is None, data_dir=data_dir,
+    server = create_server("127.0.0.1", 0, in_memory=data_dir is None, data_dir=data_dir,
                            project_number=project_number)
-    server.start()
+    port = start_on_a_port_of_its_own(server)
     try:
         yield Emulator(f"http://127.0.0.1:{port}", project_number, server)
     finally:
-        # Stopping waits out the server loop's 0.5 s poll; nobody needs to wait for it (each emulator has its own
-        # port), so it stops in the background and the test goes on.
-        threading.Thread(target=server.stop, name="gcs-emulator-stop", daemon=True).start()
+        stop_in_background(server)
 
 
 @pytest.fixture
