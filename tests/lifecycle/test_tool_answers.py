@@ -210,20 +210,33 @@ def test_the_fakes_volumes_bind_and_release_as_kubernetes_pv_controller_does(clo
     import json
 
     def phases() -> tuple[str, str]:
-        pv = json.loads(_kubectl(cloud, "get", "pv", "lustre-pv", "--output=json").stdout)
+        pv = _kubectl(cloud, "get", "pv", "lustre-pv", "--output=json", "--ignore-not-found")
         pvc = _kubectl(cloud, "get", "pvc", "lustre-pvc", "--namespace=default", "--output=json", "--ignore-not-found")
-        return pv["status"]["phase"], json.loads(pvc.stdout)["status"]["phase"] if pvc.stdout else "-"
+        return tuple(json.loads(got.stdout)["status"]["phase"] if got.stdout else "-" for got in (pv, pvc))
+
+    def read(*what: str) -> dict:
+        found = json.loads(_kubectl(cloud, "get", *what, "--output=json").stdout)
+        for key in ("uid", "deletionTimestamp"):
+            found["metadata"].pop(key, None)
+        return {**found, "status": {}}
 
     _ok(cloud.invoke("net.create", "cluster.create", "storage.create"), "storage.create")
     assert phases() == ("Bound", "Bound")
+    claim, volume = read("pvc", "lustre-pvc", "--namespace=default"), read("pv", "lustre-pv")
     held = _kubectl(cloud, "delete", "pv", "lustre-pv", "--timeout=10s")
     assert held.returncode == 1 and "timed out waiting for the condition" in held.stderr, held
-    claim = json.loads(_kubectl(cloud, "get", "pvc", "lustre-pvc", "--namespace=default", "--output=json").stdout)
+    assert phases() == ("Bound", "Bound")  # marked for deletion, held while bound
     assert _kubectl(cloud, "delete", "pvc", "lustre-pvc", "--namespace=default").returncode == 0
-    assert phases() == ("Released", "-")
-    del claim["metadata"]["uid"], claim["status"]
-    assert _kubectl(cloud, "apply", "--filename=-", stdin=json.dumps(claim)).returncode == 0
-    assert phases() == ("Released", "Pending")  # a claim of the same name is another claim
-    assert _kubectl(cloud, "delete", "pv", "lustre-pv").returncode == 0  # released: nothing holds it
+    assert phases() == ("-", "-")  # then gone with its claim
     _ok(cloud.invoke("storage.create"), "storage.create")
     assert phases() == ("Bound", "Bound")
+    assert _kubectl(cloud, "delete", "pvc", "lustre-pvc", "--namespace=default").returncode == 0
+    assert phases() == ("Released", "-")
+    assert _kubectl(cloud, "apply", "--filename=-", stdin=json.dumps(claim)).returncode == 0
+    assert phases() == ("Released", "Pending")  # a claim of the same name is another claim
+    del volume["spec"]["claimRef"]  # an apply without it clears it: the volume is free, and the claim binds it
+    assert _kubectl(cloud, "apply", "--filename=-", stdin=json.dumps(volume)).returncode == 0
+    assert phases() == ("Bound", "Bound")
+    assert _kubectl(cloud, "delete", "pvc", "lustre-pvc", "--namespace=default").returncode == 0
+    assert _kubectl(cloud, "delete", "pv", "lustre-pv").returncode == 0  # released: nothing holds it
+    assert phases() == ("-", "-")

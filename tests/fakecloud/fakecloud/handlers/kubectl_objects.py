@@ -132,17 +132,24 @@ def bind_claims(ctx: Ctx, skind: str) -> None:
     claim already; binding records the claim's uid in the volume. A volume whose claim is gone (or made again:
     another uid) is Released, and with Retain stays so: a claim of the same name never binds it again ("volume
     already bound to a different claim", the claim Pending) until the volume is made anew or its claimRef
-    cleared. Run on every kubectl call (store_kind); the phases are kept in '_phase' for with_status."""
+    cleared (an apply without claimRef: Available again). A volume whose delete waited for its claim
+    (pv-protection) goes once it is no longer Bound. Run on every kubectl call (store_kind); the phases are kept
+    in '_phase' for with_status."""
     with ctx.state.reading() as data:
         if not _bindings(data.get(skind) or {}):
             return
     with ctx.state.locked() as data:
-        data.setdefault(skind, {}).update(_bindings(data[skind]))
+        objects = data.setdefault(skind, {})
+        for key, obj in _bindings(objects).items():
+            if obj is None:
+                objects.pop(key, None)
+            else:
+                objects[key] = obj
 
 
-def _bindings(items: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """key -> the volume or claim as the controller leaves it, for those it changes (pure)."""
-    changed: dict[str, dict[str, Any]] = {}
+def _bindings(items: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any] | None]:
+    """key -> the volume or claim as the controller leaves it (None: gone), for those it changes (pure)."""
+    changed: dict[str, dict[str, Any] | None] = {}
     claims = {(o["metadata"].get("namespace"), o["metadata"]["name"]): (key, o) for key, o in items.items()
               if o.get("kind") == "PersistentVolumeClaim"}
 
@@ -159,15 +166,22 @@ def _bindings(items: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
                   and not (c.get("metadata") or {}).get("deletionTimestamp")]
         found = claims.get((ref.get("namespace"), ref.get("name"))) if ref else (naming[0] if naming else None)
         bound = pv.get("_claim_uid")
+        if bound is not None and pv.get("_claim_key") != f"{ref.get('namespace')}/{ref.get('name')}":
+            bound = None  # its claimRef cleared, or pointed at another claim: free of the old binding
         if bound is None and found is not None and found in naming:
             bound = uid(*found)
             if not ref:  # the claim becomes its claimRef
-                pv = {**pv, "_bound_ref": {"namespace": found[1]["metadata"].get("namespace"),
-                                           "name": found[1]["metadata"]["name"]}}
+                ref = {"namespace": found[1]["metadata"].get("namespace"), "name": found[1]["metadata"]["name"]}
+                pv = {**pv, "_bound_ref": ref}
         phase = ("Available" if bound is None else
                  "Bound" if found is not None and uid(*found) == bound else "Released")
-        if (bound, phase) != (pv.get("_claim_uid"), pv.get("_phase")) or pv is not items[key]:
-            pv = {**pv, "_claim_uid": bound, "_phase": phase}
+        if (pv.get("metadata") or {}).get("deletionTimestamp") and phase != "Bound":
+            changed[key] = None  # pv-protection lets go of a volume no claim is bound to
+            continue
+        claim_key = f"{ref.get('namespace')}/{ref.get('name')}" if bound is not None else None
+        if (bound, phase, claim_key) != (pv.get("_claim_uid"), pv.get("_phase"), pv.get("_claim_key")) or \
+                pv is not items[key]:
+            pv = {**pv, "_claim_uid": bound, "_phase": phase, "_claim_key": claim_key}
             changed[key] = pv
         volumes[name] = pv
     for key, claim in claims.values():
