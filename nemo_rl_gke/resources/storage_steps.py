@@ -299,17 +299,31 @@ def _pv_usable(s: Settings, inv: Inventory) -> Check:
                           lambda r: pv_binding(s, read_pv(r, s)) == "ours")
 
 
+def _pv_now(r: Runner, s: Settings, inv: Inventory, *, ask_again: tuple[str, ...]) -> dict[str, Any] | None:
+    """The volume from the run's listing of the namespace (none for a cluster this run made), else from the
+    cluster; asked again when the listing's answer is one of ask_again (pv_binding): the listing may be minutes
+    old (taken before a Lustre create), and what we act on at once must be the volume as it is now."""
+    items = inv.as_listed(r, f"kube:{s.NAMESPACE}")
+    if items is None:
+        return read_pv(r, s)
+    pv = _listed_pv(items)
+    return read_pv(r, s) if pv_binding(s, pv) in ask_again else pv
+
+
+def _claims(s: Settings, pv: dict[str, Any]) -> tuple[dict[str, Any], str, str]:
+    """The volume's claimRef, and the claims it names and ours, as NAMESPACE/NAME."""
+    ref = (pv.get("spec") or {}).get("claimRef") or {}
+    return ref, f"{ref.get('namespace')}/{ref.get('name')}", f"{s.NAMESPACE}/{names.LUSTRE_PVC}"
+
+
 def _stale_pv_gone(r: Runner, s: Settings, inv: Inventory) -> None:
     """Before the PV's apply: a volume our claim can no longer bind is deleted (only the pointer: Retain keeps
-    every file on Lustre), so the apply makes it anew; one bound to another claim is refused, naming it. Read
-    from the run's listing of the namespace (none for a cluster this run made), else from the cluster."""
-    items = inv.as_listed(r, f"kube:{s.NAMESPACE}")
-    pv = _listed_pv(items) if items is not None else read_pv(r, s)
+    every file on Lustre), so the apply makes it anew; one bound to another claim is refused, naming it."""
+    pv = _pv_now(r, s, inv, ask_again=("stale", "taken"))
     binding = pv_binding(s, pv)
     if pv is None or binding in ("absent", "ours"):
         return
-    ref = (pv.get("spec") or {}).get("claimRef") or {}
-    theirs, ours = f"{ref.get('namespace')}/{ref.get('name')}", f"{s.NAMESPACE}/{names.LUSTRE_PVC}"
+    ref, theirs, ours = _claims(s, pv)
     if binding == "taken":  # `up` refuses on it before any change (drift); storage.create meets it here
         raise ToolError(f"PersistentVolume {names.LUSTRE_PV} is bound to the claim {theirs}, not {ours}, and a "
                         f"volume binds one claim: ours would wait Pending, and the Ray pods with it. Nothing was "
@@ -320,6 +334,25 @@ def _stale_pv_gone(r: Runner, s: Settings, inv: Inventory) -> None:
     r.say(f"PersistentVolume {names.LUSTRE_PV} was {phase} ({why}): making it anew; it only points at Lustre "
           f"{s.LUSTRE_NAME}, whose files stay.", err=True)
     r.run(kubectl.delete(s, "persistentvolume", names.LUSTRE_PV))
+
+
+def _pv_delete(s: Settings, inv: Inventory) -> Action:
+    """A teardown's delete of the volume, except one another claim holds (another NAMESPACE's deployment uses it):
+    its delete would wait for that claim (pv-protection), give up after DELETE_TIMEOUT with the teardown half
+    done, and leave it Terminating under that deployment. That one is kept, saying why."""
+    delete = deleter(kubectl.delete(s, "persistentvolume", names.LUSTRE_PV))
+
+    def run(r: Runner) -> str | None:
+        pv = _pv_now(r, s, inv, ask_again=("taken",))
+        if pv is None or pv_binding(s, pv) != "taken":
+            return delete(r)
+        ref, theirs, ours = _claims(s, pv)
+        r.say(f"PersistentVolume {names.LUSTRE_PV}: kept, bound to the claim {theirs}, not {ours}: another "
+              f"NAMESPACE's deployment uses it, and its delete would wait for that claim (it goes with the cluster; "
+              f"to move it: {claim_fix(s, ref)}).", err=True)
+        return "kept"
+
+    return run
 
 
 def _apply_pv(s: Settings, inv: Inventory) -> Action:
@@ -420,8 +453,7 @@ def _kube_steps(s: Settings, inv: Inventory) -> list[Step]:
                             lambda r: secret_present(r, s)),
              _apply_secret(s), deleter(kubectl.delete(s, "secret", names.SECRET_NAME, namespace=s.NAMESPACE)),
              **in_namespace),
-        Step(PV, f"PersistentVolume {names.LUSTRE_PV}", _pv_usable(s, inv),
-             _apply_pv(s, inv), deleter(kubectl.delete(s, "persistentvolume", names.LUSTRE_PV)),
+        Step(PV, f"PersistentVolume {names.LUSTRE_PV}", _pv_usable(s, inv), _apply_pv(s, inv), _pv_delete(s, inv),
              # A teardown deletes it in any state (one Released too).
              present=kube(PV, "persistentvolume", "PersistentVolume", names.LUSTRE_PV,
                           kubectl.get(s, "persistentvolume", names.LUSTRE_PV)),

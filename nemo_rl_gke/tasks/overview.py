@@ -69,7 +69,9 @@ def plan(c: Context, gpu: str | None = None, mode: str | None = None, nodes: int
         resources: list[dict[str, Any]] = []
         for step in steps:
             known = present[step.name]
-            action = "run" if step.always else "leave" if known else "create" if known is False else "unknown"
+            # What differs exists (a volume another claim holds counts as missing for `up`, which refuses on it).
+            action = ("run" if step.always else "leave" if known or differs.get(step.name) else
+                      "create" if known is False else "unknown")
             resources.append({"name": step.name, "title": step.title, "action": action,
                               "differs": differs.get(step.name), "cost_per_hour": _money(hourly.get(step.name))})
         creating = sum(1 for row in resources if row["action"] in ("create", "unknown"))

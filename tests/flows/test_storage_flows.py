@@ -534,9 +534,35 @@ def test_up_with_the_volume_bound_to_another_namespaces_claim_refuses_before_any
     plan = made.invoke("plan")
     assert plan.code == 0 and "bound to the claim default/lustre-pvc, the settings say team-b/lustre-pvc" \
         in plan.stdout, plan.output
+    rows = {row["name"]: row for row in json.loads(made.invoke("plan", "--json").stdout)["resources"]}
+    assert (rows["storage.pv"]["action"], rows["storage.pv"]["differs"]) == (
+        "leave", "bound to the claim default/lustre-pvc, the settings say team-b/lustre-pvc (NAMESPACE)")
     before = len(made.calls())
     done = made.invoke("up", "--yes")
     assert done.code == 2, done.output
     assert "PersistentVolume: bound to the claim default/lustre-pvc, the settings say team-b/lustre-pvc" \
         in done.stderr and "set NAMESPACE=default again" in done.stderr, done.stderr
     assert made.mutating_calls(before) == []
+
+
+@pytest.mark.parametrize("task", ["storage.delete", "clean.storage", "down"])
+def test_a_teardown_keeps_a_volume_another_namespaces_claim_holds(made, task):
+    """Its delete would wait for that claim (pv-protection) for 10 minutes, then fail with the teardown half done,
+    the volume left Terminating under the deployment that uses it."""
+    made.write_env(NAMESPACE="team-b")
+    before = len(made.calls())
+    done = made.invoke(task, "--yes")
+    assert done.code == 0, done.output[-3000:]
+    assert "PersistentVolume lustre-pv: kept" in done.stderr and \
+        "bound to the claim default/lustre-pvc, not team-b/lustre-pvc" in done.stderr, done.stderr
+    assert not any("persistentvolume" in c["argv"] and "delete" in c["argv"] for c in made.calls()[before:])
+    if task != "down":  # down deletes the cluster, and everything in it with it
+        pv = _kubectl_json(made, "get", "pv", "lustre-pv")
+        assert (pv["status"]["phase"], "deletionTimestamp" in pv["metadata"]) == ("Bound", False), pv
+
+
+def test_a_teardown_deletes_a_released_volume(made):
+    _claim_deleted_by_hand(made)
+    done = made.invoke("storage.delete", "--yes")
+    assert done.code == 0, done.output[-3000:]
+    assert k8s(made, "PersistentVolume//lustre-pv") is None

@@ -345,3 +345,33 @@ def test_claim_fix_moves_a_namespace_of_ours_and_frees_a_claim_of_someone_else()
     assert "set NAMESPACE=team-a again" in ours and "then NAMESPACE=team-b and `invoke up`" in ours
     other = storage_steps.claim_fix(s, {"namespace": "default", "name": "my-claim"})
     assert "kubectl delete pvc my-claim --namespace=default" in other and "NAMESPACE" not in other
+
+
+@pytest.mark.parametrize(("listed", "now", "deleted"), [
+    ("Released", "Bound", False),  # bound again since the listing (another machine's storage.create): kept
+    ("Released", "Released", True),
+    ("Bound", "Released", False),  # the listing said ours: not asked again, nothing deleted
+])
+def test_the_stale_volume_is_deleted_only_as_the_cluster_has_it_now(listed, now, deleted):
+    """`up` acts on the volume minutes after its listing (a Lustre create between): a delete goes by a fresh read."""
+    import io
+
+    from nemo_rl_gke.runner import Runner
+    from nemo_rl_gke.tools import Ran
+
+    asked: list[list[str]] = []
+
+    class Answers:
+        def run(self, argv, *, stdin, timeout):
+            asked.append(list(argv))
+            return Ran(0, json.dumps(_pv(now)), "") if "get" in argv else Ran(0, "", "")
+
+    class Listing:
+        def as_listed(self, r, kind):
+            assert kind == "kube:default"
+            return [_pv(listed)]
+
+    r = Runner(out=io.StringIO(), err=io.StringIO(), tools=Answers())
+    storage_steps._stale_pv_gone(r, make_settings(), Listing())
+    assert any("delete" in argv for argv in asked) == deleted, asked
+    assert any("get" in argv for argv in asked) == (listed != "Bound"), asked
