@@ -264,6 +264,23 @@ def claim_fix(s: Settings, ref: dict[str, Any]) -> str:
             f"then NAMESPACE={s.NAMESPACE} and `invoke up`")
 
 
+def refuse_teardown_of_a_taken_volume(r: Runner, s: Settings, steps: Any) -> None:
+    """Exit 2 before a teardown deletes anything when our volume is bound to another claim: the deployment of
+    another NAMESPACE (or a claim made by hand) uses it, and Lustre through it. Its delete would wait for that
+    claim (pv-protection), then fail with the teardown half done; and Lustre, with --delete-data, would go from
+    under it (the data guard looks in our NAMESPACE only)."""
+    from invoke.exceptions import Exit
+
+    ref = taken_claim(r, s, steps)
+    if ref is None:
+        return
+    theirs, ours = f"{ref.get('namespace')}/{ref.get('name')}", f"{s.NAMESPACE}/{names.LUSTRE_PVC}"
+    fix = (f"run this with NAMESPACE={ref.get('namespace')} (that deployment's teardown), or move it first: "
+           f"{claim_fix(s, ref)}" if ref.get("name") == names.LUSTRE_PVC else claim_fix(s, ref))
+    raise Exit(f"error: PersistentVolume {names.LUSTRE_PV} is bound to the claim {theirs}, not {ours}: it is in use "
+               f"there, and Lustre {s.LUSTRE_NAME} through it. Nothing was deleted: {fix}.", code=2)
+
+
 def taken_claim(r: Runner, s: Settings, steps: Any) -> dict[str, Any] | None:
     """The claimRef of our volume when another claim holds it (pv_binding "taken"), from this run's kubectl
     listing (steps: their inventory); None without that listing, or when it is not so."""
@@ -337,9 +354,9 @@ def _stale_pv_gone(r: Runner, s: Settings, inv: Inventory) -> None:
 
 
 def _pv_delete(s: Settings, inv: Inventory) -> Action:
-    """A teardown's delete of the volume, except one another claim holds (another NAMESPACE's deployment uses it):
-    its delete would wait for that claim (pv-protection), give up after DELETE_TIMEOUT with the teardown half
-    done, and leave it Terminating under that deployment. That one is kept, saying why."""
+    """A teardown's delete of the volume. One another claim holds is refused before the teardown starts
+    (refuse_teardown_of_a_taken_volume); bound since, it fails here, so nothing that waits for it (Lustre) goes:
+    its delete would wait for that claim (pv-protection) and give up after DELETE_TIMEOUT."""
     delete = deleter(kubectl.delete(s, "persistentvolume", names.LUSTRE_PV))
 
     def run(r: Runner) -> str | None:
@@ -347,10 +364,8 @@ def _pv_delete(s: Settings, inv: Inventory) -> Action:
         if pv is None or pv_binding(s, pv) != "taken":
             return delete(r)
         ref, theirs, ours = _claims(s, pv)
-        r.say(f"PersistentVolume {names.LUSTRE_PV}: kept, bound to the claim {theirs}, not {ours}: another "
-              f"NAMESPACE's deployment uses it, and its delete would wait for that claim (it goes with the cluster; "
-              f"to move it: {claim_fix(s, ref)}).", err=True)
-        return "kept"
+        raise ToolError(f"PersistentVolume {names.LUSTRE_PV} is bound to the claim {theirs} since this teardown "
+                        f"started, not {ours}: not deleted, nor what it points at; {claim_fix(s, ref)}.", 1)
 
     return run
 

@@ -66,11 +66,12 @@ def plan(c: Context, gpu: str | None = None, mode: str | None = None, nodes: int
         differences = drift.differences(s, found)
         differs = drift.by_step(differences)
         now = drift.cost_now(s, found, steps, present)
+        refused = {d.step for d in drift.blocking(differences)}
         resources: list[dict[str, Any]] = []
         for step in steps:
             known = present[step.name]
-            # What differs exists (a volume another claim holds counts as missing for `up`, which refuses on it).
-            action = ("run" if step.always else "leave" if known or differs.get(step.name) else
+            # What `up` refuses on is left (a volume another claim holds counts as missing: `up` stops on it).
+            action = ("run" if step.always else "leave" if known or step.name in refused else
                       "create" if known is False else "unknown")
             resources.append({"name": step.name, "title": step.title, "action": action,
                               "differs": differs.get(step.name), "cost_per_hour": _money(hourly.get(step.name))})

@@ -545,20 +545,21 @@ def test_up_with_the_volume_bound_to_another_namespaces_claim_refuses_before_any
     assert made.mutating_calls(before) == []
 
 
-@pytest.mark.parametrize("task", ["storage.delete", "clean.storage", "down"])
-def test_a_teardown_keeps_a_volume_another_namespaces_claim_holds(made, task):
-    """Its delete would wait for that claim (pv-protection) for 10 minutes, then fail with the teardown half done,
-    the volume left Terminating under the deployment that uses it."""
+@pytest.mark.parametrize("task", [("storage.delete",), ("clean.storage",), ("down",),
+                                  ("storage.delete", "--delete-data", "--delete-unexported")])
+def test_a_teardown_with_the_volume_bound_to_another_namespaces_claim_refuses_before_any_change(made, task):
+    """The deployment of the other NAMESPACE uses the volume, and Lustre through it: the PV's delete would wait
+    for its claim (pv-protection) for 10 minutes, then fail with the teardown half done; kept instead, Lustre
+    (with --delete-data) went from under it. What exists does not match the settings: nothing is deleted."""
     made.write_env(NAMESPACE="team-b")
     before = len(made.calls())
-    done = made.invoke(task, "--yes")
-    assert done.code == 0, done.output[-3000:]
-    assert "PersistentVolume lustre-pv: kept" in done.stderr and \
-        "bound to the claim default/lustre-pvc, not team-b/lustre-pvc" in done.stderr, done.stderr
-    assert not any("persistentvolume" in c["argv"] and "delete" in c["argv"] for c in made.calls()[before:])
-    if task != "down":  # down deletes the cluster, and everything in it with it
-        pv = _kubectl_json(made, "get", "pv", "lustre-pv")
-        assert (pv["status"]["phase"], "deletionTimestamp" in pv["metadata"]) == ("Bound", False), pv
+    done = made.invoke(*task, "--yes")
+    assert done.code == 2, done.output[-3000:]
+    assert "PersistentVolume lustre-pv is bound to the claim default/lustre-pvc, not team-b/lustre-pvc" in \
+        done.stderr and "run this with NAMESPACE=default" in done.stderr, done.stderr
+    assert made.mutating_calls(before) == []
+    pv = _kubectl_json(made, "get", "pv", "lustre-pv")
+    assert (pv["status"]["phase"], "deletionTimestamp" in pv["metadata"]) == ("Bound", False), pv
 
 
 def test_a_teardown_deletes_a_released_volume(made):

@@ -375,3 +375,38 @@ def test_the_stale_volume_is_deleted_only_as_the_cluster_has_it_now(listed, now,
     storage_steps._stale_pv_gone(r, make_settings(), Listing())
     assert any("delete" in argv for argv in asked) == deleted, asked
     assert any("get" in argv for argv in asked) == (listed != "Bound"), asked
+
+
+@pytest.mark.parametrize(("listed", "now", "outcome"), [
+    (_pv("Bound", "team-a"), _pv("Released", "team-a"), "deleted"),  # let go since the listing: deleted
+    (_pv("Bound", "team-a"), _pv("Bound", "team-a"), "refused"),  # still held: fails, so Lustre waits on it
+    (_pv("Released"), None, "deleted"),  # the listing said ours to delete: not asked again
+])
+def test_the_teardowns_volume_delete_goes_by_the_volume_as_it_is_now(listed, now, outcome):
+    import io
+
+    from nemo_rl_gke.resources.inventory import Inventory
+    from nemo_rl_gke.runner import Runner
+    from nemo_rl_gke.tools import Ran, ToolError
+
+    asked: list[list[str]] = []
+
+    class Answers:
+        def run(self, argv, *, stdin, timeout):
+            asked.append(list(argv))
+            return Ran(0, json.dumps(now), "") if "get" in argv else Ran(0, 'persistentvolume "lustre-pv" deleted', "")
+
+    class Listing(Inventory):
+        def as_listed(self, r, kind):
+            return [listed]
+
+    s = make_settings()
+    (step,) = [st for st in storage_steps.steps(s, Listing(s)) if st.name == storage_steps.PV]
+    r = Runner(out=io.StringIO(), err=io.StringIO(), tools=Answers())
+    if outcome == "refused":
+        with pytest.raises(ToolError, match="bound to the claim team-a/lustre-pvc since this teardown started"):
+            step.delete(r)
+    else:
+        step.delete(r)
+    assert any("delete" in argv for argv in asked) == (outcome == "deleted"), asked
+    assert any("get" in argv for argv in asked) == (now is not None), asked

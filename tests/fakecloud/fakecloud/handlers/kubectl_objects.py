@@ -116,6 +116,9 @@ def put_object(ctx: Ctx, obj: dict[str, Any]) -> str:
         merged = dict(obj)
         if old is not None:
             merged.update({k: v for k, v in old.items() if k.startswith("_")})
+            leaving = (old.get("metadata") or {}).get("deletionTimestamp")
+            if leaving:  # an apply does not call a delete off: the object stays Terminating
+                merged["metadata"] = {**merged.get("metadata", {}), "deletionTimestamp": leaving}
             merged.setdefault("status", old.get("status"))
         else:
             merged["_created"] = time.time()
@@ -166,8 +169,8 @@ def _bindings(items: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any] | No
                   and not (c.get("metadata") or {}).get("deletionTimestamp")]
         found = claims.get((ref.get("namespace"), ref.get("name"))) if ref else (naming[0] if naming else None)
         bound = pv.get("_claim_uid")
-        if bound is not None and pv.get("_claim_key") != f"{ref.get('namespace')}/{ref.get('name')}":
-            bound = None  # its claimRef cleared, or pointed at another claim: free of the old binding
+        if bound is not None and not ref:
+            bound = None  # its claimRef cleared (an apply without it): free of the old binding
         if bound is None and found is not None and found in naming:
             bound = uid(*found)
             if not ref:  # the claim becomes its claimRef
@@ -178,10 +181,8 @@ def _bindings(items: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any] | No
         if (pv.get("metadata") or {}).get("deletionTimestamp") and phase != "Bound":
             changed[key] = None  # pv-protection lets go of a volume no claim is bound to
             continue
-        claim_key = f"{ref.get('namespace')}/{ref.get('name')}" if bound is not None else None
-        if (bound, phase, claim_key) != (pv.get("_claim_uid"), pv.get("_phase"), pv.get("_claim_key")) or \
-                pv is not items[key]:
-            pv = {**pv, "_claim_uid": bound, "_phase": phase, "_claim_key": claim_key}
+        if (bound, phase) != (pv.get("_claim_uid"), pv.get("_phase")) or pv is not items[key]:
+            pv = {**pv, "_claim_uid": bound, "_phase": phase}
             changed[key] = pv
         volumes[name] = pv
     for key, claim in claims.values():
