@@ -164,6 +164,12 @@ def _lustre_create(s: Settings, inv: Inventory) -> Action:
             info = lustre_state(r, s)
             state = info["state"] if info else "NOT_FOUND"
             seen["state"] = state
+            if state == "DELETING":  # an earlier teardown's delete goes on in Google Cloud after its gcloud went
+                raise ToolError(f"Lustre instance {s.LUSTRE_NAME} is DELETING: Google Cloud is deleting it, and its "
+                                f"files with it (a teardown's delete goes on after its gcloud was stopped). Wait "
+                                f"until it is gone (`gcloud lustre instances describe {s.LUSTRE_NAME} "
+                                f"--location={s.lustre_zone}` answers NOT_FOUND), then run this again: it makes a "
+                                f"new one.", 1)
             if state in lustre.LUSTRE_FAILED_STATES or state == "NOT_FOUND":
                 reason = f" ({info['reason']})" if info and info["reason"] else ""
                 raise ToolError(f"Lustre instance {s.LUSTRE_NAME} is {state}{reason} instead of becoming "

@@ -92,3 +92,33 @@ def test_data_status_shows_a_creating_lustre_instance_as_present(cloud):
     assert done.code == 0, done.output[-3000:]
     (row,) = [line for line in done.stdout.splitlines() if "Lustre instance nemo-lustre" in line]
     assert "present" in row and "absent" not in row
+
+
+def test_up_after_a_lustre_delete_stopped_mid_way_says_google_cloud_is_deleting_it(cloud):
+    """gcloud's delete stopped (Ctrl-C, a closed laptop) after Google Cloud took it: the instance is DELETING, and
+    its files go with it. The next `up` said "waiting will not change that", as for a SUSPENDED instance: waiting is
+    all there is to do (then it makes a new one)."""
+    import json
+
+    _up(cloud)
+    where = ["nemo-lustre", "--location=us-central1-b", f"--project={PROJECT}"]
+    gcloud = [str(FAKE_BIN / "gcloud"), "lustre", "instances"]
+    deleting = subprocess.Popen([*gcloud, "delete", *where, "--quiet"], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, env={**cloud.process_env(), "FAKECLOUD_TIME_SCALE": "1"})
+
+    def state() -> str:
+        done = subprocess.run([*gcloud, "describe", *where, "--format=json"], env=cloud.process_env(),
+                              capture_output=True, text=True, check=True)
+        return str(json.loads(done.stdout)["state"])
+
+    deadline = time.monotonic() + 30
+    while state() != "DELETING" and time.monotonic() < deadline:  # Google Cloud took the delete
+        time.sleep(0.05)
+    deleting.kill()
+    deleting.wait()
+    assert state() == "DELETING"
+    done = cloud.invoke("up", "--yes")
+    assert done.code == 1, done.output[-3000:]
+    assert "Lustre instance nemo-lustre is DELETING: Google Cloud is deleting it" in done.stderr, done.stderr
+    assert "`gcloud lustre instances describe nemo-lustre --location=us-central1-b` answers NOT_FOUND" in done.stderr
+    assert "waiting will not change that" not in done.stderr

@@ -57,7 +57,9 @@ def view(obj: dict) -> dict:
     import os
 
     out = public(obj)
-    if time.time() >= obj.get("_ready_at", 0):
+    if obj.get("_deleting_until"):  # its delete goes on in Google Cloud (its gcloud may have been stopped)
+        out["state"] = "DELETING"
+    elif time.time() >= obj.get("_ready_at", 0):
         out["state"] = os.environ.get("FAKECLOUD_LUSTRE_MAINTENANCE") or "ACTIVE"
         out["mountPoint"] = f"{obj['_ip']}@tcp:/{obj['filesystem']}"
         if out["state"] == "SUSPENDED":
@@ -80,10 +82,10 @@ def _operation_name(ctx: Ctx) -> str:
 
 
 def _sweep(ctx: Ctx) -> None:
-    """Instances whose create failed are gone once their operation has ended."""
+    """Instances whose create failed are gone once their operation has ended, and so are those whose delete has."""
     with ctx.state.locked():
         for key, obj in list(ctx.state.items("lustre").items()):
-            if _failed(obj):
+            if _failed(obj) or time.time() >= float(obj.get("_deleting_until") or "inf"):
                 ctx.state.delete("lustre", key)
 
 
@@ -206,8 +208,13 @@ def lustre_list(ctx: Ctx) -> None:
 @command("gcloud", "lustre", "instances", "delete", mutating=True, latency=480)
 def lustre_delete(ctx: Ctx) -> None:
     name = _name(ctx)
-    _get(ctx, name)
-    ctx.work()
+    obj = _get(ctx, name)
+    # Google Cloud takes the delete at once and goes on with it whatever becomes of this gcloud (Ctrl-C): the
+    # instance is DELETING until the delete's time has passed. A second delete meanwhile waits for the first (our
+    # guess: the API's answer to it is not documented).
+    until = float(obj.get("_deleting_until") or time.time() + ctx.latency * time_scale())
+    ctx.state.put("lustre", _key(ctx, name), {**obj, "_deleting_until": until})
+    time.sleep(max(0.0, until - time.time()))
     gone = ctx.state.get("lustre", _key(ctx, name)) or {}
     ctx.state.delete("lustre", _key(ctx, name))
     hold = float(os.environ.get("FAKECLOUD_PEERING_HOLD_SECONDS", "0") or 0)
