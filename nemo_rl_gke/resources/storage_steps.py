@@ -270,14 +270,25 @@ def claim_fix(s: Settings, ref: dict[str, Any]) -> str:
             f"then NAMESPACE={s.NAMESPACE} and `invoke up`")
 
 
-def refuse_teardown_of_a_taken_volume(r: Runner, s: Settings, steps: Any) -> None:
+def refuse_teardown_of_a_taken_volume(r: Runner, s: Settings, steps: Any, *, delete_data: bool) -> None:
     """Exit 2 before a teardown deletes anything when our volume is bound to another claim: the deployment of
     another NAMESPACE (or a claim made by hand) uses it, and Lustre through it. Its delete would wait for that
     claim (pv-protection), then fail with the teardown half done; and Lustre, with --delete-data, would go from
-    under it (the data guard looks in our NAMESPACE only)."""
+    under it (the data guard looks in our NAMESPACE only). Read from the run's listing; where kubectl could not
+    answer it (no context on this machine) and Lustre is at stake, from the cluster, credentials fetched."""
     from invoke.exceptions import Exit
 
-    ref = taken_claim(r, s, steps)
+    from .inventory import inventory_of
+
+    inv = inventory_of(steps or [])
+    if (inv.as_listed(r, f"kube:{s.NAMESPACE}") if inv is not None else None) is not None:
+        ref = taken_claim(r, s, steps)
+    elif delete_data:
+        credentials_if_cluster(r, s)
+        pv = read_pv(r, s)
+        ref = ((pv or {}).get("spec") or {}).get("claimRef") if pv_binding(s, pv) == "taken" else None
+    else:  # the PV's own delete fails if it is held (nothing that waits for it goes)
+        return
     if ref is None:
         return
     theirs, ours = f"{ref.get('namespace')}/{ref.get('name')}", f"{s.NAMESPACE}/{names.LUSTRE_PVC}"

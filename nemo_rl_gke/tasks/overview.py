@@ -98,8 +98,10 @@ def plan(c: Context, gpu: str | None = None, mode: str | None = None, nodes: int
 
 
 def _plan_action(row: dict[str, Any]) -> str:
-    text = {"unknown": "create?"}.get(row["action"], row["action"])
-    return f"leave, but it differs: {row['differs']}" if row["differs"] else text
+    text = str({"unknown": "create?"}.get(row["action"], row["action"]))
+    if not row["differs"]:
+        return text
+    return f"leave, but it differs: {row['differs']}" if text == "leave" else f"{text} (it differs: {row['differs']})"
 
 
 # ---- status ----------------------------------------------------------------------------------------

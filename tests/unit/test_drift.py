@@ -91,3 +91,14 @@ def test_drift_a_volume_another_claim_holds_blocks_up_with_its_own_fix():
     assert found[0].document()["title"] == "PersistentVolume" and drift.blocking(found, resize=True) == found
     text = drift.advice(found)
     assert text.startswith("To resolve: set NAMESPACE=default again") and "GPU_TYPE" not in text, text
+
+
+def test_plan_table_says_create_for_a_step_up_creates_even_when_something_of_it_differs():
+    """A cluster still being created with an advisory difference: `up` creates (waits for) it, so the table
+    must not say "leave" while the JSON says "create"."""
+    from nemo_rl_gke.tasks.overview import _plan_action
+
+    assert _plan_action({"action": "create", "differs": "Workload Identity is off"}) == \
+        "create (it differs: Workload Identity is off)"
+    assert _plan_action({"action": "leave", "differs": "2 nodes"}) == "leave, but it differs: 2 nodes"
+    assert _plan_action({"action": "unknown", "differs": None}) == "create?"
