@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from support.fake import FAKE_BIN, FakeCloud, read_env_example
+from support.fake import FAKE_BIN, FakeCloud, plant_run, read_env_example
 
 PROJECT = read_env_example()["PROJECT_ID"]
 
@@ -122,3 +122,31 @@ def test_up_after_a_lustre_delete_stopped_mid_way_says_google_cloud_is_deleting_
     assert "Lustre instance nemo-lustre is DELETING: Google Cloud is deleting it" in done.stderr, done.stderr
     assert "`gcloud lustre instances describe nemo-lustre --location=us-central1-b` answers NOT_FOUND" in done.stderr
     assert "waiting will not change that" not in done.stderr
+
+
+def test_down_delete_data_after_a_lustre_delete_stopped_mid_way_ends_it_without_asking_for_an_export(cloud):
+    """The instance is DELETING: its files are going whatever the run does, and an export of it fails (not
+    ACTIVE). The guard asked for `invoke storage.export` first, a dead end; the teardown now ends the delete."""
+    import json
+
+    _up(cloud)
+    plant_run(cloud, "r1")  # not in the bucket
+    where = ["nemo-lustre", "--location=us-central1-b", f"--project={PROJECT}"]
+    gcloud = [str(FAKE_BIN / "gcloud"), "lustre", "instances"]
+    deleting = subprocess.Popen([*gcloud, "delete", *where, "--quiet"], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, env={**cloud.process_env(), "FAKECLOUD_TIME_SCALE": "0.01"})
+
+    def state() -> str:
+        done = subprocess.run([*gcloud, "describe", *where, "--format=json"], env=cloud.process_env(),
+                              capture_output=True, text=True, check=True)
+        return str(json.loads(done.stdout)["state"])
+
+    deadline = time.monotonic() + 30
+    while state() != "DELETING" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    deleting.kill()
+    deleting.wait()
+    done = cloud.invoke("down", "--yes", "--delete-data")
+    assert done.code == 0, done.output[-3000:]
+    assert "Lustre instance nemo-lustre is DELETING already" in done.stderr and "storage.export" not in done.stderr
+    assert "lustre" not in cloud.resources()

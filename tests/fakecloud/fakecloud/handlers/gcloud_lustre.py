@@ -85,8 +85,24 @@ def _sweep(ctx: Ctx) -> None:
     """Instances whose create failed are gone once their operation has ended, and so are those whose delete has."""
     with ctx.state.locked():
         for key, obj in list(ctx.state.items("lustre").items()):
-            if _failed(obj) or time.time() >= float(obj.get("_deleting_until") or "inf"):
+            if _failed(obj):
                 ctx.state.delete("lustre", key)
+            elif time.time() >= float(obj.get("_deleting_until") or "inf"):
+                _deleted(ctx, key, obj)
+
+
+def _deleted(ctx: Ctx, key: str, obj: dict) -> None:
+    """The end of an instance's delete (its gcloud waited for it, or not): gone with its files; Service
+    Networking counts it a while longer (FAKECLOUD_PEERING_HOLD_SECONDS)."""
+    import shutil
+
+    ctx.state.delete("lustre", key)
+    hold = float(os.environ.get("FAKECLOUD_PEERING_HOLD_SECONDS", "0") or 0)
+    if hold and obj.get("_network"):  # Service Networking counts the deleted producer a while longer
+        ctx.state.put("_peering_hold", str(obj["_network"]), {"until": time.time() + hold})
+    root = files_root(ctx, key.rsplit("/", 1)[-1])
+    if root.exists():
+        shutil.rmtree(root)
 
 
 def _get(ctx: Ctx, name: str) -> dict:
@@ -215,16 +231,9 @@ def lustre_delete(ctx: Ctx) -> None:
     until = float(obj.get("_deleting_until") or time.time() + ctx.latency * time_scale())
     ctx.state.put("lustre", _key(ctx, name), {**obj, "_deleting_until": until})
     time.sleep(max(0.0, until - time.time()))
-    gone = ctx.state.get("lustre", _key(ctx, name)) or {}
-    ctx.state.delete("lustre", _key(ctx, name))
-    hold = float(os.environ.get("FAKECLOUD_PEERING_HOLD_SECONDS", "0") or 0)
-    if hold and gone.get("_network"):  # Service Networking counts the deleted producer a while longer
-        ctx.state.put("_peering_hold", str(gone["_network"]), {"until": time.time() + hold})
-    root = files_root(ctx, name)
-    if root.exists():
-        import shutil
-
-        shutil.rmtree(root)
+    with ctx.state.locked():  # unless a sweep in another call saw its time pass first
+        if ctx.state.get("lustre", _key(ctx, name)) is not None:
+            _deleted(ctx, _key(ctx, name), obj)
     ctx.err(f"Deleted instance [{name}].")
 
 
