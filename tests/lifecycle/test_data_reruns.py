@@ -94,17 +94,15 @@ def test_data_status_shows_a_creating_lustre_instance_as_present(cloud):
     assert "present" in row and "absent" not in row
 
 
-def test_up_after_a_lustre_delete_stopped_mid_way_says_google_cloud_is_deleting_it(cloud):
-    """gcloud's delete stopped (Ctrl-C, a closed laptop) after Google Cloud took it: the instance is DELETING, and
-    its files go with it. The next `up` said "waiting will not change that", as for a SUSPENDED instance: waiting is
-    all there is to do (then it makes a new one)."""
+def _lustre_delete_stopped(cloud: FakeCloud, scale: str) -> None:
+    """gcloud's delete of the instance stopped (Ctrl-C, a closed laptop) after Google Cloud took it: the instance
+    is DELETING for the delete's time (480 s × scale)."""
     import json
 
-    _up(cloud)
     where = ["nemo-lustre", "--location=us-central1-b", f"--project={PROJECT}"]
     gcloud = [str(FAKE_BIN / "gcloud"), "lustre", "instances"]
     deleting = subprocess.Popen([*gcloud, "delete", *where, "--quiet"], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, env={**cloud.process_env(), "FAKECLOUD_TIME_SCALE": "1"})
+                                stderr=subprocess.DEVNULL, env={**cloud.process_env(), "FAKECLOUD_TIME_SCALE": scale})
 
     def state() -> str:
         done = subprocess.run([*gcloud, "describe", *where, "--format=json"], env=cloud.process_env(),
@@ -117,6 +115,13 @@ def test_up_after_a_lustre_delete_stopped_mid_way_says_google_cloud_is_deleting_
     deleting.kill()
     deleting.wait()
     assert state() == "DELETING"
+
+
+def test_up_after_a_lustre_delete_stopped_mid_way_says_google_cloud_is_deleting_it(cloud):
+    """The instance is DELETING, and its files go with it. The next `up` said "waiting will not change that", as
+    for a SUSPENDED instance: waiting is all there is to do (then it makes a new one)."""
+    _up(cloud)
+    _lustre_delete_stopped(cloud, "1")
     done = cloud.invoke("up", "--yes")
     assert done.code == 1, done.output[-3000:]
     assert "Lustre instance nemo-lustre is DELETING: Google Cloud is deleting it" in done.stderr, done.stderr
@@ -127,25 +132,9 @@ def test_up_after_a_lustre_delete_stopped_mid_way_says_google_cloud_is_deleting_
 def test_down_delete_data_after_a_lustre_delete_stopped_mid_way_ends_it_without_asking_for_an_export(cloud):
     """The instance is DELETING: its files are going whatever the run does, and an export of it fails (not
     ACTIVE). The guard asked for `invoke storage.export` first, a dead end; the teardown now ends the delete."""
-    import json
-
     _up(cloud)
     plant_run(cloud, "r1")  # not in the bucket
-    where = ["nemo-lustre", "--location=us-central1-b", f"--project={PROJECT}"]
-    gcloud = [str(FAKE_BIN / "gcloud"), "lustre", "instances"]
-    deleting = subprocess.Popen([*gcloud, "delete", *where, "--quiet"], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, env={**cloud.process_env(), "FAKECLOUD_TIME_SCALE": "0.01"})
-
-    def state() -> str:
-        done = subprocess.run([*gcloud, "describe", *where, "--format=json"], env=cloud.process_env(),
-                              capture_output=True, text=True, check=True)
-        return str(json.loads(done.stdout)["state"])
-
-    deadline = time.monotonic() + 30
-    while state() != "DELETING" and time.monotonic() < deadline:
-        time.sleep(0.05)
-    deleting.kill()
-    deleting.wait()
+    _lustre_delete_stopped(cloud, "0.01")
     done = cloud.invoke("down", "--yes", "--delete-data")
     assert done.code == 0, done.output[-3000:]
     assert "Lustre instance nemo-lustre is DELETING already" in done.stderr and "storage.export" not in done.stderr
