@@ -192,8 +192,10 @@ def ray_deployed(r: Runner, s: Settings) -> None:
         record_check(r, s, None, deployed=True)
 
 
-def lustre_guard(s: Settings, inv: Inventory | None, lustre_state: LustreState) -> Guard:
-    """The Lustre step's guard. lustre_state: storage_steps' describe of the instance (None: it is gone)."""
+def lustre_guard(s: Settings, inv: Inventory | None, lustre_state: LustreState,
+                 volume_check: Callable[[Runner], None] | None = None) -> Guard:
+    """The Lustre step's guard. lustre_state: storage_steps' describe of the instance (None: it is gone);
+    volume_check: storage_steps.volume_held_elsewhere, once the export check has fetched the credentials."""
 
     def guard(r: Runner, consent: Any) -> None:
         if r.dry:
@@ -210,6 +212,8 @@ def lustre_guard(s: Settings, inv: Inventory | None, lustre_state: LustreState) 
                   f"Google Cloud): its files are going whatever this run does; not checked for an export.", err=True)
             return
         missing, how = export_check(r, s, inv)
+        if volume_check is not None:
+            volume_check(r)
         if not missing:
             r.say(f"export verified: every run on Lustre {s.LUSTRE_NAME} is in gs://{s.bucket}/"
                   f"{exports.RUNS_PREFIX} ({how}).", err=True)

@@ -270,32 +270,50 @@ def claim_fix(s: Settings, ref: dict[str, Any]) -> str:
             f"then NAMESPACE={s.NAMESPACE} and `invoke up`")
 
 
-def refuse_teardown_of_a_taken_volume(r: Runner, s: Settings, steps: Any, *, delete_data: bool) -> None:
+def refuse_teardown_of_a_taken_volume(r: Runner, s: Settings, steps: Any) -> None:
     """Exit 2 before a teardown deletes anything when our volume is bound to another claim: the deployment of
     another NAMESPACE (or a claim made by hand) uses it, and Lustre through it. Its delete would wait for that
     claim (pv-protection), then fail with the teardown half done; and Lustre, with --delete-data, would go from
     under it (the data guard looks in our NAMESPACE only). Read from the run's listing; where kubectl could not
-    answer it (no context on this machine) and Lustre is at stake, from the cluster, credentials fetched."""
+    answer it (no context on this machine yet), the Lustre step's guard asks (volume_held_elsewhere)."""
     from invoke.exceptions import Exit
 
-    from .inventory import inventory_of
-
-    inv = inventory_of(steps or [])
-    if (inv.as_listed(r, f"kube:{s.NAMESPACE}") if inv is not None else None) is not None:
-        ref = taken_claim(r, s, steps)
-    elif delete_data:
-        credentials_if_cluster(r, s)
-        pv = read_pv(r, s)
-        ref = ((pv or {}).get("spec") or {}).get("claimRef") if pv_binding(s, pv) == "taken" else None
-    else:  # the PV's own delete fails if it is held (nothing that waits for it goes)
-        return
+    ref = taken_claim(r, s, steps)
     if ref is None:
         return
     theirs, ours = f"{ref.get('namespace')}/{ref.get('name')}", f"{s.NAMESPACE}/{names.LUSTRE_PVC}"
-    fix = (f"run this with NAMESPACE={ref.get('namespace')} (that deployment's teardown), or move it first: "
-           f"{claim_fix(s, ref)}" if ref.get("name") == names.LUSTRE_PVC else claim_fix(s, ref))
     raise Exit(f"error: PersistentVolume {names.LUSTRE_PV} is bound to the claim {theirs}, not {ours}: it is in use "
-               f"there, and Lustre {s.LUSTRE_NAME} through it. Nothing was deleted: {fix}.", code=2)
+               f"there, and Lustre {s.LUSTRE_NAME} through it. Nothing was deleted: {_teardown_fix(s, ref)}.", code=2)
+
+
+def volume_held_elsewhere(s: Settings, inv: Inventory) -> Callable[[Runner], None]:
+    """Part of the Lustre step's guard (after the confirmation, with --delete-data, credentials fetched by the
+    export check): when the teardown's listing had no answer from kubectl (no context on this machine), the
+    volume is read now, and one another claim holds stops the teardown before anything is deleted. A kubectl
+    that cannot answer (a cluster going away, no RBAC for persistentvolumes) is said, not fatal: the data guard
+    itself goes on without a head pod."""
+
+    def check(r: Runner) -> None:
+        if inv.kube_answered():  # the plan read it (refuse_teardown_of_a_taken_volume)
+            return
+        try:
+            pv = read_pv(r, s)
+        except ToolError as exc:
+            r.say(f"note: PersistentVolume {names.LUSTRE_PV} could not be read ({str(exc).splitlines()[0]}), so "
+                  f"whether another namespace's claim holds it is not known.", err=True)
+            return
+        if pv is not None and pv_binding(s, pv) == "taken":
+            ref, theirs, ours = _claims(s, pv)
+            raise ToolError(f"refusing to delete Lustre instance {s.LUSTRE_NAME}: PersistentVolume "
+                            f"{names.LUSTRE_PV} is bound to the claim {theirs}, not {ours}: it is in use there. "
+                            f"Nothing was deleted: {_teardown_fix(s, ref)}.", 1)
+
+    return check
+
+
+def _teardown_fix(s: Settings, ref: dict[str, Any]) -> str:
+    return (f"run this with NAMESPACE={ref.get('namespace')} (that deployment's teardown), or move it first: "
+            f"{claim_fix(s, ref)}" if ref.get("name") == names.LUSTRE_PVC else claim_fix(s, ref))
 
 
 def taken_claim(r: Runner, s: Settings, steps: Any) -> dict[str, Any] | None:
@@ -516,7 +534,8 @@ def _lustre_steps(s: Settings, inv: Inventory) -> list[Step]:
         Step(LUSTRE, f"Lustre instance {s.LUSTRE_NAME} ({s.LUSTRE_CAPACITY_GIB} GiB, {s.lustre_zone})",
              inv.check(LUSTRE, "Lustre instance", lustre_lists["ready"], _lustre_ready(s)),
              _lustre_create(s, inv), _lustre_delete(s, inv), deps=(PEERING,),
-             holds_data=True, consent="delete_data", guard=data_guard.lustre_guard(s, inv, lustre_state),
+             holds_data=True, consent="delete_data",
+             guard=data_guard.lustre_guard(s, inv, lustre_state, volume_held_elsewhere(s, inv)),
              present=inv.check(LUSTRE, "Lustre instance", lustre_lists["any"], _lustre_present(s)),
              shared=True, create_seconds=900, delete_seconds=480),
     ]

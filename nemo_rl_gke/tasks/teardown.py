@@ -306,7 +306,7 @@ def _teardown_plan(r: Runner, s: Settings, steps: list[Step], given: Consent, wh
     others: list[str] = found["others"]
     present: dict[str, bool | None] = found["present"]
     if not r.dry and any(step.name == storage_steps.PV for step in steps):
-        storage_steps.refuse_teardown_of_a_taken_volume(r, s, steps, delete_data=given.delete_data)
+        storage_steps.refuse_teardown_of_a_taken_volume(r, s, steps)
     shared = [step.name for step in steps if step.shared] if others else []
     shared += cluster_steps.keep_if_not_ours(r, s, steps, present)  # a cluster made another way stays
     keep = graph.kept_steps(steps, given, shared)

@@ -572,10 +572,11 @@ def test_a_teardown_deletes_a_released_volume(made):
 def test_down_delete_data_on_a_machine_without_the_clusters_context_still_sees_the_volume_held(made):
     """No kubectl context here: the run's listing of the namespace has no answer, so the volume another
     namespace's claim holds went unseen, and Lustre went from under that deployment. With Lustre at stake the
-    teardown asks the cluster itself (its credentials fetched, as the data guard would)."""
+    Lustre step's guard asks the cluster itself (after the confirmation; the data guard's credentials)."""
     made.write_env(NAMESPACE="team-b")
     done = made.invoke("down", "--yes", "--delete-data", "--delete-unexported", process=True,
                        FAKECLOUD_MACHINE="a second laptop")
-    assert done.code == 2, done.output[-3000:]
-    assert "PersistentVolume lustre-pv is bound to the claim default/lustre-pvc, not team-b/lustre-pvc" in done.stderr
+    assert done.code == 1, done.output[-3000:]
+    assert "refusing to delete Lustre instance nemo-lustre: PersistentVolume lustre-pv is bound to the claim " \
+           "default/lustre-pvc, not team-b/lustre-pvc" in done.stderr and "Nothing was deleted" in done.stderr
     assert "lustre" in made.resources() and not [c for c in made.mutating_calls() if "delete" in c["argv"]]

@@ -134,7 +134,7 @@ def test_down_delete_data_after_a_lustre_delete_stopped_mid_way_ends_it_without_
     ACTIVE). The guard asked for `invoke storage.export` first, a dead end; the teardown now ends the delete."""
     _up(cloud)
     plant_run(cloud, "r1")  # not in the bucket
-    _lustre_delete_stopped(cloud, "0.01")
+    _lustre_delete_stopped(cloud, "0.03")  # DELETING for 14 s: down lists it before that, under load too
     done = cloud.invoke("down", "--yes", "--delete-data")
     assert done.code == 0, done.output[-3000:]
     assert "Lustre instance nemo-lustre is DELETING already" in done.stderr and "storage.export" not in done.stderr

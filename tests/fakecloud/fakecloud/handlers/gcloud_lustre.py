@@ -99,7 +99,8 @@ def _deleted(ctx: Ctx, key: str, obj: dict) -> None:
     ctx.state.delete("lustre", key)
     hold = float(os.environ.get("FAKECLOUD_PEERING_HOLD_SECONDS", "0") or 0)
     if hold and obj.get("_network"):  # Service Networking counts the deleted producer a while longer
-        ctx.state.put("_peering_hold", str(obj["_network"]), {"until": time.time() + hold})
+        ended = float(obj.get("_deleting_until") or time.time())  # when the delete ended, not when it was seen
+        ctx.state.put("_peering_hold", str(obj["_network"]), {"until": ended + hold})
     root = files_root(ctx, key.rsplit("/", 1)[-1])
     if root.exists():
         shutil.rmtree(root)
@@ -231,9 +232,9 @@ def lustre_delete(ctx: Ctx) -> None:
     until = float(obj.get("_deleting_until") or time.time() + ctx.latency * time_scale())
     ctx.state.put("lustre", _key(ctx, name), {**obj, "_deleting_until": until})
     time.sleep(max(0.0, until - time.time()))
-    with ctx.state.locked():  # unless a sweep in another call saw its time pass first
-        if ctx.state.get("lustre", _key(ctx, name)) is not None:
-            _deleted(ctx, _key(ctx, name), obj)
+    with ctx.state.locked():  # unless a sweep in another call saw its time pass first (or it was made anew)
+        if (ctx.state.get("lustre", _key(ctx, name)) or {}).get("_deleting_until") == until:
+            _deleted(ctx, _key(ctx, name), {**obj, "_deleting_until": until})
     ctx.err(f"Deleted instance [{name}].")
 
 
