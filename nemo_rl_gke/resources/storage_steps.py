@@ -294,9 +294,13 @@ def volume_held_elsewhere(s: Settings, inv: Inventory) -> Callable[[Runner], Non
     itself goes on without a head pod."""
 
     def check(r: Runner) -> None:
-        if inv.kube_answered():  # the plan read it (refuse_teardown_of_a_taken_volume)
+        if inv.as_listed(r, f"kube:{s.NAMESPACE}") is not None:  # the plan read it (refuse_teardown_of_a_taken_volume)
             return
         try:
+            # Its own credentials (kubectl reads a missing context as "not found": the volume would read absent),
+            # whatever the export check before it fetched. A PV that cannot be read fails its own delete, which
+            # Lustre's waits for.
+            credentials_if_cluster(r, s)
             pv = read_pv(r, s)
         except ToolError as exc:
             r.say(f"note: PersistentVolume {names.LUSTRE_PV} could not be read ({str(exc).splitlines()[0]}), so "
