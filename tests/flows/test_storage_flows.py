@@ -580,3 +580,25 @@ def test_down_delete_data_on_a_machine_without_the_clusters_context_still_sees_t
     assert "refusing to delete Lustre instance nemo-lustre: PersistentVolume lustre-pv is bound to the claim " \
            "default/lustre-pvc, not team-b/lustre-pvc" in done.stderr and "Nothing was deleted" in done.stderr
     assert "lustre" in made.resources() and not [c for c in made.mutating_calls() if "delete" in c["argv"]]
+
+
+def test_down_on_a_machine_without_the_clusters_context_deletes_the_cluster_and_keeps_lustre(made):
+    """Without --delete-data and without a kubectl context here, nothing reads the volume: it reads absent, goes
+    with the cluster (and the other namespace's deployment with it, as `down` means), and Lustre is kept."""
+    made.write_env(NAMESPACE="team-b")
+    done = made.invoke("down", "--yes", process=True, FAKECLOUD_MACHINE="a second laptop")
+    assert done.code == 0, done.output[-3000:]
+    assert "lustre" in made.resources() and "cluster" not in made.resources()
+    assert not any("persistentvolume" in c["argv"] and "delete" in c["argv"] for c in made.calls())
+
+
+@pytest.mark.parametrize("task", ["storage.delete", "clean.storage"])
+def test_a_storage_teardown_on_a_machine_without_the_clusters_context_refuses_as_anywhere(made, task):
+    """They fetch the cluster's credentials before their plan (their deletes are kubectl's): the listing sees the
+    volume another namespace's claim holds, and they stop before any change."""
+    made.write_env(NAMESPACE="team-b")
+    before = len(made.calls())
+    done = made.invoke(task, "--yes", process=True, FAKECLOUD_MACHINE="a second laptop")
+    assert done.code == 2, done.output[-3000:]
+    assert "PersistentVolume lustre-pv is bound to the claim default/lustre-pvc, not team-b/lustre-pvc" in done.stderr
+    assert not any("delete" in c["argv"] for c in made.mutating_calls(before))
