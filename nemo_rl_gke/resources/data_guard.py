@@ -195,7 +195,7 @@ def ray_deployed(r: Runner, s: Settings) -> None:
 def lustre_guard(s: Settings, inv: Inventory | None, lustre_state: LustreState,
                  volume_check: Callable[[Runner], None] | None = None) -> Guard:
     """The Lustre step's guard. lustre_state: storage_steps' describe of the instance (None: it is gone);
-    volume_check: storage_steps.volume_held_elsewhere, once the export check has fetched the credentials."""
+    volume_check: storage_steps.volume_held_elsewhere (a volume another claim holds refuses too)."""
 
     def guard(r: Runner, consent: Any) -> None:
         if r.dry:

@@ -281,20 +281,20 @@ def refuse_teardown_of_a_taken_volume(r: Runner, s: Settings, steps: Any) -> Non
     ref = taken_claim(r, s, steps)
     if ref is None:
         return
-    theirs, ours = f"{ref.get('namespace')}/{ref.get('name')}", f"{s.NAMESPACE}/{names.LUSTRE_PVC}"
+    theirs, ours = claim_names(s, ref)
     raise Exit(f"error: PersistentVolume {names.LUSTRE_PV} is bound to the claim {theirs}, not {ours}: it is in use "
                f"there, and Lustre {s.LUSTRE_NAME} through it. Nothing was deleted: {_teardown_fix(s, ref)}.", code=2)
 
 
 def volume_held_elsewhere(s: Settings, inv: Inventory) -> Callable[[Runner], None]:
-    """Part of the Lustre step's guard (after the confirmation, with --delete-data, credentials fetched by the
-    export check): when the teardown's listing had no answer from kubectl (no context on this machine), the
-    volume is read now, and one another claim holds stops the teardown before anything is deleted. A kubectl
+    """Part of the Lustre step's guard (after the confirmation, with --delete-data): when the teardown's listing
+    had no answer from kubectl (no context on this machine), the volume is read now (credentials fetched first),
+    and one another claim holds stops the teardown before anything is deleted. A kubectl
     that cannot answer (a cluster going away, no RBAC for persistentvolumes) is said, not fatal: the data guard
     itself goes on without a head pod."""
 
     def check(r: Runner) -> None:
-        if inv.as_listed(r, f"kube:{s.NAMESPACE}") is not None:  # the plan read it (refuse_teardown_of_a_taken_volume)
+        if _pv_as_listed(r, s, inv)[0]:  # the plan read it (refuse_teardown_of_a_taken_volume)
             return
         try:
             # Its own credentials (kubectl reads a missing context as "not found": the volume would read absent),
@@ -326,14 +326,20 @@ def taken_claim(r: Runner, s: Settings, steps: Any) -> dict[str, Any] | None:
     from .inventory import inventory_of
 
     inv = inventory_of(steps or [])
-    items = inv.as_listed(r, f"kube:{s.NAMESPACE}") if inv is not None else None
-    pv = _listed_pv(items or [])
+    pv = _pv_as_listed(r, s, inv)[1] if inv is not None else None
     return ((pv or {}).get("spec") or {}).get("claimRef") if pv_binding(s, pv) == "taken" else None
 
 
 def _listed_pv(items: list[dict[str, Any]]) -> dict[str, Any] | None:
     return next((i for i in items if i.get("kind") == "PersistentVolume"
                  and (i.get("metadata") or {}).get("name") == names.LUSTRE_PV), None)
+
+
+def _pv_as_listed(r: Runner, s: Settings, inv: Inventory) -> tuple[bool, dict[str, Any] | None]:
+    """(the run's `kubectl get` of the namespace answered, the volume in it): the listing the PV step's checks
+    read (its KubeRef lives in NAMESPACE's call, the PV being cluster-scoped)."""
+    items = inv.as_listed(r, f"kube:{s.NAMESPACE}")
+    return items is not None, _listed_pv(items or [])
 
 
 def read_pv(r: Runner, s: Settings) -> dict[str, Any] | None:
@@ -359,17 +365,19 @@ def _pv_now(r: Runner, s: Settings, inv: Inventory, *, ask_again: tuple[str, ...
     """The volume from the run's listing of the namespace (none for a cluster this run made), else from the
     cluster; asked again when the listing's answer is one of ask_again (pv_binding): the listing may be minutes
     old (taken before a Lustre create), and what we act on at once must be the volume as it is now."""
-    items = inv.as_listed(r, f"kube:{s.NAMESPACE}")
-    if items is None:
-        return read_pv(r, s)
-    pv = _listed_pv(items)
-    return read_pv(r, s) if pv_binding(s, pv) in ask_again else pv
+    answered, pv = _pv_as_listed(r, s, inv)
+    return read_pv(r, s) if not answered or pv_binding(s, pv) in ask_again else pv
+
+
+def claim_names(s: Settings, ref: dict[str, Any]) -> tuple[str, str]:
+    """The claim a claimRef names, and ours, as NAMESPACE/NAME."""
+    return f"{ref.get('namespace')}/{ref.get('name')}", f"{s.NAMESPACE}/{names.LUSTRE_PVC}"
 
 
 def _claims(s: Settings, pv: dict[str, Any]) -> tuple[dict[str, Any], str, str]:
-    """The volume's claimRef, and the claims it names and ours, as NAMESPACE/NAME."""
+    """The volume's claimRef, and the claims it names and ours (claim_names)."""
     ref = (pv.get("spec") or {}).get("claimRef") or {}
-    return ref, f"{ref.get('namespace')}/{ref.get('name')}", f"{s.NAMESPACE}/{names.LUSTRE_PVC}"
+    return (ref, *claim_names(s, ref))
 
 
 def _stale_pv_gone(r: Runner, s: Settings, inv: Inventory) -> None:

@@ -146,11 +146,10 @@ def differences(s: Settings, found: Found) -> list[Difference]:
     if found.ray_workers is not None and found.ray_workers != s.GPU_NODES:
         out.append(Difference(RELEASE, "workers", str(found.ray_workers), str(s.GPU_NODES)))
     if found.claim is not None:  # a volume binds one claim: ours would stay Pending, and Ray with it
-        from .. import names
         from ..resources import storage_steps
 
-        out.append(Difference(storage_steps.PV, "claim", f"{found.claim.get('namespace')}/{found.claim.get('name')}",
-                              f"{s.NAMESPACE}/{names.LUSTRE_PVC}", fix=storage_steps.claim_fix(s, found.claim)))
+        theirs, ours = storage_steps.claim_names(s, found.claim)
+        out.append(Difference(storage_steps.PV, "claim", theirs, ours, fix=storage_steps.claim_fix(s, found.claim)))
     return out
 
 
