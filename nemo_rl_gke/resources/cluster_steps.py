@@ -290,11 +290,14 @@ def _create_and_settle(s: Settings, kind: str, title: str, create: list[str], de
     return run
 
 
-# GKE refuses to delete a cluster while an operation runs on it, and does not queue the delete: "Operation
-# operation-… is currently creating cluster X. Please wait and try again once it is done." (the create of an
-# interrupted `up` goes on for minutes), "Cluster is running incompatible operation operation-…" (a node pool's
-# create, an upgrade). The runner's retries last 30 s; the delete then waits for GKE.
-CLUSTER_BUSY = re.compile(r"is currently \w+ (cluster|node pool)|running incompatible operation", re.IGNORECASE)
+# GKE refuses to delete a cluster or a node pool while an operation runs on the cluster, and does not queue the
+# delete: "Operation operation-… is currently creating cluster X. Please wait and try again once it is done." (the
+# create of an interrupted `up` goes on for minutes), "Operation operation-… is currently creating a node pool for
+# cluster X. Please wait …" (a pool's delete while a pool's create or delete runs: hashicorp/terraform-provider-
+# google#10366 quotes it), "Cluster is running incompatible operation operation-…" (a node pool's create, an
+# upgrade). The runner's retries last 30 s; the delete then waits for GKE.
+CLUSTER_BUSY = re.compile(r"is currently \w+ (a )?(cluster|node pool)|running incompatible operation",
+                          re.IGNORECASE)
 
 
 GONE_OR_BUSY = re.compile(f"{NOT_FOUND.pattern}|{CLUSTER_BUSY.pattern}", re.IGNORECASE)

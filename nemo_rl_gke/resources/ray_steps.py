@@ -143,7 +143,7 @@ def shortfall_message(s: Settings, states: list[PodState], seen_gpus: float | No
             lines.append(f"  {pod.name} ({pod.node_type}): {pod.why}")
     hints = []
     text = " ".join(p.why for p in states)
-    if any(word in text for word in ("Insufficient nvidia.com/gpu", "free nvidia.com/gpu", "affinity")):
+    if any(word in text for word in ("Insufficient nvidia.com/gpu", "affinity")):  # kube-scheduler's words
         if s.autopilot:
             hints.append(f"Autopilot could not provision {s.gpu.machine_type} nodes: check the GPU quota of "
                          f"{s.zone} and, with SPOT/RESERVATION, their capacity.")

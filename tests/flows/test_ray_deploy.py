@@ -225,6 +225,16 @@ def test_ray_deploy_timeout_fails_with_the_reasons_and_never_prints_a_check_mark
     assert "✓" not in done.output and "Traceback" not in done.output
 
 
+def test_ray_deploy_with_a_gpu_node_short_says_so_in_the_schedulers_words(cloud):
+    """One GPU node of two can take a worker (the other's GPUs taken, or it is gone): the second worker stays
+    Pending with kube-scheduler's "Insufficient nvidia.com/gpu", and the timeout's message says what to check.
+    The fake used to word it "didn't have free nvidia.com/gpu", which no scheduler prints."""
+    done = cloud.invoke("ray.deploy", "--timeout=0", FAKECLOUD_TIME_SCALE="0.01", FAKECLOUD_GPU_NODES="1")
+    assert done.code == 1, done.output
+    assert "1 Insufficient nvidia.com/gpu" in done.stderr, done.stderr[-3000:]
+    assert "not enough free GPU nodes: see `invoke cluster.status`" in done.stderr, done.stderr[-3000:]
+
+
 def test_fake_cluster_registers_a_node_per_vm_of_its_pools_as_gke_does(cloud):
     # What ray.deploy's pool check counts on a real cluster: Nodes labelled with their pool, GPUs allocatable;
     # a resize shows at once.

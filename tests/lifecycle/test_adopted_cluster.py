@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from support.fake import FakeCloud, leave_gpu_pool_provisioning, read_env_example
+from support.fake import FakeCloud, gke_ends_creates_once, leave_gpu_pool_provisioning, read_env_example
 
 ENV = read_env_example()
 CHART = str(Path(__file__).resolve().parents[2] / "manifests" / "ray-cluster")
@@ -310,10 +310,22 @@ def test_a_cluster_made_another_way_in_another_mode_is_rebuilt_with_gcloud(cloud
 
 @pytest.mark.parametrize("task", ["clean.cluster", "down"])
 def test_our_gpu_pool_still_provisioning_in_a_cluster_made_another_way_is_deleted(cloud, task):
+    """GKE refuses the pool's delete while its create goes on ("Operation … is currently creating a node pool for
+    cluster …", words the cluster's delete never gets): the teardown waits for GKE, then deletes. It used to take
+    them for a transient error, try five times in 30 s and fail, the pool billing."""
+    from nemo_rl_gke.runner import Runner
+
     _adopted(cloud)
     leave_gpu_pool_provisioning(cloud)  # our pool, as an interrupted `up` leaves it
-    done = cloud.invoke(task, "--yes")
+
+    def waiting(calls: list[dict]) -> bool:  # more refusals than the runner's own tries: the wait polls
+        return len([c for c in calls if c["argv"][:3] == ["container", "node-pools", "delete"] and c["exit"]]) \
+            > Runner.attempts
+
+    with gke_ends_creates_once(cloud, waiting):
+        done = cloud.invoke(task, "--yes", FAKECLOUD_TIME_SCALE="0.005")
     assert done.code == 0, done.output[-3000:]
+    assert "GPU node pool gpu-pool: GKE is still working on it" in done.stderr, done.stderr[-3000:]
     assert "GPU node pool gpu-pool (2 × a4-highgpu-8g): deleted" in done.stderr, done.stderr[-3000:]
     assert "nodepool" not in cloud.resources() and list(cloud.resources()["cluster"])
 

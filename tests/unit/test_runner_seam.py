@@ -261,6 +261,23 @@ def test_a_tool_that_could_not_ask_never_says_the_object_is_gone(case):
     assert not failed_not_found(raised.value)
 
 
+@pytest.mark.parametrize("message", [
+    "Operation operation-1 is currently creating cluster c. Please wait and try again once it is done.",
+    # A pool's delete while a pool's create or delete runs (hashicorp/terraform-provider-google#10366 quotes it);
+    # "a node pool for cluster" used to read as a transient error: five tries, then `down` failed.
+    "Operation operation-1 is currently creating a node pool for cluster c. Please wait and try again once it is "
+    "done.",
+    "Operation operation-1 is currently deleting a node pool for cluster c. Please wait and try again once it is "
+    "done.",
+    "Cluster is running incompatible operation operation-1.",
+])
+def test_gkes_refusals_while_it_works_on_the_cluster_read_as_busy(message):
+    from nemo_rl_gke.resources.cluster_steps import CLUSTER_BUSY, GONE_OR_BUSY
+
+    stderr = f"ERROR: (gcloud.container.node-pools.delete) ResponseError: code=400, message={message}"
+    assert CLUSTER_BUSY.search(stderr) and GONE_OR_BUSY.search(stderr)
+
+
 def test_a_gke_delete_waiting_on_busy_answers_takes_googles_html_502_page_for_not_yet():
     # Its wait accepts "not found" (done), busy and transient answers (not yet); a veto meant for a "not found"
     # that is no answer stopped `down` on one 502 page from Google's front end.

@@ -417,7 +417,25 @@ def node_pool_list(ctx: Ctx) -> None:
                             if k.startswith(prefix)]))
 
 
+def _pool_operation(ctx: Ctx, cluster_key: str, cluster: dict) -> str:
+    """What GKE says to a node pool's delete while an operation still runs on the cluster: its create, or a
+    pool's create (the pool itself too: an interrupted `up` leaves it PROVISIONING); "" when none runs."""
+    if with_status(cluster)["status"] == "PROVISIONING":
+        return _creating(cluster)
+    for pool_key, pool in ctx.state.items("nodepool").items():
+        if pool_key.startswith(cluster_key + "/") and with_status(pool)["status"] == "PROVISIONING":
+            return (f"Operation operation-{int(pool['_created'])}-fake is currently creating a node pool for "
+                    f"cluster {cluster['name']}. Please wait and try again once it is done.")
+    return ""
+
+
 @command("gcloud", "container", "node-pools", "delete", mutating=True, latency=240)
 def node_pool_delete(ctx: Ctx) -> None:
     name = ctx.positionals[0]
+    cluster = str(ctx.flag("--cluster") or "")
+    found = ctx.state.items("cluster").get(_cluster_key(ctx, cluster))
+    busy = _pool_operation(ctx, _cluster_key(ctx, cluster), found) if found else ""
+    if busy:
+        # Refused, not queued nor waited for (hashicorp/terraform-provider-google#10366 quotes the words).
+        raise Fail(1, gcloud_error(ctx, f"ResponseError: code=400, message={busy}"))
     delete_resource(ctx, "nodepool", _pool_key(ctx, name), f"nodePools/{name}")

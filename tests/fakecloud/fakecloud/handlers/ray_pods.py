@@ -143,10 +143,27 @@ def _blocker(ctx: Ctx, skind: str, namespace: str, values: dict[str, Any]) -> di
     return None
 
 
-def unschedulable(capacity: int) -> dict[str, str]:
-    message = (f"0/{capacity + 1} nodes are available: {capacity} node(s) didn't have free {GPU}, 1 node(s) "
-               f"didn't match Pod's node affinity/selector. preemption: not helpful for scheduling.")
+def scheduler_says(counts: dict[str, int], preemption: dict[str, int]) -> dict[str, str]:
+    """kube-scheduler's PodScheduled condition for a pod no node fits, in its words (FitError.Error in
+    pkg/scheduler/framework: "0/N nodes are available: " then "count reason" per reason, sorted and joined by
+    ", "; NodeResourcesFit says "Insufficient <resource>"; then the preemption's own tally)."""
+    nodes = sum(counts.values())
+
+    def tally(reasons: dict[str, int]) -> str:
+        return ", ".join(sorted(f"{n} {why}" for why, n in reasons.items()))
+
+    message = (f"0/{nodes} nodes are available: {tally(counts)}. preemption: 0/{nodes} nodes are available: "
+               f"{tally(preemption)}.")
     return {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+
+
+NO_VICTIMS, NOT_HELPFUL = "No preemption victims found for incoming pod", "Preemption is not helpful for scheduling"
+UNMATCHED = "node(s) didn't match Pod's node affinity/selector"
+
+
+def unschedulable(capacity: int) -> dict[str, str]:
+    """A GPU worker past the GPU nodes' capacity: each GPU node is full, the CPU node lacks the selector."""
+    return scheduler_says({f"Insufficient {GPU}": capacity, UNMATCHED: 1}, {NO_VICTIMS: capacity, NOT_HELPFUL: 1})
 
 
 def _pod(name: str, namespace: str, labels: dict[str, str], container: str, gpus: int,
@@ -266,10 +283,7 @@ def sync(
                 pod["status"] = dict(blocker)
             elif pod_gpus and unmatched:
                 pod["_never_ready"] = True
-                pod["status"] = {"conditions": [{
-                    "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                    "message": f"0/{unmatched} nodes are available: {unmatched} node(s) didn't match Pod's node "
-                               f"affinity/selector. preemption: not helpful for scheduling."}]}
+                pod["status"] = {"conditions": [scheduler_says({UNMATCHED: unmatched}, {NOT_HELPFUL: unmatched})]}
             elif pod_gpus and capacity is not None and workers_placed >= capacity:
                 pod["_never_ready"] = True
                 pod["status"] = {"conditions": [unschedulable(capacity)]}
