@@ -65,12 +65,41 @@ def find_env_file(environ: dict[str, str], cwd: Path) -> tuple[Path | None, bool
 
 
 _LINE_KEY = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.]*)\s*=", re.ASCII)
+# A line with no `=` whose key is a setting's name, written another way (`GPU_TYPE: h200`, `GPU_TYPE h200`).
+_KEY_THEN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*(?:[:\s]\s*(.*))?$", re.ASCII)
 
 
 def _hidden(line: str) -> str:
-    """A line as an error may show it: a secret's value never (a token in a terminal or a CI log leaks)."""
-    named = _LINE_KEY.match(line)
-    return f"{named.group(1)}=***" if named and named.group(1).upper() in SECRET_KEYS else line
+    """A line as an error may show it: a secret's value never (a token in a terminal or a CI log leaks), and
+    a line that does not start with a setting's name not at all (a token pasted alone, with a word beside it)."""
+    named = _LINE_KEY.match(line) or _KEY_THEN.match(line)
+    key = named.group(1).upper() if named else ""
+    if key not in KEYS:
+        return "(not shown)"
+    if key in SECRET_KEYS and line.strip().upper() != key:
+        cut = re.match(r"^\s*(?:export\s+)?[A-Za-z_][A-Za-z0-9_.]*\s*[=:]?", line, re.ASCII)
+        prefix = (cut.group(0) if cut else key).strip()
+        return prefix + ("***" if prefix.endswith(("=", ":")) else " ***")
+    return line
+
+
+def _without_equals(line: str, number: int, where: str, name: str) -> ConfigError:
+    """A line with no `=` (`GPU_TYPE: h200`, `export GPU_TYPE`, a word): python-dotenv reads it as a key with
+    no value and the setting silently keeps its default (a b200 pool where h200 was meant). It is shown only
+    when it starts with a setting's name, and a secret's value never: a token pasted alone on a line is no
+    key, and would be echoed to the terminal or a CI log."""
+    named = _KEY_THEN.match(line)
+    key = named.group(1).upper() if named else ""
+    if key not in KEYS:
+        return ConfigError(f"{name} line {number}", _hidden(line),
+                           f"this line has no `=`: every line is KEY=value, a comment (#) or blank; fix line "
+                           f"{number} of {where}.")
+    value = (named.group(2) or "").strip() if named else ""
+    shown = _hidden(line).strip()
+    meant = f"{key}={'…' if key in SECRET_KEYS else value}" if value else f"{key}=value"
+    return ConfigError(f"{name} line {number}", shown,
+                       f"this line has no `=`, so {key} would keep its default: write {meant} (or delete the "
+                       f"line); fix line {number} of {where}.")
 
 
 _WARNED: set[str] = set()  # each unknown-key warning once per process (chained tasks load settings again)
@@ -112,6 +141,8 @@ def read_env_file(path: Path, *, warn: Callable[[str], None] = warn_once) -> dic
                               f"fix line {number} of {where}.")
         if binding.key is None:
             continue
+        if binding.value is None:
+            raise _without_equals(original.splitlines()[0], number, where, path.name)
         if binding.value is not None and "\n" in binding.value:
             spans = original.count("\n") + (not original.endswith("\n"))
             raise ConfigError(f"{path.name} line {number}", first,

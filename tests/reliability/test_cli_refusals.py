@@ -105,6 +105,28 @@ def test_cli_hostile_env_file_exits_2_with_one_message(cli_cloud, values, task):
         (True, True, []), (values, done.output[-1500:])
 
 
+@pytest.mark.parametrize(("line", "says"), [
+    ("GPU_TYPE:h200", "write GPU_TYPE=h200"), ("export GPU_TYPE", "write GPU_TYPE=value"),
+    ("GPU_TYPE", "write GPU_TYPE=value"), ("HF_TOKEN:hf_PLANTEDsecret9", "write HF_TOKEN=…"),
+    ("hf_PLANTEDsecret9", "every line is KEY=value")])
+@pytest.mark.parametrize("task", [["--dry", "up"], ["plan"], ["net.status"]])
+def test_cli_env_line_without_equals_exits_2_naming_the_line_before_any_call(cli_cloud, line, says, task):
+    """python-dotenv reads `GPU_TYPE:h200` or `export GPU_TYPE` as a key with no value: the setting kept its
+    default (b200) with a warning at most, and `up` would have made the pool nobody asked for. A token pasted on a
+    line of its own is never echoed."""
+    env_file = cli_cloud.workdir / ".env"
+    saved = env_file.read_bytes()
+    try:
+        env_file.write_bytes(saved + line.encode() + b"\n")
+        done, calls = refused(cli_cloud, task)
+    finally:
+        env_file.write_bytes(saved)
+    number = saved.count(b"\n") + 1
+    assert (_one_clear_message(done), f".env line {number}" in done.stderr, says in done.stderr, calls) == \
+        (True, True, True, []), done.output[-1500:]
+    assert "PLANTEDsecret9" not in done.output
+
+
 @CLI
 @given(values=hostile_env, task=st.sampled_from(OFFLINE_TASKS))
 def test_cli_hostile_environment_exits_2_with_one_message(cli_cloud, values, task):

@@ -51,6 +51,19 @@ def test_load_line_without_equals_is_an_error(tmp_path):
         _load(tmp_path, text)
 
 
+@pytest.mark.parametrize(("line", "shown"), [
+    ("GPU_TYPE:h200", "'GPU_TYPE:h200'"), ("export GPU_TYPE", "'export GPU_TYPE'"),
+    ("HF_TOKEN:hf_abc", "'HF_TOKEN:***'"), ("HF_TOKEN hf_abc", "'HF_TOKEN ***'"),
+    ("export HF_TOKEN hf_abc", "'export HF_TOKEN ***'"), ("HF_TOKEN='hf_abc", "'HF_TOKEN=***'"),
+    ("hf_abc", "'(not shown)'"), ("hf_abc more", "'(not shown)'")])
+def test_load_line_without_equals_or_not_parsing_is_an_error_that_never_shows_a_secret(tmp_path, line, shown):
+    text = _text() + line + "\n"
+    with pytest.raises(ConfigError) as caught:
+        _load(tmp_path, text)
+    assert (caught.value.key, f"={shown} is not valid" in str(caught.value), "abc" in str(caught.value)) == \
+        (f".env line {text.count(chr(10))}", True, False), str(caught.value)
+
+
 def test_load_non_utf8_byte_is_an_error_naming_the_line(tmp_path):
     text = _text().encode() + b"CLUSTER_NAME=caf\xe9\n"
     with pytest.raises(ConfigError) as caught:
