@@ -160,7 +160,7 @@ def cluster_problems(values: dict[str, str], *, gpu_nodes: int, gpus_per_node: i
     n, g = int(nodes), int(gpus)
     if n > gpu_nodes:
         p.append(f"{NUM_NODES}={n} but the Ray cluster has GPU_NODES={gpu_nodes} GPU worker(s): ask for at "
-                 f"most {gpu_nodes} node(s), or grow it (GPU_NODES={n} invoke cluster.create ray.deploy).")
+                 f"most {gpu_nodes} node(s), or grow it: set GPU_NODES={n} in .env, then `invoke up --resize`.")
     if g > gpus_per_node:
         p.append(f"{GPUS_PER_NODE}={g} but a {gpu_name} node has {gpus_per_node} GPUs.")
     if ray_gpus is not None and n * g > ray_gpus:

@@ -126,6 +126,17 @@ def test_job_flow_three_nodes_on_two_workers_refused_before_any_command(cloud, d
     assert len(cloud.calls()) == before and "$ " not in done.stdout
 
 
+def test_job_flow_three_nodes_on_two_workers_the_refusals_fix_works_as_written(cloud):
+    """The refusal's way to grow the cluster, followed to the letter, lets the job run. It used to say
+    `GPU_NODES=3 invoke cluster.create ray.deploy`, which cluster.create refuses (the pool differs)."""
+    refused = cloud.invoke("job.submit", "gemma3-gsm8k", "--set", "cluster.num_nodes=3", GPU_NODES="2")
+    assert refused.code == 2 and "set GPU_NODES=3 in .env, then `invoke up --resize`" in refused.stderr
+    grown = cloud.invoke("up", "--resize", "--yes", GPU_NODES="3")
+    assert grown.code == 0, grown.output[-3000:]
+    done = cloud.invoke("job.submit", "gemma3-gsm8k", "--set", "cluster.num_nodes=3", GPU_NODES="3")
+    assert done.code == 0, done.output[-3000:]
+
+
 def test_job_flow_job_outlives_its_client_then_stops(cloud, tmp_path):
     """submit --follow, kill the client mid-run: still running; job.stop: stopped; checkpoints, metrics, PNG."""
     argv = [sys.executable, "-m", "invoke", "--search-root", str(REPO), "job.submit", "gemma3-gsm8k",
