@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import shlex
 
+from nemo_rl_gke.settings import GPU_PROFILES
 from support.asked import asked_by_checks
 from support.fake import FakeCloud, read_env_example
 
-VARIANTS = [(gpu, mode) for gpu in ("b200", "h200") for mode in ("standard", "autopilot")]
+VARIANTS = [(gpu, mode) for gpu in GPU_PROFILES for mode in ("standard", "autopilot")]  # each GPU profile
 
 
 def _settings(**overrides: str):

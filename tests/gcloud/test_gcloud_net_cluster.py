@@ -7,9 +7,10 @@ import shlex
 
 from nemo_rl_gke import names
 from nemo_rl_gke.commands import gcloud
+from nemo_rl_gke.settings import GPU_PROFILES
 from support.fake import FakeCloud, example_settings
 
-VARIANTS = [(gpu, mode) for gpu in ("b200", "h200") for mode in ("standard", "autopilot")]
+VARIANTS = [(gpu, mode) for gpu in GPU_PROFILES for mode in ("standard", "autopilot")]  # each GPU profile
 
 
 def dry_gcloud_lines(tmp_path, *args: str, **env: str) -> list[list[str]]:

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from nemo_rl_gke.settings import GPU_PROFILES
 from support.fake import REPO, FakeCloud
 
 GOLDEN = REPO / "tests" / "golden" / "transcripts"
-VARIANTS = [(gpu, mode) for gpu in ("b200", "h200") for mode in ("standard", "autopilot")]
+VARIANTS = [(gpu, mode) for gpu in GPU_PROFILES for mode in ("standard", "autopilot")]  # each GPU profile
 
 
 def transcript(tmp_path: Path, task: str, gpu: str, mode: str) -> str:

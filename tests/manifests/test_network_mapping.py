@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from nemo_rl_gke import render
-from nemo_rl_gke.settings import Settings, coerce, validate
+from nemo_rl_gke.settings import GPU_PROFILES, Settings, coerce, validate
 from support.fake import read_env_example
 from support.schemas import SchemaError, crd_path, validate_crd
 
@@ -20,7 +20,7 @@ def documents(**overrides):
     return render.load_all(render.network_mapping(validate(Settings(**coerce({**values, **overrides})))))
 
 
-@pytest.mark.parametrize("gpu,mode", [(g, m) for g in ("b200", "h200") for m in ("standard", "autopilot")])
+@pytest.mark.parametrize("gpu,mode", [(g, m) for g in GPU_PROFILES for m in ("standard", "autopilot")])
 def test_network_mapping_objects_pass_the_strict_crd_schemas(gpu, mode):
     docs = documents(GPU_TYPE=gpu, CLUSTER_MODE=mode)
     assert len(docs) == 18

@@ -23,7 +23,7 @@ from support.schemas import crd_path, validate_builtin, validate_crd
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "manifests" / "ray-cluster"
 GOLDEN = REPO / "tests" / "golden" / "ray"
-GPUS = ("b200", "h200")
+GPUS = tuple(settings_module.GPU_PROFILES)  # each GPU profile
 MODES = ("standard", "autopilot")
 WORKERS = (1, 2, 4)
 VARIANTS = [(g, m, n) for g in GPUS for m in MODES for n in WORKERS]
