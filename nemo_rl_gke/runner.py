@@ -146,6 +146,10 @@ class Interrupted(KeyboardInterrupt):
     """Ctrl-C reached the runner: waits stop and no new command starts."""
 
 
+# A read-only task's dry run asks nothing: it shows the questions it would ask first under this line, then says
+# that nothing was asked (tasks.context.dry_read). Never a state it did not read.
+DRY_QUESTIONS = "# dry run: would ask first (read-only):"
+
 RUNNER_OPTIONS = ("tools", "poll_seconds", "backoff_seconds", "attempts", "wait_display")
 MAX_WAIT_SECONDS = 3600
 # The backoff doubles from backoff_seconds: 10 tries wait 2 s, 4 s, ... 512 s (17 minutes) between them.

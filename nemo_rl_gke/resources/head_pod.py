@@ -179,7 +179,11 @@ def query(r: Runner, s: Settings, script: str) -> Result | None:
     """Pipe a read-only script into the head pod. Dry run: show it, return None. 'No such run' is exit 3."""
 
     if r.dry:
-        r.say("# dry run: would ask the head pod (read-only):")
+        from ..runner import DRY_QUESTIONS
+        from .ray_steps import pods_argv
+
+        r.say(DRY_QUESTIONS)  # the pods (which one is the head), then the head itself
+        r.show_command(pods_argv(s))
         r.show_command(kubectl_exec(s, "HEAD_POD"), stdin=script, stdin_label="run-dir reader")
         return None
     return ask(r, s, script)

@@ -233,6 +233,13 @@ class Inventory:
                 refs.append(f"{ref.word}/{ref.name}")
         return {f"kube:{ns}": kubectl.get_named(self.s, refs, namespace=ns) for ns, refs in by_namespace.items()}
 
+    def questions(self) -> list[list[str]]:
+        """The listings a real run of these steps asks first, in one parallel round (pure: for a dry run, which
+        asks none of them)."""
+        gcloud_lists = [item.argv for item in listings(self.s) if item.kind in self._kinds]
+        kube = [argv for kind, argv in self.kube_listings().items() if kind in self._kinds]
+        return [*gcloud_lists, *kube]
+
     def _fetch(self, r: Runner, wanted: set[str] | None = None) -> None:
         """Fetch the registered kinds (of wanted, default all) not fetched yet, in one parallel round. Called
         with the lock held."""

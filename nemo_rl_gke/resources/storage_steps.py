@@ -561,16 +561,22 @@ def credentials_if_cluster(r: Runner, s: Settings) -> None:
 
 
 # ---- storage.status -------------------------------------------------------------------------------------
+def status_questions(s: Settings) -> list[list[str]]:
+    """The commands storage.status asks (pure): Lustre's describe, the claim's phase, the Secret's name. The bucket
+    is read with the storage client (no command)."""
+    return [lustre.lustre_describe(s),
+            kubectl.get(s, "persistentvolumeclaim", names.LUSTRE_PVC, namespace=s.NAMESPACE,
+                        output="jsonpath={.status.phase}"),
+            kubectl.get(s, "secret", names.SECRET_NAME, namespace=s.NAMESPACE, output="name")]
+
+
 def status_rows(r: Runner, s: Settings) -> list[tuple[str, str]]:
     """storage.status's rows, read at once: the bucket, Lustre, the claim's phase, the Secret (its name only: the
     values never leave the cluster). An object kubectl could not ask about is "unknown" with kubectl's reason
     (no credentials, no context, a cluster not there), never "absent"."""
-    reads: list[Callable[[], Any]] = [
-        lambda: gcs.summary(s), lambda: lustre_state(r, s),
-        functools.partial(r.query, kubectl.get(s, "persistentvolumeclaim", names.LUSTRE_PVC, namespace=s.NAMESPACE,
-                                               output="jsonpath={.status.phase}")),
-        functools.partial(r.query, kubectl.get(s, "secret", names.SECRET_NAME, namespace=s.NAMESPACE,
-                                               output="name"))]
+    _, pvc_argv, secret_argv = status_questions(s)
+    reads: list[Callable[[], Any]] = [lambda: gcs.summary(s), lambda: lustre_state(r, s),
+                                      functools.partial(r.query, pvc_argv), functools.partial(r.query, secret_argv)]
     bucket, info, pvc, secret = r.parallel(reads)
 
     def in_cluster(result: Result | None, here: str) -> str:

@@ -78,7 +78,8 @@ def credentials(c: Context) -> None:
 @context.task(help={"json_": context.JSON_HELP})
 def status(c: Context, json_: bool = False) -> None:
     """Show whether the cluster, GPU pool, NCCL installer and network mapping exist."""
-    context.status_task(c, "cluster {s.CLUSTER_NAME}", _steps, as_json=json_, kind="cluster.status")
+    context.status_task(c, "cluster {s.CLUSTER_NAME}", _steps, as_json=json_, kind="cluster.status",
+                        reads="shows whether the cluster, GPU pool, NCCL installer and network mapping exist")
 
 
 @context.task(help={"yes": context.YES_ONE_HELP,

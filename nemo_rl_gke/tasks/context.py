@@ -282,8 +282,29 @@ def apply_steps(c: Context, s: Settings, steps: list[Step], *, title: str = "cre
         return graph.apply(r, steps, listener=board.listener)
 
 
+def dry_read(r: Runner, what: str, reads: str, questions: Sequence[Sequence[str]] = ()) -> str:
+    """A read-only task's dry run, said one way by all: the commands it would ask first (`$ …`), then one line
+    saying that nothing was asked and what the task reads without --dry. It shows no state: asking nothing, a dry
+    run cannot know what exists ("absent", "$0.00/hour" would be made up). Returns that line (without its "# ")
+    for the --json document's `note`."""
+    from ..runner import DRY_QUESTIONS
+
+    if questions:
+        r.say(DRY_QUESTIONS)
+        for argv in questions:
+            r.show_command(list(argv))
+    note = f"dry run: nothing was asked; without --dry, {what} {reads}."
+    r.say(f"# {note}")
+    return note
+
+
+def not_asked(steps: Sequence[Step], **unknown: None) -> list[dict[str, Any]]:
+    """A dry run's resources for --json: each named, its state null (not asked), and the other fields null."""
+    return [{"name": step.name, "title": step.title, "state": None, **unknown} for step in steps if not step.always]
+
+
 def status_states(c: Context, s: Settings, steps: list[Step]) -> list[tuple[Step, str]]:
-    """(step, present|absent) for each resource step, asked in parallel (a dry run asks nothing: absent)."""
+    """(step, present|absent) for each resource step, asked in parallel (not for a dry run: see dry_read)."""
     r = runner(c, s)
     checked = [step for step in steps if not step.always]
     found = r.parallel([functools.partial(step.exists, r) for step in checked])
@@ -296,12 +317,24 @@ def status_rows(c: Context, s: Settings, steps: list[Step]) -> list[tuple[str, s
 
 
 def status_task(c: Context, title: str, steps_of: Callable[[Settings], list[Step]], *, as_json: bool,
-                kind: str) -> None:
+                kind: str, reads: str) -> None:
     """A layer's `status`: a table, or with --json `{"version": 1, "kind": ..., "dry_run": ..., "resources":
-    [{"name", "title", "state"}]}` (state: present or absent; a dry run asks nothing, so all absent)."""
+    [{"name", "title", "state"}]}` (state: present or absent). A dry run asks nothing: the listings it would
+    ask and one line saying so (dry_read); with --json, every state null and that line as `note`."""
     with json_output(as_json) as out:
         s = settings(c)
-        states = status_states(c, s, steps_of(s))
+        steps = steps_of(s)
+        r = runner(c, s)
+        if r.dry:
+            from ..resources.inventory import inventory_of
+
+            inv = inventory_of(steps)
+            note = dry_read(r, kind, reads, inv.questions() if inv is not None else ())
+            if out:
+                out.emit({"kind": kind, "dry_run": True, "project": s.PROJECT_ID, "cluster": s.CLUSTER_NAME,
+                          "resources": not_asked(steps), "note": note}, secrets=s.secrets)
+            return
+        states = status_states(c, s, steps)
         if out:
             out.emit({"kind": kind, "dry_run": is_dry(c), "project": s.PROJECT_ID, "cluster": s.CLUSTER_NAME,
                       "resources": [{"name": step.name, "title": step.title, "state": state}

@@ -154,8 +154,10 @@ RUN_SHAPE = ("{id, job, state: running|succeeded|failed|stopped|lost, exit_code,
              "latest_checkpoint, restarts, max_restarts, restart_history: [{restart, reason, resumed_from_step}], "
              "failure: {class: job|infrastructure, reason, gave_up} or null, submitted: ISO-8601 UTC, run_dir, "
              "checkpoint_dir}")
-LIST_JSON_HELP = f"{context.JSON_HELP} Shape: {{version, kind: job.list, dry_run, runs: [run]}}, run = {RUN_SHAPE}."
-STATUS_JSON_HELP = f"{context.JSON_HELP} Shape: {{version, kind: job.status, dry_run, run}}, run = {RUN_SHAPE}."
+LIST_JSON_HELP = (f"{context.JSON_HELP} Shape: {{version, kind: job.list, dry_run, runs: [run]}}, run = {RUN_SHAPE}; "
+                  "a dry run asks nothing: runs null, and a note saying so.")
+STATUS_JSON_HELP = (f"{context.JSON_HELP} Shape: {{version, kind: job.status, dry_run, run}}, run = {RUN_SHAPE}; a dry "
+                    "run asks nothing: run null, and a note saying so.")
 
 
 @context.task(name="list", help={"json_": LIST_JSON_HELP})
@@ -169,12 +171,15 @@ def list_(c: Context, json_: bool = False) -> None:
         s = context.settings(c)
         r = context.runner(c, s)
         result = head_pod.query(r, s, jobscript.reader_script("list"))
-        runs = [] if result is None else json.loads(result.stdout or "[]")
+        if result is None:  # a dry run: nothing asked, so no runs to show (not "none")
+            note = context.dry_read(r, "job.list", "lists the runs on /data/runs with their state and step")
+            if out:
+                out.emit({"kind": "job.list", "dry_run": True, "runs": None, "note": note}, secrets=s.secrets)
+            return
+        runs = json.loads(result.stdout or "[]")
         if out:
             out.emit({"kind": "job.list", "dry_run": r.dry, "runs": [job_views.run_document(run) for run in runs]},
                      secrets=s.secrets)
-            return
-        if result is None:
             return
         if not runs:
             r.say("no runs yet: start one with `invoke job.submit NAME`")
@@ -195,12 +200,18 @@ def status(c: Context, id_: str | None = None, json_: bool = False) -> None:
         s = context.settings(c)
         r = context.runner(c, s)
         result = head_pod.query(r, s, jobscript.reader_script("status", id_ or ""))
-        run = None if result is None else json.loads(result.stdout)
-        if out:
-            document = None if run is None else job_views.run_document(run)
-            out.emit({"kind": "job.status", "dry_run": r.dry, "run": document}, secrets=s.secrets)
+        if result is None:  # a dry run: nothing asked
+            note = context.dry_read(r, "job.status", f"shows the state, step and checkpoint of "
+                                                     f"{f'run {id_}' if id_ else 'the latest run'}")
+            if out:
+                out.emit({"kind": "job.status", "dry_run": True, "run": None, "note": note}, secrets=s.secrets)
             return
-        for line in job_views.status_lines(run) if run is not None else []:
+        run = json.loads(result.stdout)
+        if out:
+            out.emit({"kind": "job.status", "dry_run": r.dry, "run": job_views.run_document(run)},
+                     secrets=s.secrets)
+            return
+        for line in job_views.status_lines(run):
             r.say(line)
 
 

@@ -16,9 +16,9 @@ from . import context
 
 
 def _steps(s: Settings) -> list[Any]:
-    from ..resources import net_steps as net
+    from ..resources import layer_steps
 
-    return net.steps(s)
+    return layer_steps(s, "net")
 
 
 @context.task(help={"force_unlock": context.UNLOCK_HELP})
@@ -32,7 +32,8 @@ def create(c: Context, force_unlock: bool = False) -> None:
 @context.task(help={"json_": context.JSON_HELP})
 def status(c: Context, json_: bool = False) -> None:
     """Show which of our networks, subnets and firewall rules exist."""
-    context.status_task(c, "networks", _steps, as_json=json_, kind="net.status")
+    context.status_task(c, "networks", _steps, as_json=json_, kind="net.status",
+                        reads="shows which of our networks, subnets and firewall rules exist")
 
 
 @context.task(help={"yes": context.YES_ONE_HELP,

@@ -28,10 +28,13 @@ if TYPE_CHECKING:
 
 PLAN_JSON_HELP = (context.JSON_HELP + " Shape: {version, kind: plan, dry_run, project, cluster, settings, resources: "
                   "[{name, title, action: create|leave|run|unknown, differs, cost_per_hour}], create, leave, "
-                  "drift: [{name, title, field, have, want}], cost_per_hour: {all_up, now}, caveat}.")
+                  "drift: [{name, title, field, have, want}], cost_per_hour: {all_up, now}, caveat}. A dry run "
+                  "(dry_run: true) asks nothing: the actions assume nothing exists, as `invoke --dry up` does; drift "
+                  "and cost_per_hour.now are null; a note says so.")
 STATUS_JSON_HELP = (context.JSON_HELP + " Shape: {version, kind: status, dry_run, project, cluster, settings, "
                     "resources: [{name, title, state: present|absent|unknown, cost_per_hour, age_seconds, "
-                    "cost_so_far}], cost_per_hour_now, caveat, ray, latest_job}.")
+                    "cost_so_far}], cost_per_hour_now, caveat, ray, latest_job}. A dry run (dry_run: true) asks "
+                    "nothing: every state and figure is null, and a note says so.")
 
 
 def settings_document(s: Settings) -> dict[str, Any]:
@@ -59,7 +62,7 @@ def plan(c: Context, gpu: str | None = None, mode: str | None = None, nodes: int
         steps = all_steps(s)
         r = context.runner(c, s)
         r.no_context_is_unknown = True  # no kubeconfig context here: what is in the cluster is unknown, not absent
-        present = present_map(r, steps)
+        present = present_map(r, steps)  # a dry run asks nothing: the offline plan of `invoke --dry up`
         est = cost.estimate(s)
         hourly = cost.hourly_by_step(est, steps)
         found = drift.existing(r, s, present, steps)
@@ -78,23 +81,38 @@ def plan(c: Context, gpu: str | None = None, mode: str | None = None, nodes: int
         creating = sum(1 for row in resources if row["action"] in ("create", "unknown"))
         leaving = sum(1 for row in resources if row["action"] == "leave")
         if out:
+            unknown = {"note": _plan_dry_read(r, steps)} if r.dry else {}
             out.emit({"kind": "plan", "dry_run": r.dry, "project": s.PROJECT_ID, "cluster": s.CLUSTER_NAME,
                       "settings": settings_document(s), "resources": resources, "create": creating,
-                      "leave": leaving, "drift": [d.document() for d in differences],
-                      "cost_per_hour": {"all_up": _money(est.total), "now": _money(now)},
-                      "caveat": est.caveat()}, secrets=s.secrets)
+                      "leave": leaving, "drift": None if r.dry else [d.document() for d in differences],
+                      "cost_per_hour": {"all_up": _money(est.total), "now": None if r.dry else _money(now)},
+                      "caveat": est.caveat(), **unknown}, secrets=s.secrets)
             return
         rows = [(row["title"], _plan_action(row), cost.money(row["cost_per_hour"]) + "/h"
                  if row["cost_per_hour"] is not None else "") for row in resources]
-        context.print_table(f"plan: {describe(s)}", ("resource", "up would", "cost"), rows)
-        print(f"up would create {creating} of {len(steps)} and leave {leaving}. Everything up: about "
-              f"{cost.money(est.total)}/hour; what exists now: about {cost.money(now)}/hour.")
+        title = "plan (dry run: assuming nothing exists)" if r.dry else "plan"
+        context.print_table(f"{title}: {describe(s)}", ("resource", "up would", "cost"), rows)
+        if r.dry:
+            print(f"from nothing, up would create {creating} of {len(steps)}. Everything up: about "
+                  f"{cost.money(est.total)}/hour.")
+        else:
+            print(f"up would create {creating} of {len(steps)} and leave {leaving}. Everything up: about "
+                  f"{cost.money(est.total)}/hour; what exists now: about {cost.money(now)}/hour.")
         if differences:
             refuses = ("`invoke up` refuses until they agree" if drift.blocking(differences)
                        else "`invoke up` leaves them so")
             print(f"{len(differs)} existing resource(s) differ from the settings; {refuses}. "
                   f"{drift.advice(differences)}")
         print(f"({est.caveat()})")
+        if r.dry:
+            _plan_dry_read(r, steps)
+
+
+def _plan_dry_read(r: Runner, steps: list[Any]) -> str:
+    """What plan would ask, and that it asked nothing: its plan assumes nothing exists."""
+    return context.dry_read(r, "plan", "reads what exists and shows what up would create, leave as is, and what "
+                                       "differs from the settings; this plan assumes nothing exists yet, as "
+                                       "`invoke --dry up` does", _questions(steps))
 
 
 def _plan_action(row: dict[str, Any]) -> str:
@@ -117,6 +135,17 @@ def status(c: Context, json_: bool = False) -> None:
         s = context.settings(c)
         steps = all_steps(s)
         r = context.runner(c, s)
+        if r.dry:
+            note = context.dry_read(r, "status", "shows every resource's state, age and cost per hour, the Ray "
+                                                 "cluster and the latest job", [*_questions(steps), pods_argv(s)])
+            if out:
+                out.emit({"kind": "status", "dry_run": True, "project": s.PROJECT_ID, "cluster": s.CLUSTER_NAME,
+                          "settings": settings_document(s),
+                          "resources": context.not_asked(steps, cost_per_hour=None, age_seconds=None,
+                                                         cost_so_far=None),
+                          "cost_per_hour_now": None, "caveat": cost.estimate(s).caveat(), "ray": None,
+                          "latest_job": None, "note": note}, secrets=s.secrets)
+            return
         r.no_context_is_unknown = True
         # Any state: a Lustre instance still CREATING already bills (plan asks "ready?": what up would do).
         present = _inside_known(steps, present_map(r, steps, any_state=True))
@@ -157,6 +186,14 @@ def status(c: Context, json_: bool = False) -> None:
         print(f"now: about {cost.money(total)}/hour ({est.caveat()})")
         for name, part in (("ray", ray), ("job", job)):
             part.print(name)
+
+
+def _questions(steps: list[Any]) -> list[list[str]]:
+    """The listings plan and status ask first (one per kind), for a dry run to show."""
+    from ..resources.inventory import inventory_of
+
+    inv = inventory_of(steps)
+    return inv.questions() if inv is not None else []
 
 
 def _inside_known(steps: list[Any], present: dict[str, bool | None]) -> dict[str, bool | None]:

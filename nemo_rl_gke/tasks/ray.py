@@ -206,7 +206,8 @@ def status(c: Context) -> None:
     s = context.settings(c)
     r = context.runner(c, s)
     if r.dry:
-        r.say("# ray.status reads the cluster; a dry run shows nothing.")
+        context.dry_read(r, "ray.status", "shows the Helm release, the Ray pods and the GPUs Ray sees",
+                         [helm.status(s), ray_steps.pods_argv(s)])
         return
     # The release and the pods at once; a context that outlived its cluster: seconds, not minutes of dialing.
     with kube_context.watch(r, s):

@@ -63,7 +63,8 @@ def status(c: Context) -> None:
     s = context.settings(c)
     r = context.runner(c, s)
     if r.dry:
-        r.say("# storage.status reads the bucket, Lustre and the cluster; a dry run shows nothing.")
+        context.dry_read(r, "storage.status", "shows the bucket (location, size), Lustre (state, capacity, IP), the "
+                                              "PVC's phase and the Secret", storage_steps.status_questions(s))
         return
     context.print_table("storage", ("resource", "state"), storage_steps.status_rows(r, s))
 
