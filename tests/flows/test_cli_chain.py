@@ -52,7 +52,8 @@ def test_chain_same_named_tasks_of_three_namespaces_all_run(cloud):
 def test_chain_status_of_three_namespaces_prints_three_answers(cloud):
     done = cloud.invoke("--dry", "net.status", "cluster.status", "storage.status")
     assert done.code == 0, done.output
-    places = [done.stdout.find(t) for t in ("networks", "cluster nemo-rl", "storage.status reads")]
+    places = [done.stdout.find(f"without --dry, {task} ") for task in ("net.status", "cluster.status",
+                                                                        "storage.status")]
     assert 0 <= places[0] < places[1] < places[2], done.stdout
 
 
