@@ -96,16 +96,20 @@ def plot_path(plot: str | bool) -> Path:
 
 
 def latest_run(r: Runner, s: Settings) -> dict[str, Any] | None:
-    """The latest run as `run_document` shapes it; None on a dry run or when there is no run (or no head)."""
+    """The latest run as `run_document` shapes it; None on a dry run or when there is no run (or no head). A
+    command that failed (kubectl could not list or reach the pods) is raised, as latest_summary does: that is no
+    answer, not "no run" (status --json said null, which a script reads as no job)."""
     import json
 
     from .. import jobscript
-    from ..tools import ToolError
+    from ..tools import CommandFailed, ToolError
 
     if r.dry:
         return None
     try:
         result = head_pod.ask(r, s, jobscript.reader_script("status", ""))
+    except CommandFailed:
+        raise
     except ToolError:
         return None
     return run_document(json.loads(result.stdout))

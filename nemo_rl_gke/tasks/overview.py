@@ -33,8 +33,9 @@ PLAN_JSON_HELP = (context.JSON_HELP + " Shape: {version, kind: plan, dry_run, pr
                   "and cost_per_hour.now are null; a note says so.")
 STATUS_JSON_HELP = (context.JSON_HELP + " Shape: {version, kind: status, dry_run, project, cluster, settings, "
                     "resources: [{name, title, state: present|absent|unknown, cost_per_hour, age_seconds, "
-                    "cost_so_far}], cost_per_hour_now, caveat, ray, latest_job}. A dry run (dry_run: true) asks "
-                    "nothing: every state and figure is null, and a note says so.")
+                    "cost_so_far}], cost_per_hour_now, caveat, ray, latest_job, errors: {ray?, latest_job?}} (a read "
+                    "that failed: its part null, the tool's words under errors, exit 1 or the tool's code). A dry "
+                    "run (dry_run: true) asks nothing: every state and figure is null, and a note says so.")
 
 
 def settings_document(s: Settings) -> dict[str, Any]:
@@ -156,7 +157,7 @@ def status(c: Context, json_: bool = False) -> None:
             pool, ray, job = r.parallel([
                 lambda: _extra(lambda: drift.existing(r, s, present, steps)),
                 lambda: _extra(lambda: _ray_part(r, s, deployed, out is not None)),
-                lambda: _extra(lambda: _job_part(r, s, out is not None)),
+                lambda: _extra(lambda: _job_part(r, s, deployed, out is not None)),
             ])
         est = cost.estimate(drift.as_found(s, pool.answer()))  # priced as it is, not as set
         hourly = cost.hourly_by_step(est, steps)
@@ -174,10 +175,20 @@ def status(c: Context, json_: bool = False) -> None:
                               "cost_so_far": _money(rate * age / 3600) if age is not None and rate else None})
         total = sum(hourly.get(name, 0.0) for name, here in present.items() if here)
         if out:
+            # A read of Ray or of the latest run that failed: the document still comes (one on stdout, as
+            # always), its part null and said under `errors`; the run then exits with the tool's code.
+            failed = {name: part for name, part in (("ray", ray), ("latest_job", job)) if part.error is not None}
             out.emit({"kind": "status", "dry_run": r.dry, "project": s.PROJECT_ID, "cluster": s.CLUSTER_NAME,
                       "settings": settings_document(s), "resources": resources,
                       "cost_per_hour_now": _money(total), "caveat": est.caveat(),
-                      "ray": ray.answer(), "latest_job": job.answer()}, secrets=s.secrets)
+                      "ray": ray.value, "latest_job": job.value,
+                      "errors": {name: part.said() for name, part in failed.items()}}, secrets=s.secrets)
+            for name, part in failed.items():
+                part.print(name)
+            if failed:
+                from invoke.exceptions import Exit
+
+                raise Exit(code=next(getattr(p.error, "code", 1) or 1 for p in failed.values()))
             return
         rows = [(row["title"], row["state"], cost.money(row["cost_per_hour"]) + "/h" if row["cost_per_hour"] else "",
                  _age_text(row["age_seconds"]), cost.money(row["cost_so_far"]) if row["cost_so_far"] else "")
@@ -282,13 +293,17 @@ class _Part:
             raise self.error
         return self.value
 
+    def said(self) -> str:
+        """The failure in the tool's own words (with the command), as the table's run says it on stderr."""
+        return str(self.error) or type(self.error).__name__
+
     def print(self, name: str) -> None:
         """Its lines; a failure to read is said whole (the command and the tool's own words), not fatal: status
         must still print the rest."""
         import sys
 
         if self.error is not None:
-            print(f"{name}: could not read status: {str(self.error) or type(self.error).__name__}", file=sys.stderr)
+            print(f"{name}: could not read status: {self.said()}", file=sys.stderr)
             return
         for line in self.value:
             print(line)
@@ -313,10 +328,14 @@ def _ray_part(r: Runner, s: Settings, deployed: bool | None, as_json: bool) -> A
             "gpus_expected": raychart.expected_gpus(s)}
 
 
-def _job_part(r: Runner, s: Settings, as_json: bool) -> Any:
+def _job_part(r: Runner, s: Settings, deployed: bool | None, as_json: bool) -> Any:
+    """The latest run; none without asking when there is no Ray cluster (no release, or no cluster at all): its
+    head cannot be asked, and that is no failure."""
     from .job_views import latest_run, latest_summary
 
-    return latest_run(r, s) if as_json else latest_summary(r, s)  # latest_run answers None for what it cannot ask
+    if deployed is False:
+        return None if as_json else ["latest job: none (no Ray cluster)"]
+    return latest_run(r, s) if as_json else latest_summary(r, s)
 
 
 @contextmanager

@@ -10,7 +10,7 @@ from support.fake import FakeCloud
 RESOURCE_KEYS = {"status": {"name", "title", "state", "cost_per_hour", "age_seconds", "cost_so_far"},
                  "plan": {"name", "title", "action", "differs", "cost_per_hour"}}
 TOP_KEYS = {"status": {"version", "kind", "dry_run", "project", "cluster", "settings", "resources",
-                       "cost_per_hour_now", "caveat", "ray", "latest_job"},
+                       "cost_per_hour_now", "caveat", "ray", "latest_job", "errors"},
             "plan": {"version", "kind", "dry_run", "project", "cluster", "settings", "resources", "create",
                      "leave", "drift", "cost_per_hour", "caveat"}}
 
@@ -30,7 +30,11 @@ def test_json_plan_and_status_before_anything_exists(cloud):
     assert plan["leave"] == 0 and plan["cost_per_hour"]["now"] == 0 and plan["cost_per_hour"]["all_up"] > 100
     status = document(cloud, "status")
     assert {row["state"] for row in status["resources"]} == {"absent"}
-    assert status["ray"]["deployed"] is False and status["latest_job"] is None
+    assert status["ray"]["deployed"] is False and status["latest_job"] is None and status["errors"] == {}
+    # No Ray cluster: no run, said so, without asking a head that cannot be there (it said "could not read").
+    text = cloud.invoke("status")
+    assert text.code == 0 and "latest job: none (no Ray cluster)" in text.stdout, text.output[-2000:]
+    assert "could not read status" not in text.stderr, text.stderr[-2000:]
 
 
 def test_json_status_after_up_has_every_resource_present_with_costs(cloud):
