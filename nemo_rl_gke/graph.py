@@ -314,6 +314,33 @@ def needed_by(steps: Sequence[Step], names: Iterable[str]) -> set[str]:
     return found
 
 
+def outside_needs(whole: Sequence[Step], chosen: Iterable[str]) -> dict[str, list[str]]:
+    """For each chosen step that needs steps outside `chosen` (a layer task's steps and another layer's), those
+    steps, by name in graph order. An `always` step outside has nothing to ask (credentials): what it needs
+    stands in for it."""
+    by_name = {step.name: step for step in whole}
+    inside = set(chosen)
+
+    def needs(name: str) -> set[str]:
+        found: set[str] = set()
+        for dep in by_name[name].deps:
+            if dep in inside or dep not in by_name:
+                continue
+            found |= needs(dep) if by_name[dep].always else {dep}
+        return found
+
+    return {name: [step.name for step in whole if step.name in wanted]
+            for name in by_name if name in inside and (wanted := needs(name))}
+
+
+def foundations(whole: Sequence[Step], names: Iterable[str]) -> list[str]:
+    """The named steps that no other of them needs, directly or not (in graph order): a cluster that exists was
+    made on its network, so asking the cluster answers for both."""
+    wanted = set(names)
+    beneath = needed_by(whole, [dep for step in whole if step.name in wanted for dep in step.deps])
+    return [step.name for step in whole if step.name in wanted - beneath]
+
+
 def critical_path_seconds(steps: Sequence[Step], *, deleting: bool = False) -> float:
     """The lower bound on wall time with unlimited parallelism: the longest chain of typical latencies."""
     present = {s.name for s in steps}

@@ -40,4 +40,4 @@ def layer_steps(s: Settings, layer: str, *also: str) -> list[Step]:
     assert inv is not None
     chosen = [step for step in steps if step.layer == layer or step.name in also]
     inv.restrict(chosen)
-    return StepList(chosen, inv)
+    return StepList(chosen, inv, steps)

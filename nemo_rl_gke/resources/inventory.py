@@ -359,6 +359,13 @@ class Inventory:
         wanted = {step.name for step in steps}
         self._kinds = {kind for name, kinds in self._step_kinds.items() if name in wanted for kind in kinds}
 
+    def include(self, steps: Sequence[Step]) -> None:
+        """Fetch what these steps ask too, from their first question on (another layer's steps a layer task
+        needs, asked only when it must know)."""
+        wanted = {step.name for step in steps}
+        with self._lock:
+            self._kinds |= {kind for name, kinds in self._step_kinds.items() if name in wanted for kind in kinds}
+
     # ---- reading the listings ------------------------------------------------------------------------
     def cluster(self, items: Items) -> dict[str, Any] | None:
         return next((c for c in items if c.get("name") == self.s.CLUSTER_NAME
@@ -394,8 +401,10 @@ def inventory_of(steps: Sequence[Step]) -> Inventory | None:
 
 
 class StepList(list[Step]):
-    """Steps with the inventory their checks share."""
+    """Steps with the inventory their checks share, and the whole graph they were chosen from (a layer's steps
+    need steps of other layers)."""
 
-    def __init__(self, steps: Sequence[Step], inventory: Inventory):
+    def __init__(self, steps: Sequence[Step], inventory: Inventory, whole: Sequence[Step] | None = None):
         super().__init__(steps)
         self.inventory = inventory
+        self.whole: list[Step] = list(steps if whole is None else whole)

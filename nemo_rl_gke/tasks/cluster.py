@@ -63,7 +63,7 @@ def create(c: Context, gpu: str | None = None, mode: str | None = None, nodes: i
             found = drift.existing(r, s, context.present_map(r, steps), steps)
             drift.refuse_on(s, found, what="cluster.create", fields=("mode", "gpu", "nodes", "capacity", "feature"))
             cluster_features.say_note(r, s, found.cluster_off)
-        context.apply_steps(c, s, steps)
+        context.apply_steps(c, s, steps, what="cluster.create")
 
 
 @context.task

@@ -269,13 +269,16 @@ def deployment_locked(c: Context, s: Settings, what: str, *, force: bool = False
         yield
 
 
-def apply_steps(c: Context, s: Settings, steps: list[Step], *, title: str = "create") -> Report:
-    """Create what is missing among steps, in parallel, with the live board."""
+def apply_steps(c: Context, s: Settings, steps: list[Step], *, title: str = "create", what: str = "") -> Report:
+    """Create what is missing among steps, in parallel, with the live board. what: the task, which refuses
+    (exit 2) before any change when its steps need another layer's that do not exist (require_prerequisites)."""
     from .. import graph
 
     r = runner(c, s)
     if r.dry:
         return graph.apply(r, steps)
+    if what:
+        require_prerequisites(r, what, steps)
     from ..board import Board
 
     with Board(steps, title=f"{title} {s.CLUSTER_NAME}", runner=r) as board:
@@ -301,6 +304,70 @@ def dry_read(r: Runner, what: str, reads: str, questions: Sequence[Sequence[str]
 def not_asked(steps: Sequence[Step], **unknown: None) -> list[dict[str, Any]]:
     """A dry run's resources for --json: each named, its state null (not asked), and the other fields null."""
     return [{"name": step.name, "title": step.title, "state": None, **unknown} for step in steps if not step.always]
+
+
+def require_prerequisites(r: Runner, what: str, steps: list[Step]) -> None:
+    """Exit 2 before any change when a step this task would run needs a step of another layer that does not exist:
+    `storage.create` on a project without the cluster made the bucket, the range, the peering and Lustre, then
+    failed at get-credentials. Only the steps that will run count (an `always` one, one not there yet), and of
+    what they need only the foundations are asked (a cluster that exists answers for its network): from the
+    run's listing, which their own checks fetch anyway. What cannot be told (a listing that failed) is not
+    refused: the step says why when it runs. A dry run asks nothing. Steps not chosen from the whole graph
+    (`layer_steps`) are not checked."""
+    from .. import graph
+    from ..resources import LAYERS
+
+    whole: list[Step] = getattr(steps, "whole", [])
+    needs = graph.outside_needs(whole, [step.name for step in steps])
+    if r.dry or not needs:
+        return
+    by_name = {step.name: step for step in whole}
+    askers = [by_name[name] for name in needs]
+    found = r.parallel([functools.partial(_answer, r, step.exists) for step in askers if not step.always])
+    there = dict(zip([step.name for step in askers if not step.always], found, strict=True))
+    wanted = {name for step in askers if there.get(step.name) is not True for name in needs[step.name]}
+    absent = _absent(r, steps, [by_name[name] for name in graph.foundations(whole, wanted)])
+    if not absent:
+        return
+    # Refused: what the missing steps stand on is asked too, so that the message names every task to run.
+    chosen = {step.name for step in steps}
+    below = graph.needed_by(whole, [step.name for step in absent])
+    absent = _absent(r, steps, [step for step in whole if step.name in below - chosen and not step.always])
+    if absent:
+        tasks = [f"{layer}.create" for layer in LAYERS if any(step.layer == layer for step in absent)]
+        raise Exit(prerequisites_message(what, [step.title for step in absent], tasks), code=2)
+
+
+def prerequisites_message(what: str, titles: Sequence[str], tasks: Sequence[str]) -> str:
+    """The refusal of a task whose steps need what other tasks make (titles: what is missing, graph order)."""
+    named = [f"the {title}" for title in titles]
+    if len(named) > 3:
+        named = [*named[:3], f"{len(named) - 3} more"]
+    listed = named[0] if len(named) == 1 else f"{', '.join(named[:-1])} and {named[-1]}"
+    verb = "does" if len(titles) == 1 else "do"
+    return (f"error: {what} needs {listed}, which {verb} not exist: run `invoke {' '.join(tasks)}` first, or "
+            f"`invoke up` for everything. Nothing was created.")
+
+
+def _answer(r: Runner, check: Callable[[Runner], bool]) -> bool | None:
+    """A step's check; None when it cannot tell (a listing and the describe behind it failed)."""
+    from ..tools import ToolError
+
+    try:
+        return bool(check(r))
+    except ToolError:
+        return None
+
+
+def _absent(r: Runner, steps: list[Step], asked: list[Step]) -> list[Step]:
+    """The asked steps known not to be there in any state, asked at once from the run's listings."""
+    from ..resources.inventory import inventory_of
+
+    inventory = inventory_of(steps)
+    if inventory is not None:
+        inventory.include(asked)  # another layer's listings, fetched in one round with any not fetched yet
+    found = r.parallel([functools.partial(_answer, r, step.is_present) for step in asked])
+    return [step for step, here in zip(asked, found, strict=True) if here is False]
 
 
 def status_states(c: Context, s: Settings, steps: list[Step]) -> list[tuple[Step, str]]:

@@ -52,7 +52,7 @@ def create(c: Context, force_unlock: bool = False) -> None:
         steps = _steps(s)
         # The PV mounts through the cluster's Lustre driver: refused now (exit 2) on a cluster without it.
         cluster_features.require(r, s, steps, cluster_features.LUSTRE_NEEDS)
-        context.apply_steps(c, s, steps)
+        context.apply_steps(c, s, steps, what="storage.create")
 
 
 @context.task
