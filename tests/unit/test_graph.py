@@ -254,3 +254,25 @@ def test_needed_by_is_the_names_and_their_transitive_dependencies():
              deps=("storage.range", "outside.x")), w.step("cluster.c", deps=("net.n",))]
     assert graph.needed_by(steps, ["storage.lustre"]) == {"storage.lustre", "storage.range", "net.n"}
     assert graph.needed_by(steps, []) == set()
+
+
+def test_outside_needs_are_the_steps_of_other_layers_each_chosen_step_stands_on():
+    w = World()
+    steps = [w.step("net.a"), w.step("cluster.c", deps=("net.a",)),
+             w.step("cluster.creds", deps=("cluster.c",), always=True),
+             w.step("storage.r", deps=("net.a",)), w.step("storage.k", deps=("cluster.creds",)),
+             w.step("storage.b")]
+    needs = graph.outside_needs(steps, ["storage.r", "storage.k", "storage.b"])
+    # An `always` step outside (credentials) has nothing to ask: what it needs stands in for it.
+    assert needs == {"storage.r": ["net.a"], "storage.k": ["cluster.c"]}
+    assert graph.outside_needs(steps, ["storage.k", "cluster.creds"]) == {"cluster.creds": ["cluster.c"]}
+    assert graph.outside_needs(steps, ["net.a"]) == {}
+
+
+def test_foundations_leave_out_what_another_of_them_stands_on():
+    w = World()
+    steps = [w.step("net.a"), w.step("net.s", deps=("net.a",)), w.step("cluster.c", deps=("net.a",)),
+             w.step("cluster.p", deps=("cluster.c", "net.s"))]
+    assert graph.foundations(steps, ["net.a", "cluster.c"]) == ["cluster.c"]
+    assert graph.foundations(steps, ["cluster.p", "net.s", "net.a"]) == ["cluster.p"]
+    assert graph.foundations(steps, ["net.s", "cluster.c"]) == ["net.s", "cluster.c"]

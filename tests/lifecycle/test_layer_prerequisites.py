@@ -1,0 +1,65 @@
+"""A layer task whose steps stand on another layer's refuses (exit 2) before any change when those are missing,
+naming them and the task that makes them, through the real `invoke` command on the fake cloud: storage.create
+without the cluster made the bucket, the range, the peering and Lustre (about $8/h), then failed at
+get-credentials; cluster.create before net.create failed with gcloud's own 400. Chains in the right order go on
+(each task asks once the one before it has finished); a dry run asks nothing and refuses nothing."""
+
+from __future__ import annotations
+
+from lifecycle_buckets import buckets
+
+NO_CLUSTER = ("error: storage.create needs the Standard cluster nemo-rl, which does not exist: run `invoke "
+              "cluster.create` first, or `invoke up` for everything. Nothing was created.")
+
+
+def test_storage_create_on_a_fresh_project_exits_2_naming_what_is_missing_before_any_change(cloud):
+    done = cloud.invoke("storage.create", process=True)
+    assert done.code == 2, done.output[-3000:]
+    assert ("error: storage.create needs the main VPC default and the Standard cluster nemo-rl, which do not "
+            "exist: run `invoke net.create cluster.create` first, or `invoke up` for everything. Nothing was "
+            "created.") in done.stderr
+    assert "Traceback" not in done.output
+    assert (cloud.mutating_calls(), buckets(cloud), cloud.resources()) == ([], [], {})
+
+
+def test_storage_create_after_net_create_alone_names_the_cluster_and_changes_nothing_of_its_own(cloud):
+    # The README's old chain example: the networks are made, then storage.create refuses before its bucket.
+    done = cloud.invoke("net.create", "storage.create", process=True)
+    assert done.code == 2, done.output[-3000:]
+    assert NO_CLUSTER in done.stderr
+    made = [" ".join(call["argv"][:3]) for call in cloud.mutating_calls()]
+    assert made and all(m.startswith("compute networks") or m.startswith("compute firewall-rules") for m in made)
+    assert buckets(cloud) == []
+
+
+def test_cluster_create_before_net_create_exits_2_naming_the_networks_before_any_change(cloud):
+    done = cloud.invoke("cluster.create", "--gpu=b200", process=True)
+    assert done.code == 2, done.output[-3000:]
+    assert ("error: cluster.create needs the main VPC default, the gVNIC VPC nemo-gvnic-net, the gVNIC subnet "
+            "nemo-gvnic-sub and 9 more, which do not exist: run `invoke net.create` first, or `invoke up` for "
+            "everything. Nothing was created.") in done.stderr
+    assert cloud.mutating_calls() == []
+
+
+def test_chain_in_layer_order_creates_everything(cloud):
+    done = cloud.invoke("net.create", "cluster.create", "--gpu=b200", "storage.create", process=True)
+    assert done.code == 0, done.output[-3000:]
+    assert {"network", "cluster", "nodepool", "lustre"} <= set(cloud.resources())
+
+
+def test_storage_create_on_a_whole_deployment_asks_no_more_than_its_own_listings(cloud):
+    assert cloud.invoke("net.create", "cluster.create", "--gpu=b200", "storage.create").code == 0
+    before = len(cloud.calls())
+    done = cloud.invoke("storage.create", process=True)
+    assert done.code == 0, done.output[-3000:]
+    asked = sorted(" ".join(call["argv"][:3]) for call in cloud.calls()[before:])
+    # No listing of the networks: the cluster, listed for the storage layer's own checks anyway, stands on them.
+    assert not [a for a in asked if a.startswith("compute networks")], asked
+    assert cloud.mutating_calls(before) == []
+
+
+def test_dry_storage_create_on_a_fresh_project_prints_its_plan_without_refusing(cloud):
+    done = cloud.invoke("--dry", "storage.create", process=True)
+    assert done.code == 0, done.output[-3000:]
+    assert "$ gcloud lustre instances create " in done.stdout and "needs" not in done.stderr
+    assert cloud.calls() == []
