@@ -31,7 +31,11 @@ def _credentials(s: Settings, inv: Inventory) -> Action:
         # (the auth plugin gets a fresh token on every kubectl call).
         if not r.dry and inv.kube_answered():
             return "exists"
-        r.run(gcloud.get_credentials(s))
+        got = r.run(gcloud.get_credentials(s), accept=NOT_FOUND)
+        if got.not_found:  # ray.deploy or cluster.credentials before the cluster: gcloud's 404 said plainly
+            raise ToolError(f"cluster {s.CLUSTER_NAME} does not exist in project {s.PROJECT_ID} "
+                            f"({s.CONTROL_PLANE_LOCATION}): `invoke net.create cluster.create` makes it, `invoke up` "
+                            f"makes everything. Nothing was changed.", 2)
         return None
 
     return fetch

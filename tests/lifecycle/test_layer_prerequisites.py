@@ -63,3 +63,15 @@ def test_dry_storage_create_on_a_fresh_project_prints_its_plan_without_refusing(
     assert done.code == 0, done.output[-3000:]
     assert "$ gcloud lustre instances create " in done.stdout and "needs" not in done.stderr
     assert cloud.calls() == []
+
+
+def test_ray_deploy_and_cluster_credentials_without_the_cluster_say_so_plainly(cloud):
+    """They fetch credentials first (no step graph to check): gcloud's 404 used to come raw ("ResponseError:
+    code=404, message=Not found: projects/…/clusters/nemo-rl."), exit 1."""
+    for task in (["ray.deploy", "--yes"], ["cluster.credentials"]):
+        done = cloud.invoke(*task)
+        assert done.code == 2, (task, done.output[-3000:])
+        assert ("cluster nemo-rl does not exist in project my-nemo-project (us-central1): `invoke net.create "
+                "cluster.create` makes it, `invoke up` makes everything. Nothing was changed.") in done.stderr, task
+        assert "code=404" not in done.stderr and "Traceback" not in done.output, task
+    assert cloud.mutating_calls() == [] and cloud.resources() == {}
