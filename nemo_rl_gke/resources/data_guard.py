@@ -6,6 +6,7 @@ export before it misses what runs wrote since). Also `storage.export` itself, wh
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -364,9 +365,13 @@ def _export_and_wait(r: Runner, s: Settings, lustre_path: str, uri: str) -> dict
     checkpoints of a large model take longer. An export with objects it failed to write fails."""
     from . import lustre_operation
 
-    started = r.run(lustre.lustre_export(s, lustre_path, uri), timeout=600)
+    gone = re.compile(rf"/instances/{re.escape(s.LUSTRE_NAME)}' was not found")  # the instance, not the bucket
+    started = r.run(lustre.lustre_export(s, lustre_path, uri), timeout=600, accept=gone)
     if r.dry:
         return None
+    if not started.ok:
+        raise ToolError(f"Lustre instance {s.LUSTRE_NAME} does not exist in {s.lustre_zone} (project "
+                        f"{s.PROJECT_ID}): there is nothing to export. `invoke storage.create` makes it.", 2)
     operation = lustre.operation_id(started.stderr + "\n" + started.stdout)
     if not operation:
         raise ToolError(f"the Lustre export of {lustre_path} to {uri} started, but gcloud named no operation to "

@@ -75,3 +75,11 @@ def test_ray_deploy_and_cluster_credentials_without_the_cluster_say_so_plainly(c
                 "cluster.create` makes it, `invoke up` makes everything. Nothing was changed.") in done.stderr, task
         assert "code=404" not in done.stderr and "Traceback" not in done.output, task
     assert cloud.mutating_calls() == [] and cloud.resources() == {}
+
+
+def test_storage_export_without_lustre_says_there_is_nothing_to_export(cloud):
+    done = cloud.invoke("storage.export")  # gcloud's raw NOT_FOUND, exit 1, it was
+    assert done.code == 2, done.output[-3000:]
+    assert ("Lustre instance nemo-lustre does not exist in us-central1-b (project my-nemo-project): there is "
+            "nothing to export. `invoke storage.create` makes it.") in done.stderr, done.stderr[-3000:]
+    assert "Traceback" not in done.output and cloud.resources() == {}
