@@ -306,6 +306,12 @@ class Inventory:
             self._fetch(r)
             return [] if kind in self._empty else self._items.get(kind)
 
+    def kube_item(self, r: Runner, kind: str, name: str) -> tuple[bool, dict[str, Any] | None]:
+        """(the run's `kubectl get` of NAMESPACE answered, the object of kind by name in it): a cluster-scoped
+        object our steps read (the PV) is asked in NAMESPACE's call too."""
+        items = self.as_listed(r, f"kube:{self.s.NAMESPACE}")
+        return items is not None, find_kube(items or [], kind, name)
+
     def item(self, r: Runner, kind: str, name: str) -> dict[str, Any] | None:
         """Our listed resource of kind by name, from the snapshot even after changes (for what a resource
         keeps for life: its description, its labels); None if the snapshot has no answer or no such item."""
@@ -398,6 +404,11 @@ def inventory_of(steps: Sequence[Step]) -> Inventory | None:
     """The inventory a step list was built with (`all_steps`, `layer_steps`), if any."""
     found = getattr(steps, "inventory", None)
     return found if isinstance(found, Inventory) else None
+
+
+def find_kube(items: Items, kind: str, name: str) -> dict[str, Any] | None:
+    """The Kubernetes object of kind by name among a kubectl listing's items."""
+    return next((i for i in items if i.get("kind") == kind and (i.get("metadata") or {}).get("name") == name), None)
 
 
 class StepList(list[Step]):

@@ -429,9 +429,7 @@ def listed_workers(r: Runner, s: Settings, steps: Any) -> int | None:
     from .inventory import inventory_of
 
     inv = inventory_of(steps or [])
-    items = inv.as_listed(r, f"kube:{s.NAMESPACE}") if inv is not None else None
-    found = next((i for i in items or [] if i.get("kind") == "RayCluster"
-                  and (i.get("metadata") or {}).get("name") == names.RAY_RELEASE), None)
+    found = inv.kube_item(r, "RayCluster", names.RAY_RELEASE)[1] if inv is not None else None
     if found is None:
         return None
     groups = (found.get("spec") or {}).get("workerGroupSpecs") or []

@@ -26,7 +26,7 @@ from . import cluster_steps as cluster
 from . import data_guard, lustre_operation, peering
 from . import net_steps as net
 from .head_pod import leaving
-from .inventory import Decide, Inventory, KubeRef, named, short
+from .inventory import Decide, Inventory, KubeRef, find_kube, named, short
 from .step_shapes import check, creator, delete_if_ours, deleter
 
 BUCKET = "storage.bucket"
@@ -294,7 +294,7 @@ def volume_held_elsewhere(s: Settings, inv: Inventory) -> Callable[[Runner], Non
     itself goes on without a head pod."""
 
     def check(r: Runner) -> None:
-        if _pv_as_listed(r, s, inv)[0]:  # the plan read it (refuse_teardown_of_a_taken_volume)
+        if _pv_as_listed(r, inv)[0]:  # the plan read it (refuse_teardown_of_a_taken_volume)
             return
         try:
             # Its own credentials (kubectl reads a missing context as "not found": the volume would read absent),
@@ -326,20 +326,18 @@ def taken_claim(r: Runner, s: Settings, steps: Any) -> dict[str, Any] | None:
     from .inventory import inventory_of
 
     inv = inventory_of(steps or [])
-    pv = _pv_as_listed(r, s, inv)[1] if inv is not None else None
+    pv = _pv_as_listed(r, inv)[1] if inv is not None else None
     return ((pv or {}).get("spec") or {}).get("claimRef") if pv_binding(s, pv) == "taken" else None
 
 
 def _listed_pv(items: list[dict[str, Any]]) -> dict[str, Any] | None:
-    return next((i for i in items if i.get("kind") == "PersistentVolume"
-                 and (i.get("metadata") or {}).get("name") == names.LUSTRE_PV), None)
+    return find_kube(items, "PersistentVolume", names.LUSTRE_PV)
 
 
-def _pv_as_listed(r: Runner, s: Settings, inv: Inventory) -> tuple[bool, dict[str, Any] | None]:
+def _pv_as_listed(r: Runner, inv: Inventory) -> tuple[bool, dict[str, Any] | None]:
     """(the run's `kubectl get` of the namespace answered, the volume in it): the listing the PV step's checks
     read (its KubeRef lives in NAMESPACE's call, the PV being cluster-scoped)."""
-    items = inv.as_listed(r, f"kube:{s.NAMESPACE}")
-    return items is not None, _listed_pv(items or [])
+    return inv.kube_item(r, "PersistentVolume", names.LUSTRE_PV)
 
 
 def read_pv(r: Runner, s: Settings) -> dict[str, Any] | None:
@@ -365,7 +363,7 @@ def _pv_now(r: Runner, s: Settings, inv: Inventory, *, ask_again: tuple[str, ...
     """The volume from the run's listing of the namespace (none for a cluster this run made), else from the
     cluster; asked again when the listing's answer is one of ask_again (pv_binding): the listing may be minutes
     old (taken before a Lustre create), and what we act on at once must be the volume as it is now."""
-    answered, pv = _pv_as_listed(r, s, inv)
+    answered, pv = _pv_as_listed(r, inv)
     return read_pv(r, s) if not answered or pv_binding(s, pv) in ask_again else pv
 
 

@@ -356,6 +356,7 @@ def test_the_stale_volume_is_deleted_only_as_the_cluster_has_it_now(listed, now,
     """`up` acts on the volume minutes after its listing (a Lustre create between): a delete goes by a fresh read."""
     import io
 
+    from nemo_rl_gke.resources.inventory import Inventory
     from nemo_rl_gke.runner import Runner
     from nemo_rl_gke.tools import Ran
 
@@ -366,13 +367,13 @@ def test_the_stale_volume_is_deleted_only_as_the_cluster_has_it_now(listed, now,
             asked.append(list(argv))
             return Ran(0, json.dumps(_pv(now)), "") if "get" in argv else Ran(0, "", "")
 
-    class Listing:
+    class Listing(Inventory):
         def as_listed(self, r, kind):
             assert kind == "kube:default"
             return [_pv(listed)]
 
     r = Runner(out=io.StringIO(), err=io.StringIO(), tools=Answers())
-    storage_steps._stale_pv_gone(r, make_settings(), Listing())
+    storage_steps._stale_pv_gone(r, make_settings(), Listing(make_settings()))
     assert any("delete" in argv for argv in asked) == deleted, asked
     assert any("get" in argv for argv in asked) == (listed != "Bound"), asked
 
