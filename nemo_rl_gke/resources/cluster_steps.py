@@ -191,6 +191,8 @@ def keep_if_not_ours(r: Runner, s: Settings, steps: list[Step], present: dict[st
     if body is None or cluster_features.made_by_us(body):
         return []
     keep = [name for name in (CLUSTER, CREDENTIALS, NCCL, NETWORK_MAPPING) if name in where]
+    if NETWORK_MAPPING in where:  # kept with the cluster, it holds none of our subnets in place (our pool goes)
+        steps[where[NETWORK_MAPPING]] = replace(steps[where[NETWORK_MAPPING]], deps=(CREDENTIALS,))
     pool = next((p for p in body.get("nodePools") or [] if p.get("name") == names.GPU_POOL), None)
     said = [f"keeping cluster {s.CLUSTER_NAME}: nemo-rl-gke did not create it (no managed-by={names.MANAGED_BY} "
             f"label), so no teardown deletes it"]
@@ -379,7 +381,10 @@ def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
              inv.in_cluster(NCCL, KubeRef(nccl_word, "DaemonSet", kubectl.NCCL_DAEMONSET, nccl_namespace), None,
                             check(kubectl.nccl_installer_get(s))),
              creator(kubectl.nccl_installer_apply(s)), None, deps=(CREDENTIALS,), parent=CLUSTER, create_seconds=2),
+        # Its GKENetworkParamSets name our VPCs and subnets: without them no pod gets its interfaces (Autopilot's
+        # cluster stands on the main VPC alone, so this is where cluster.create learns they are missing).
         Step(NETWORK_MAPPING, "network mapping gvnic-1, rdma-0..7", mapping_check,
-             _apply_network_mapping(s), None, deps=(CREDENTIALS,), parent=CLUSTER, create_seconds=2),
+             _apply_network_mapping(s), None, deps=(CREDENTIALS, *net.SUBNET_STEPS), parent=CLUSTER,
+             create_seconds=2),
     ]
     return out if inventory is not None else inv.track(out)

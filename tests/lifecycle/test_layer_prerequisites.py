@@ -6,6 +6,8 @@ get-credentials; cluster.create before net.create failed with gcloud's own 400. 
 
 from __future__ import annotations
 
+import subprocess
+
 from lifecycle_buckets import buckets
 
 NO_CLUSTER = ("error: storage.create needs the Standard cluster nemo-rl, which does not exist: run `invoke "
@@ -83,3 +85,18 @@ def test_storage_export_without_lustre_says_there_is_nothing_to_export(cloud):
     assert ("Lustre instance nemo-lustre does not exist in us-central1-b (project my-nemo-project): there is "
             "nothing to export. `invoke storage.create` makes it.") in done.stderr, done.stderr[-3000:]
     assert "Traceback" not in done.output and cloud.resources() == {}
+
+
+def test_autopilot_cluster_create_on_a_project_with_only_a_default_vpc_names_our_networks(cloud):
+    """Most projects have a `default` VPC, all an Autopilot cluster stands on: cluster.create made the cluster and
+    a network mapping naming VPCs that did not exist (no pod would get its interfaces)."""
+    made = subprocess.run(["gcloud", "compute", "networks", "create", "default", "--subnet-mode=auto",
+                           "--project=my-nemo-project"], env=cloud.process_env(), cwd=cloud.workdir,
+                          capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    before = len(cloud.mutating_calls())
+    done = cloud.invoke("cluster.create", "--mode=autopilot")
+    assert done.code == 2, done.output[-3000:]
+    assert "error: cluster.create needs the gVNIC VPC nemo-gvnic-net" in done.stderr, done.stderr[-3000:]
+    assert "run `invoke net.create` first" in done.stderr
+    assert len(cloud.mutating_calls()) == before and "cluster" not in cloud.resources()
