@@ -69,35 +69,39 @@ _LINE_KEY = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.]*)\s*=", re.AS
 _KEY_THEN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*(?:[:\s]\s*(.*))?$", re.ASCII)
 
 
+def _parts(line: str) -> tuple[str, str, str]:
+    """(the key a line starts with, upper-cased, or ""; the line up to its separator, `=` or `:` included;
+    what follows, a trailing comment dropped)."""
+    named = _LINE_KEY.match(line) or _KEY_THEN.match(line)
+    if named is None:
+        return "", "", ""
+    head = re.match(r"\s*[=:]?", line[named.end(1):])
+    cut = named.end(1) + (head.end() if head else 0)
+    rest = re.split(r"(?:^|\s)#", line[cut:].strip(), maxsplit=1)[0].strip()
+    return named.group(1).upper(), line[:cut].strip(), rest
+
+
 def _hidden(line: str) -> str:
     """A line as an error may show it: a secret's value never (a token in a terminal or a CI log leaks), and
     a line that does not start with a setting's name not at all (a token pasted alone, with a word beside it)."""
-    named = _LINE_KEY.match(line) or _KEY_THEN.match(line)
-    key = named.group(1).upper() if named else ""
+    key, head, rest = _parts(line)
     if key not in KEYS:
         return "(not shown)"
-    if key in SECRET_KEYS and line.strip().upper() != key:
-        cut = re.match(r"^\s*(?:export\s+)?[A-Za-z_][A-Za-z0-9_.]*\s*[=:]?", line, re.ASCII)
-        prefix = (cut.group(0) if cut else key).strip()
-        return prefix + ("***" if prefix.endswith(("=", ":")) else " ***")
+    if key in SECRET_KEYS and rest:
+        return head + ("***" if head.endswith(("=", ":")) else " ***")
     return line
 
 
-def _without_equals(line: str, number: int, where: str, name: str) -> ConfigError:
-    """A line with no `=` (`GPU_TYPE: h200`, `export GPU_TYPE`, a word): python-dotenv reads it as a key with
-    no value and the setting silently keeps its default (a b200 pool where h200 was meant). It is shown only
-    when it starts with a setting's name, and a secret's value never: a token pasted alone on a line is no
-    key, and would be echoed to the terminal or a CI log."""
-    named = _KEY_THEN.match(line)
-    key = named.group(1).upper() if named else ""
+def _without_equals(line: str, number: int, where: str, name: str) -> ConfigError | None:
+    """A line with no `=` naming a setting (`GPU_TYPE: h200`, `export GPU_TYPE`): python-dotenv reads it as a
+    key with no value and the setting silently keeps its default (a b200 pool where h200 was meant), so it is
+    refused. None for a word that names no setting (another tool's pass-through `VAR`): ignored, as an unknown
+    key is."""
+    key, _, value = _parts(line)
     if key not in KEYS:
-        return ConfigError(f"{name} line {number}", _hidden(line),
-                           f"this line has no `=`: every line is KEY=value, a comment (#) or blank; fix line "
-                           f"{number} of {where}.")
-    value = (named.group(2) or "").strip() if named else ""
-    shown = _hidden(line).strip()
+        return None
     meant = f"{key}={'…' if key in SECRET_KEYS else value}" if value else f"{key}=value"
-    return ConfigError(f"{name} line {number}", shown,
+    return ConfigError(f"{name} line {number}", _hidden(line).strip(),
                        f"this line has no `=`, so {key} would keep its default: write {meant} (or delete the "
                        f"line); fix line {number} of {where}.")
 
@@ -134,7 +138,11 @@ def read_env_file(path: Path, *, warn: Callable[[str], None] = warn_once) -> dic
         number, original = binding.original.line, binding.original.string
         first = _hidden(original.splitlines()[0] if original.strip() else original)
         if binding.error:
-            named = _LINE_KEY.match(first)
+            named = _LINE_KEY.match(original)  # its key's name only: never its value
+            if named is None:  # `GPU_TYPE: h200`, `GPU_TYPE h200`: a setting written without `=`
+                refused = _without_equals(original.splitlines()[0], number, where, path.name)
+                if refused is not None:
+                    raise refused
             subject = f" (the value of {named.group(1)})" if named else ""
             raise ConfigError(f"{path.name} line {number}", first,
                               f"this line does not parse{subject}: use KEY=value, quotes closed on the same line; "
@@ -142,7 +150,12 @@ def read_env_file(path: Path, *, warn: Callable[[str], None] = warn_once) -> dic
         if binding.key is None:
             continue
         if binding.value is None:
-            raise _without_equals(original.splitlines()[0], number, where, path.name)
+            refused = _without_equals(original.splitlines()[0], number, where, path.name)
+            if refused is not None:
+                raise refused
+            # Not echoed: a word alone on a line may be a pasted token.
+            warn(f"warning: {path.name} line {number} has no `=` and names no setting: it is ignored.")
+            continue
         if binding.value is not None and "\n" in binding.value:
             spans = original.count("\n") + (not original.endswith("\n"))
             raise ConfigError(f"{path.name} line {number}", first,

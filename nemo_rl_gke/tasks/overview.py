@@ -145,7 +145,7 @@ def status(c: Context, json_: bool = False) -> None:
                           "resources": context.not_asked(steps, cost_per_hour=None, age_seconds=None,
                                                          cost_so_far=None),
                           "cost_per_hour_now": None, "caveat": cost.estimate(s).caveat(), "ray": None,
-                          "latest_job": None, "note": note}, secrets=s.secrets)
+                          "latest_job": None, "errors": {}, "note": note}, secrets=s.secrets)
             return
         r.no_context_is_unknown = True
         # Any state: a Lustre instance still CREATING already bills (plan asks "ready?": what up would do).
@@ -188,7 +188,7 @@ def status(c: Context, json_: bool = False) -> None:
             if failed:
                 from invoke.exceptions import Exit
 
-                raise Exit(code=next(getattr(p.error, "code", 1) or 1 for p in failed.values()))
+                raise Exit(code=next(getattr(p.error, "exit_code", 1) or 1 for p in failed.values()))
             return
         rows = [(row["title"], row["state"], cost.money(row["cost_per_hour"]) + "/h" if row["cost_per_hour"] else "",
                  _age_text(row["age_seconds"]), cost.money(row["cost_so_far"]) if row["cost_so_far"] else "")
@@ -335,7 +335,11 @@ def _job_part(r: Runner, s: Settings, deployed: bool | None, as_json: bool) -> A
 
     if deployed is False:
         return None if as_json else ["latest job: none (no Ray cluster)"]
-    return latest_run(r, s) if as_json else latest_summary(r, s)
+    if not as_json:
+        return latest_summary(r, s)
+    with _unknown_without_context():  # no kubeconfig context here: unknown (null), as the Ray part's figures
+        return latest_run(r, s)
+    return None
 
 
 @contextmanager

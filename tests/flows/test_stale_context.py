@@ -141,12 +141,11 @@ def test_a_machine_without_the_context_says_unknown_inside_the_cluster_not_absen
     assert rows["Standard cluster nemo-rl"] == "present", rows
     assert "not deployed" not in status.output and "`invoke cluster.credentials` fetches it" in status.output
     document = on(fake, there, "status", "--json")  # the whole document, its unknowns as null
+    assert document.code == 0, document.output
     parsed = json.loads(document.stdout)
     assert parsed["ray"]["deployed"] is None and {r["state"] for r in parsed["resources"] if r["title"] in inside} \
         == {"unknown"}, parsed
-    # The latest run could not be read: null and said, exit 1 (it said null alone, which reads as "no job").
-    assert document.code == 1 and parsed["latest_job"] is None, document.output
-    assert "`invoke cluster.credentials` fetches it" in parsed["errors"]["latest_job"], parsed["errors"]
+    assert parsed["latest_job"] is None and parsed["errors"] == {}, parsed  # unknown here, as Ray's figures
     plan = on(fake, there, "plan")
     assert plan.code == 0, plan.output
     ray = next(line for line in plan.stdout.splitlines() if "Ray cluster nemo-rl" in line)

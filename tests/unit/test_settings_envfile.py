@@ -55,13 +55,29 @@ def test_load_line_without_equals_is_an_error(tmp_path):
     ("GPU_TYPE:h200", "'GPU_TYPE:h200'"), ("export GPU_TYPE", "'export GPU_TYPE'"),
     ("HF_TOKEN:hf_abc", "'HF_TOKEN:***'"), ("HF_TOKEN hf_abc", "'HF_TOKEN ***'"),
     ("export HF_TOKEN hf_abc", "'export HF_TOKEN ***'"), ("HF_TOKEN='hf_abc", "'HF_TOKEN=***'"),
-    ("hf_abc", "'(not shown)'"), ("hf_abc more", "'(not shown)'")])
+    ("hf_abc more", "'(not shown)'"), ("export HF_TOKEN # abc", "'export HF_TOKEN # abc'"),
+    ("GPU_TYPE # abc", "'GPU_TYPE # abc'")])
 def test_load_line_without_equals_or_not_parsing_is_an_error_that_never_shows_a_secret(tmp_path, line, shown):
     text = _text() + line + "\n"
     with pytest.raises(ConfigError) as caught:
         _load(tmp_path, text)
-    assert (caught.value.key, f"={shown} is not valid" in str(caught.value), "abc" in str(caught.value)) == \
+    fix = str(caught.value).split(" is not valid: ", 1)[1]
+    assert (caught.value.key, f"={shown} is not valid" in str(caught.value), "abc" in fix) == \
         (f".env line {text.count(chr(10))}", True, False), str(caught.value)
+
+
+def test_load_a_word_alone_that_names_no_setting_is_ignored_with_a_warning_that_does_not_echo_it(tmp_path):
+    # Another tool's pass-through `VAR` (docker compose), or a token pasted on a line of its own.
+    s, warnings = _load(tmp_path, _text() + "OTHER_TOOL_VAR\nhf_abc\n")
+    assert s.GPU_TYPE == "b200" and len(warnings) == 2 and "names no setting" in warnings[1], warnings
+    assert not any("hf_abc" in w or "OTHER_TOOL_VAR" in w for w in warnings), warnings
+
+
+def test_load_a_setting_with_a_colon_and_a_comment_is_told_its_value_without_the_comment(tmp_path):
+    with pytest.raises(ConfigError, match=r"write GPU_TYPE=h200 \(or delete"):
+        _load(tmp_path, _text() + "GPU_TYPE: h200  # the big one\n")
+    with pytest.raises(ConfigError, match=r"\(the value of MY_VAR\)"):  # the key's name, never the value
+        _load(tmp_path, _text() + "MY_VAR='open\n")
 
 
 def test_load_non_utf8_byte_is_an_error_naming_the_line(tmp_path):
