@@ -248,7 +248,8 @@ def _ray_logs(r: Runner, s: Settings, run_id: str, lines: int) -> None:
     from .. import jobscript
 
     result = head_pod.query(r, s, jobscript.reader_script("raylogs", run_id))
-    if result is None:
+    if result is None:  # a dry run: nothing asked
+        context.dry_read(r, "job.logs --ray", "shows Ray's errors of the run's pods")
         return
     answer = json.loads(result.stdout)
     files = answer.get("files") or []
@@ -314,7 +315,8 @@ def checkpoints(c: Context, id_: str | None = None) -> None:
     s = context.settings(c)
     r = context.runner(c, s)
     result = head_pod.query(r, s, jobscript.reader_script("checkpoints", id_ or ""))
-    if result is None:
+    if result is None:  # a dry run: nothing asked
+        context.dry_read(r, "job.checkpoints", "lists the run's checkpoints and what the bucket holds of them")
         return
     answer = json.loads(result.stdout)
     rows = []
@@ -372,7 +374,8 @@ def metrics(c: Context, id_: str | None = None, plot: str | bool | None = None) 
     s = context.settings(c)
     r = context.runner(c, s)
     result = head_pod.query(r, s, jobscript.reader_script("log", id_ or ""))
-    if result is None:
+    if result is None:  # a dry run: nothing asked
+        context.dry_read(r, "job.metrics", "shows the run's reward, accuracy and step time per step")
         return
     parsed = jobmetrics.parse(result.stdout)
     if parsed.steps:

@@ -13,7 +13,7 @@ from support.fake import TEST_HF_TOKEN, FakeCloud
 
 NOTHING_ASKED = "dry run: nothing was asked"
 READ_ONLY = [("net.status",), ("cluster.status",), ("storage.status",), ("status",), ("plan",), ("ray.status",),
-             ("job.list",), ("job.status",)]
+             ("job.list",), ("job.status",), ("job.checkpoints",), ("job.metrics",), ("job.logs", "--ray")]
 WITH_JSON = [("net.status",), ("cluster.status",), ("status",), ("plan",), ("job.list",), ("job.status",)]
 
 
@@ -35,7 +35,7 @@ def dry(cloud: FakeCloud, *args: str):
     return done
 
 
-@pytest.mark.parametrize("args", READ_ONLY, ids=[a[0] for a in READ_ONLY])
+@pytest.mark.parametrize("args", READ_ONLY, ids=[" ".join(a) for a in READ_ONLY])
 def test_dry_read_only_task_says_nothing_was_asked_and_makes_up_no_state(cloud, args):
     done = dry(cloud, *args)
     assert f"# {NOTHING_ASKED}; without --dry, {args[0]} " in done.stdout
