@@ -173,6 +173,28 @@ def listed_bodies(r: Runner, s: Settings, steps: Any) -> dict[str, dict[str, Any
     return {CLUSTER: found, **({GPU_POOL: pool} if pool is not None else {})}
 
 
+def refuse_networks_under_the_cluster(r: Runner, s: Settings, steps: list[Step], what: str) -> None:
+    """Exit 2 before a teardown of the networks alone (net.delete, clean.net) deletes anything while our cluster
+    stands on them: on Standard it deleted the firewall rule, then failed on every subnet ("in use" by the GPU
+    pool), the cluster left without its rule; on Autopilot it deleted the subnets and VPCs from under Ray's
+    nodes and the network mapping. Read from the teardown's cluster listing (other_deployments reads it too)."""
+    from invoke.exceptions import Exit
+
+    if any(step.layer != "net" for step in steps) or not any(step.layer == "net" for step in steps):
+        return
+    inv = inventory_of(steps)
+    items = inv.listed(r, "cluster") if inv is not None else None
+    found = inv.cluster(items) if inv is not None and items is not None else None
+    if found is None:
+        return
+    fix = ("`invoke cluster.delete --yes` first (Lustre and the bucket stay), or `invoke down --yes` for everything"
+           if cluster_features.made_by_us(found) else
+           "it was made another way, and `invoke down --yes` deletes what we added to it (our GPU pool) and our "
+           "networks, keeping the cluster")
+    raise Exit(f"error: {what} would delete the networks cluster {s.CLUSTER_NAME} stands on (its nodes' subnets, "
+               f"its network mapping, its VPC): {fix}. Nothing was deleted.", code=2)
+
+
 def keep_if_not_ours(r: Runner, s: Settings, steps: list[Step], present: dict[str, bool | None]) -> list[str]:
     """A cluster named CLUSTER_NAME without our managed-by label was made another way (the tutorial's, adopted
     by `up`): no teardown deletes it. What we added to it goes: our GPU pool gets a delete of its own (replaced

@@ -307,6 +307,8 @@ def _teardown_plan(r: Runner, s: Settings, steps: list[Step], given: Consent, wh
     present: dict[str, bool | None] = found["present"]
     if not r.dry and any(step.name == storage_steps.PV for step in steps):
         storage_steps.refuse_teardown_of_a_taken_volume(r, s, steps)
+    if not r.dry:
+        cluster_steps.refuse_networks_under_the_cluster(r, s, steps, what)
     shared = [step.name for step in steps if step.shared] if others else []
     shared += cluster_steps.keep_if_not_ours(r, s, steps, present)  # a cluster made another way stays
     keep = graph.kept_steps(steps, given, shared)

@@ -240,3 +240,23 @@ def test_ray_delete_then_deploy_at_once_sends_jobs_to_the_new_head(cloud):
     assert execs and all(not set(argv) & old for argv in execs), execs
     status = cloud.invoke("ray.status")
     assert status.code == 0 and not any(name in status.stdout for name in old), status.stdout
+
+
+@pytest.mark.parametrize("mode", ["standard", "autopilot"])
+@pytest.mark.parametrize("task", ["net.delete", "clean.net"])
+def test_the_networks_alone_are_not_deleted_from_under_the_cluster(cloud, task, mode):
+    """Standard: it deleted the firewall rule, then failed on every subnet (in use by the GPU pool), exit 1, the
+    cluster left without its rule. Autopilot: it deleted the subnets and VPCs from under Ray's nodes and the
+    network mapping, exit 0. Now: exit 2 before any delete, naming the way that works."""
+    done = cloud.invoke("up", "--yes", CLUSTER_MODE=mode)
+    assert done.code == 0, done.output[-3000:]
+    before = len(cloud.mutating_calls())
+    refused = cloud.invoke(task, "--yes", CLUSTER_MODE=mode)
+    assert refused.code == 2, refused.output[-3000:]
+    assert (f"error: {task} would delete the networks cluster nemo-rl stands on" in refused.stderr
+            and "`invoke cluster.delete --yes` first" in refused.stderr), refused.stderr[-3000:]
+    assert len(cloud.mutating_calls()) == before
+    assert cloud.invoke("cluster.delete", "--yes", CLUSTER_MODE=mode).code == 0
+    done = cloud.invoke(task, "--yes", CLUSTER_MODE=mode)  # the cluster gone: the networks go (the main VPC stays
+    assert done.code == 0, done.output[-3000:]              # under the kept Lustre)
+    assert sorted(n["name"] for n in cloud.resources()["network"].values()) == ["default"]
