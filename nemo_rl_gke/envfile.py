@@ -69,25 +69,26 @@ _LINE_KEY = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.]*)\s*=", re.AS
 _KEY_THEN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*(?:[:\s]\s*(.*))?$", re.ASCII)
 
 
-def _parts(line: str) -> tuple[str, str, str]:
+def _parts(line: str) -> tuple[str, str, str, str]:
     """(the key a line starts with, upper-cased, or ""; the line up to its separator, `=` or `:` included;
-    what follows, a trailing comment dropped)."""
+    all that follows; that without a trailing comment)."""
     named = _LINE_KEY.match(line) or _KEY_THEN.match(line)
     if named is None:
-        return "", "", ""
+        return "", "", "", ""
     head = re.match(r"\s*[=:]?", line[named.end(1):])
     cut = named.end(1) + (head.end() if head else 0)
-    rest = re.split(r"(?:^|\s)#", line[cut:].strip(), maxsplit=1)[0].strip()
-    return named.group(1).upper(), line[:cut].strip(), rest
+    after = line[cut:].strip()
+    return named.group(1).upper(), line[:cut].strip(), after, re.split(r"(?:^|\s)#", after, maxsplit=1)[0].strip()
 
 
 def _hidden(line: str) -> str:
-    """A line as an error may show it: a secret's value never (a token in a terminal or a CI log leaks), and
-    a line that does not start with a setting's name not at all (a token pasted alone, with a word beside it)."""
-    key, head, rest = _parts(line)
+    """A line as an error may show it: a secret's value never (a token in a terminal or a CI log leaks; nor
+    what looks like a comment after its key: `HF_TOKEN # hf_…` is a token too), and a line that does not start
+    with a setting's name not at all (a token pasted alone, with a word beside it)."""
+    key, head, after, _ = _parts(line)
     if key not in KEYS:
         return "(not shown)"
-    if key in SECRET_KEYS and rest:
+    if key in SECRET_KEYS and after:
         return head + ("***" if head.endswith(("=", ":")) else " ***")
     return line
 
@@ -97,7 +98,7 @@ def _without_equals(line: str, number: int, where: str, name: str) -> ConfigErro
     key with no value and the setting silently keeps its default (a b200 pool where h200 was meant), so it is
     refused. None for a word that names no setting (another tool's pass-through `VAR`): ignored, as an unknown
     key is."""
-    key, _, value = _parts(line)
+    key, _, _, value = _parts(line)
     if key not in KEYS:
         return None
     meant = f"{key}={'…' if key in SECRET_KEYS else value}" if value else f"{key}=value"
@@ -161,6 +162,12 @@ def read_env_file(path: Path, *, warn: Callable[[str], None] = warn_once) -> dic
             raise ConfigError(f"{path.name} line {number}", first,
                               f"the quoted value of {binding.key} runs over {spans} lines: a closing quote is "
                               f"missing; fix line {number} of {where}.")
+        if binding.key not in KEYS and binding.key.upper() in KEYS:  # gpu_type=h200: the default would stand
+            key = binding.key.upper()
+            raise ConfigError(f"{path.name} line {number}", first,
+                              f"settings are upper case, so {key} would keep its default: write "
+                              f"{key}={'…' if key in SECRET_KEYS or len(binding.value or '') > 60 else binding.value}; "
+                              f"fix line {number} of {where}.")
         if binding.key not in KEYS:
             near = difflib.get_close_matches(binding.key.upper(), KEYS, n=1, cutoff=0.6)
             hint = f"did you mean {near[0]}?" if near else "see .env.example for the keys."

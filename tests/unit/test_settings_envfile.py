@@ -55,7 +55,8 @@ def test_load_line_without_equals_is_an_error(tmp_path):
     ("GPU_TYPE:h200", "'GPU_TYPE:h200'"), ("export GPU_TYPE", "'export GPU_TYPE'"),
     ("HF_TOKEN:hf_abc", "'HF_TOKEN:***'"), ("HF_TOKEN hf_abc", "'HF_TOKEN ***'"),
     ("export HF_TOKEN hf_abc", "'export HF_TOKEN ***'"), ("HF_TOKEN='hf_abc", "'HF_TOKEN=***'"),
-    ("hf_abc more", "'(not shown)'"), ("export HF_TOKEN # abc", "'export HF_TOKEN # abc'"),
+    ("hf_abc more", "'(not shown)'"), ("export HF_TOKEN # abc", "'export HF_TOKEN ***'"),
+    ("WANDB_API_KEY: #abc", "'WANDB_API_KEY:***'"), ("HF_TOKEN  # hf_abc", "'HF_TOKEN ***'"),
     ("GPU_TYPE # abc", "'GPU_TYPE # abc'")])
 def test_load_line_without_equals_or_not_parsing_is_an_error_that_never_shows_a_secret(tmp_path, line, shown):
     text = _text() + line + "\n"
@@ -89,11 +90,20 @@ def test_load_non_utf8_byte_is_an_error_naming_the_line(tmp_path):
 
 
 def test_load_unknown_key_warns_naming_the_closest_key(tmp_path):
-    s, warnings = _load(tmp_path, _text() + "GPU_TPYE=h200\ncluster_name=x\nWHATEVER_ELSE=1\n")
+    s, warnings = _load(tmp_path, _text() + "GPU_TPYE=h200\nCLUSTER_NAM=x\nWHATEVER_ELSE=1\n")
     assert s.GPU_TYPE == "b200"
     assert [("did you mean GPU_TYPE?" in w, "did you mean CLUSTER_NAME?" in w) for w in warnings[:2]] == \
         [(True, False), (False, True)]
     assert "WHATEVER_ELSE" in warnings[2] and "did you mean" not in warnings[2]
+
+
+@pytest.mark.parametrize(("line", "says"), [("gpu_type=h200", "write GPU_TYPE=h200"),
+                                            ("hf_token=hf_abc", "write HF_TOKEN=…")])
+def test_load_a_setting_in_lower_case_is_an_error_not_a_default(tmp_path, line, says):
+    # It only warned ("did you mean GPU_TYPE?") and the run went on with b200.
+    with pytest.raises(ConfigError, match=r"settings are upper case") as caught:
+        _load(tmp_path, _text() + line + "\n")
+    assert says in str(caught.value) and "abc" not in str(caught.value), str(caught.value)
 
 
 def test_load_comments_export_and_quotes_still_parse(tmp_path):
