@@ -213,7 +213,9 @@ def keep_if_not_ours(r: Runner, s: Settings, steps: list[Step], present: dict[st
     if body is None or cluster_features.made_by_us(body):
         return []
     keep = [name for name in (CLUSTER, CREDENTIALS, NCCL, NETWORK_MAPPING) if name in where]
-    if NETWORK_MAPPING in where:  # kept with the cluster, it holds none of our subnets in place (our pool goes)
+    if NETWORK_MAPPING in where and not s.autopilot:
+        # Kept with a Standard cluster, it holds none of our subnets in place (our pool, on them, goes). In
+        # Autopilot it keeps them: the cluster's multi-network nodes sit on them while it stands.
         steps[where[NETWORK_MAPPING]] = replace(steps[where[NETWORK_MAPPING]], deps=(CREDENTIALS,))
     pool = next((p for p in body.get("nodePools") or [] if p.get("name") == names.GPU_POOL), None)
     said = [f"keeping cluster {s.CLUSTER_NAME}: nemo-rl-gke did not create it (no managed-by={names.MANAGED_BY} "

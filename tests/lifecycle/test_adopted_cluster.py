@@ -262,6 +262,19 @@ def test_down_keeps_a_cluster_made_another_way_and_deletes_only_what_we_added(cl
     assert [c["name"] for c in cloud.resources()["cluster"].values()] == [ENV["CLUSTER_NAME"]]
 
 
+def test_down_keeps_our_subnets_under_an_autopilot_cluster_made_another_way(cloud):
+    """Its multi-network nodes sit on our gVNIC and RDMA subnets while it stands (the network mapping we applied
+    in it names them): down keeps them with it rather than delete them from under its nodes (GCP refuses a
+    subnet in use), and deletes the rest of ours."""
+    _adopted(cloud, autopilot=True)
+    down = cloud.invoke("down", "--yes")
+    assert down.code == 0, down.output[-3000:]
+    left = cloud.resources()
+    assert [c["name"] for c in left["cluster"].values()] == [ENV["CLUSTER_NAME"]]
+    assert {"nemo-gvnic-sub", "nemo-rdma-sub-0"} <= {n["name"] for n in left["subnet"].values()}, left["subnet"]
+    assert "helm:" not in " ".join(left)  # Ray (ours) went
+
+
 def test_clean_cluster_keeps_a_cluster_made_another_way_and_deletes_our_gpu_pool(cloud):
     _adopted(cloud)
     for task in ("clean.cluster", "cluster.delete"):
