@@ -260,3 +260,18 @@ def test_the_networks_alone_are_not_deleted_from_under_the_cluster(cloud, task, 
     done = cloud.invoke(task, "--yes", CLUSTER_MODE=mode)  # the cluster gone: the networks go (the main VPC stays
     assert done.code == 0, done.output[-3000:]              # under the kept Lustre)
     assert sorted(n["name"] for n in cloud.resources()["network"].values()) == ["default"]
+
+
+def test_autopilot_down_deletes_the_subnets_only_once_the_cluster_and_its_nodes_are_gone(cloud):
+    """Autopilot makes a node for each Ray worker that asks for our networks, and its NICs hold our subnets (the
+    fake refuses their delete as GCP does: "already being used by" the node). down deleted them beside the
+    cluster's delete, from under those nodes; now after it."""
+    assert cloud.invoke("up", "--yes", CLUSTER_MODE="autopilot").code == 0
+    held = subprocess.run([str(FAKE_BIN / "gcloud"), "compute", "networks", "subnets", "delete", "nemo-gvnic-sub",
+                           f"--project={PROJECT}", "--region=us-central1", "--quiet"], env=cloud.process_env(),
+                          cwd=cloud.workdir, capture_output=True, text=True, timeout=60)
+    assert held.returncode == 1 and "is already being used by 'projects/" in held.stderr, held.stderr
+    done = cloud.invoke("down", "--yes", CLUSTER_MODE="autopilot")
+    assert done.code == 0, done.output[-3000:]
+    left = cloud.resources()
+    assert "cluster" not in left and "subnet" not in left, sorted(left)

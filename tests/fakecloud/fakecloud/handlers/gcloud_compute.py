@@ -137,6 +137,37 @@ def subnet_list(ctx: Ctx) -> None:
                             and (not regions or s["region"] in regions) and (not network or s["network"] == network)]))
 
 
+def _autopilot_node_on(ctx: Ctx, subnet: str) -> str:
+    """The instance of an Autopilot cluster's node that has an interface on the subnet, or "": Autopilot makes
+    a node for each pod that asks for additional networks (networking.gke.io/interfaces naming a Network whose
+    GKENetworkParamSet is on the subnet), and the node's NIC holds the subnet while the pod is there. (A real
+    node lingers minutes after its pod; the fake lets the subnet go with the pod.)"""
+    import json
+
+    from .gcloud_container import context_name
+
+    for cluster in ctx.state.list("cluster"):
+        if cluster.get("project") != ctx.project or not (cluster.get("autopilot") or {}).get("enabled"):
+            continue
+        objects = list(ctx.state.items(f"k8s:{context_name(ctx.project, cluster['location'], cluster['name'])}")
+                       .values())
+        params = {o["metadata"]["name"] for o in objects if o.get("kind") == "GKENetworkParamSet"
+                  and (o.get("spec") or {}).get("vpcSubnet") == subnet}
+        networks = {o["metadata"]["name"] for o in objects if o.get("kind") == "Network"
+                    and ((o.get("spec") or {}).get("parametersRef") or {}).get("name") in params}
+        for pod in (o for o in objects if o.get("kind") == "Pod" and networks):
+            said = (pod.get("metadata") or {}).get("annotations", {}).get("networking.gke.io/interfaces") or "[]"
+            try:
+                interfaces = json.loads(said)
+            except json.JSONDecodeError:
+                continue
+            if any(isinstance(i, dict) and i.get("network") in networks for i in interfaces):
+                zone = (cluster.get("locations") or [cluster["location"]])[0]
+                return (f"projects/{ctx.project}/zones/{zone}/instances/gk3-{cluster['name']}-nap-"
+                        f"{pod['metadata']['name'][-5:]}")
+    return ""
+
+
 @command("gcloud", "compute", "networks", "subnets", "delete", mutating=True, latency=15)
 def subnet_delete(ctx: Ctx) -> None:
     name, region = _name(ctx), _region(ctx)
@@ -144,6 +175,10 @@ def subnet_delete(ctx: Ctx) -> None:
         if any(net.get("subnetwork") == name for net in additional_networks(pool)):
             raise Fail(1, gcloud_error(ctx, f"The subnetwork resource '{_subnet_path(ctx, region, name)}' is already "
                                             f"being used by node pool '{pool['name']}'"))
+    node = _autopilot_node_on(ctx, name)
+    if node:
+        raise Fail(1, gcloud_error(ctx, f"The subnetwork resource '{_subnet_path(ctx, region, name)}' is already "
+                                        f"being used by '{node}'"))
     delete_resource(ctx, "subnet", f"{ctx.project}/{region}/{name}", _subnet_path(ctx, region, name))
 
 

@@ -161,6 +161,9 @@ NO_VICTIMS, NOT_HELPFUL = "No preemption victims found for incoming pod", "Preem
 UNMATCHED = "node(s) didn't match Pod's node affinity/selector"
 
 
+INTERFACES = "networking.gke.io/interfaces"
+
+
 def unschedulable(capacity: int) -> dict[str, str]:
     """A GPU worker past the GPU nodes' capacity: each GPU node is full, the CPU node lacks the selector."""
     return scheduler_says({f"Insufficient {GPU}": capacity, UNMATCHED: 1}, {NO_VICTIMS: capacity, NOT_HELPFUL: 1})
@@ -272,8 +275,12 @@ def sync(
         new_workers = [name for name in new_workers if name not in taken][:replicas - len(workers)]
         wanted += [(name, _labels(cluster, "worker", group), "ray-worker", gpus) for name in new_workers]
         workers_placed = len(workers)
+        # The worker template's networking.gke.io/interfaces, as the chart renders it from worker.interfaces:
+        # KubeRay copies the template's annotations to each pod (GKE gives the pod's node those NICs).
+        nics = {INTERFACES: json.dumps(worker["interfaces"])} if worker.get("interfaces") else {}
         for name, labels, container, pod_gpus in wanted:
-            pod = _pod(name, namespace, labels, container, pod_gpus, annotations,
+            pod = _pod(name, namespace, labels, container, pod_gpus,
+                       {**annotations, **nics} if container == "ray-worker" else annotations,
                        str((values.get("data") or {}).get("claimName") or ""))
             pod["_ready_at"] = ready_at
             start = float(os.environ.get("FAKECLOUD_RAY_START_SECONDS", RAY_START_SECONDS))
