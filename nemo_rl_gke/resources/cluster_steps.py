@@ -177,20 +177,35 @@ def refuse_networks_under_the_cluster(r: Runner, s: Settings, steps: list[Step],
     """Exit 2 before a teardown of the networks alone (net.delete, clean.net) deletes anything while our cluster
     stands on them: on Standard it deleted the firewall rule, then failed on every subnet ("in use" by the GPU
     pool), the cluster left without its rule; on Autopilot it deleted the subnets and VPCs from under Ray's
-    nodes and the network mapping. Read from the teardown's cluster listing (other_deployments reads it too)."""
+    nodes and the network mapping. Read from the teardown's cluster listing (other_deployments reads it too), or
+    from a describe when the listing gave no answer (a location missing from GKE's list).
+    A Standard cluster made another way holds our subnets only through our GPU pool in it."""
     from invoke.exceptions import Exit
 
     if any(step.layer != "net" for step in steps) or not any(step.layer == "net" for step in steps):
         return
     inv = inventory_of(steps)
     items = inv.listed(r, "cluster") if inv is not None else None
-    found = inv.cluster(items) if inv is not None and items is not None else None
+    found = inv.cluster(items) if inv is not None and items is not None else _describe_status(
+        r, gcloud.cluster_describe(s))
     if found is None:
         return
-    fix = ("`invoke cluster.delete --yes` first (Lustre and the bucket stay), or `invoke down --yes` for everything"
-           if cluster_features.made_by_us(found) else
-           "it was made another way, and `invoke down --yes` deletes what we added to it (our GPU pool) and our "
-           "networks, keeping the cluster")
+    ours = cluster_features.made_by_us(found)
+    pool = next((p for p in found.get("nodePools") or [] if p.get("name") == names.GPU_POOL), None)
+    autopilot = bool((found.get("autopilot") or {}).get("enabled"))
+    if not ours and not autopilot and (pool is None or not cluster_features.made_by_us(pool)):
+        return  # nothing of ours sits on our subnets in it any more
+    if str(found.get("status")) == "STOPPING":
+        fix = (f"GKE is deleting it: wait until `gcloud container clusters describe {s.CLUSTER_NAME} "
+               f"--location={s.region}` answers NOT_FOUND, then run this again")
+    elif ours:
+        fix = "`invoke cluster.delete --yes` first (Lustre and the bucket stay), or `invoke down --yes` for everything"
+    elif autopilot:
+        fix = (f"it was made another way, and its nodes sit on our subnets while it stands: "
+               f"{cluster_features.delete_it_yourself(s)} first, then this again")
+    else:
+        fix = (f"it was made another way: `invoke clean.cluster --yes` deletes our GPU pool {names.GPU_POOL} from it "
+               f"(the cluster stays), then this again")
     raise Exit(f"error: {what} would delete the networks cluster {s.CLUSTER_NAME} stands on (its nodes' subnets, "
                f"its network mapping, its VPC): {fix}. Nothing was deleted.", code=2)
 

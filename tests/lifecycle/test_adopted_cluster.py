@@ -275,6 +275,24 @@ def test_down_keeps_our_subnets_under_an_autopilot_cluster_made_another_way(clou
     assert "helm:" not in " ".join(left)  # Ray (ours) went
 
 
+@pytest.mark.parametrize("mode", ["standard", "autopilot"])
+def test_net_delete_beside_a_cluster_made_another_way_names_what_frees_our_networks(cloud, mode):
+    """Standard: our subnets are held through our GPU pool only; once clean.cluster has deleted it, net.delete
+    goes. Autopilot: its nodes sit on them while it stands; the refusal names the gcloud command that deletes it
+    (it named `invoke down`, which keeps that cluster and so the subnets: a dead end)."""
+    _adopted(cloud, autopilot=mode == "autopilot")
+    refused = cloud.invoke("net.delete", "--yes")
+    assert refused.code == 2, refused.output[-3000:]
+    if mode == "autopilot":
+        assert f"`gcloud container clusters delete {ENV['CLUSTER_NAME']} --location=" in refused.stderr
+        return
+    assert "`invoke clean.cluster --yes` deletes our GPU pool gpu-pool from it" in refused.stderr, refused.stderr
+    assert cloud.invoke("clean.cluster", "--yes").code == 0
+    done = cloud.invoke("net.delete", "--yes")
+    assert done.code == 0, done.output[-3000:]
+    assert "subnet" not in cloud.resources() and list(cloud.resources()["cluster"])
+
+
 def test_clean_cluster_keeps_a_cluster_made_another_way_and_deletes_our_gpu_pool(cloud):
     _adopted(cloud)
     for task in ("clean.cluster", "cluster.delete"):

@@ -275,3 +275,14 @@ def test_autopilot_down_deletes_the_subnets_only_once_the_cluster_and_its_nodes_
     assert done.code == 0, done.output[-3000:]
     left = cloud.resources()
     assert "cluster" not in left and "subnet" not in left, sorted(left)
+
+
+def test_the_networks_are_not_deleted_under_the_cluster_when_gkes_list_misses_a_location(cloud):
+    """An incomplete cluster list is no answer: the cluster is asked by name instead (the guard let the delete
+    through, and it failed on every subnet after deleting the firewall rule)."""
+    assert cloud.invoke("up", "--yes").code == 0
+    before = len(cloud.mutating_calls())
+    refused = cloud.invoke("net.delete", "--yes", FAKECLOUD_FAIL="container clusters list:1:partial")
+    assert refused.code == 2, refused.output[-3000:]
+    assert "would delete the networks cluster nemo-rl stands on" in refused.stderr, refused.stderr[-3000:]
+    assert len(cloud.mutating_calls()) == before
