@@ -259,6 +259,11 @@ def _dispatch(tool: str, argv: list[str], *, stdin: str | None, stdout: TextIO, 
             except core.Fail as fail:
                 code = fail.code
                 stderr.write(fail.stderr.rstrip("\n") + "\n")
+    # The runner lowers a background command's priority from its parent just after the fork; a fake call at
+    # scale 0 may end first (a real gcloud's start-up takes 0.7 s). A test of priorities has it read later.
+    settle = float(environ.get("FAKECLOUD_PRIORITY_SETTLE") or 0)
+    if settle:
+        time.sleep(max(0.0, (launched or started) + settle - time.time()))
     record = {"tool": tool, "argv": argv, "start": started, "launched": launched or started, "end": time.time(),
               "exit": code,
               "mutating": bool(registered and registered.mutating),
