@@ -161,6 +161,11 @@ def _firewall_rules(r: Runner, s: Settings) -> list[dict[str, Any]]:
     return parse_items(result.stdout)
 
 
+def gpu_pool_of(cluster: dict[str, Any]) -> dict[str, Any] | None:
+    """Our GPU pool among a cluster body's node pools (as described or listed), or None."""
+    return next((p for p in cluster.get("nodePools") or [] if p.get("name") == names.GPU_POOL), None)
+
+
 def listed_bodies(r: Runner, s: Settings, steps: Any) -> dict[str, dict[str, Any]]:
     """The cluster and its GPU pool as this run's inventory listed them (a listed Cluster carries its node
     pools), by step name; empty without an inventory that could list them."""
@@ -169,7 +174,7 @@ def listed_bodies(r: Runner, s: Settings, steps: Any) -> dict[str, dict[str, Any
     found = inv.cluster(items) if inv is not None and items is not None else None
     if found is None:
         return {}
-    pool = next((p for p in found.get("nodePools") or [] if p.get("name") == names.GPU_POOL), None)
+    pool = gpu_pool_of(found)
     return {CLUSTER: found, **({GPU_POOL: pool} if pool is not None else {})}
 
 
@@ -191,7 +196,7 @@ def refuse_networks_under_the_cluster(r: Runner, s: Settings, steps: list[Step],
     if found is None:
         return
     ours = cluster_features.made_by_us(found)
-    pool = next((p for p in found.get("nodePools") or [] if p.get("name") == names.GPU_POOL), None)
+    pool = gpu_pool_of(found)
     autopilot = bool((found.get("autopilot") or {}).get("enabled"))
     if not ours and not autopilot and (pool is None or not cluster_features.made_by_us(pool)):
         return  # nothing of ours sits on our subnets in it any more
@@ -232,7 +237,7 @@ def keep_if_not_ours(r: Runner, s: Settings, steps: list[Step], present: dict[st
         # Kept with a Standard cluster, it holds none of our subnets in place (our pool, on them, goes). In
         # Autopilot it keeps them: the cluster's multi-network nodes sit on them while it stands.
         steps[where[NETWORK_MAPPING]] = replace(steps[where[NETWORK_MAPPING]], deps=(CREDENTIALS,))
-    pool = next((p for p in body.get("nodePools") or [] if p.get("name") == names.GPU_POOL), None)
+    pool = gpu_pool_of(body)
     said = [f"keeping cluster {s.CLUSTER_NAME}: nemo-rl-gke did not create it (no managed-by={names.MANAGED_BY} "
             f"label), so no teardown deletes it"]
     if GPU_POOL in where:
@@ -379,7 +384,7 @@ def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
 
     def listed_pool(items: list[dict[str, Any]]) -> dict[str, Any] | None:
         found = inv.cluster(items)
-        return next((p for p in (found or {}).get("nodePools") or [] if p.get("name") == names.GPU_POOL), None)
+        return gpu_pool_of(found or {})
 
     def pool_listed(items: list[dict[str, Any]]) -> bool:
         return _usable("node pool", listed_pool(items))

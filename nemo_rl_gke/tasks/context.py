@@ -323,8 +323,7 @@ def require_prerequisites(r: Runner, what: str, steps: list[Step]) -> None:
         return
     by_name = {step.name: step for step in whole}
     askers = [by_name[name] for name in needs]
-    found = r.parallel([functools.partial(_answer, r, step.exists) for step in askers if not step.always])
-    there = dict(zip([step.name for step in askers if not step.always], found, strict=True))
+    there = present_map(r, askers)
     wanted = {name for step in askers if there.get(step.name) is not True for name in needs[step.name]}
     absent = _absent(r, steps, [by_name[name] for name in graph.foundations(whole, wanted)])
     if not absent:
@@ -349,25 +348,24 @@ def prerequisites_message(what: str, titles: Sequence[str], tasks: Sequence[str]
             f"`invoke up` for everything. Nothing was created.")
 
 
-def _answer(r: Runner, check: Callable[[Runner], bool]) -> bool | None:
-    """A step's check; None when it cannot tell (a listing and the describe behind it failed)."""
-    from ..tools import ToolError
-
-    try:
-        return bool(check(r))
-    except ToolError:
-        return None
-
-
 def _absent(r: Runner, steps: list[Step], asked: list[Step]) -> list[Step]:
-    """The asked steps known not to be there in any state, asked at once from the run's listings."""
+    """The asked steps (none `always`) known not to be there in any state, asked at once from the run's
+    listings."""
     from ..resources.inventory import inventory_of
 
     inventory = inventory_of(steps)
     if inventory is not None:
         inventory.include(asked)  # another layer's listings, fetched in one round with any not fetched yet
-    found = r.parallel([functools.partial(_answer, r, step.is_present) for step in asked])
-    return [step for step, here in zip(asked, found, strict=True) if here is False]
+    found = present_map(r, asked, any_state=True)
+    return [step for step in asked if found[step.name] is False]
+
+
+def listing_questions(steps: Sequence[Step]) -> list[list[str]]:
+    """The listings a real run of these steps asks first (one per kind), for a dry run to show."""
+    from ..resources.inventory import inventory_of
+
+    inv = inventory_of(steps)
+    return inv.questions() if inv is not None else []
 
 
 def status_states(c: Context, s: Settings, steps: list[Step]) -> list[tuple[Step, str]]:
@@ -393,10 +391,7 @@ def status_task(c: Context, title: str, steps_of: Callable[[Settings], list[Step
         steps = steps_of(s)
         r = runner(c, s)
         if r.dry:
-            from ..resources.inventory import inventory_of
-
-            inv = inventory_of(steps)
-            note = dry_read(r, kind, reads, inv.questions() if inv is not None else ())
+            note = dry_read(r, kind, reads, listing_questions(steps))
             if out:
                 out.emit({"kind": kind, "dry_run": True, "project": s.PROJECT_ID, "cluster": s.CLUSTER_NAME,
                           "resources": not_asked(steps), "note": note}, secrets=s.secrets)

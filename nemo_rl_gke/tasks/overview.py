@@ -113,7 +113,7 @@ def _plan_dry_read(r: Runner, steps: list[Any]) -> str:
     """What plan would ask, and that it asked nothing: its plan assumes nothing exists."""
     return context.dry_read(r, "plan", "reads what exists and shows what up would create, leave as is, and what "
                                        "differs from the settings; this plan assumes nothing exists yet, as "
-                                       "`invoke --dry up` does", _questions(steps))
+                                       "`invoke --dry up` does", context.listing_questions(steps))
 
 
 def _plan_action(row: dict[str, Any]) -> str:
@@ -138,7 +138,8 @@ def status(c: Context, json_: bool = False) -> None:
         r = context.runner(c, s)
         if r.dry:
             note = context.dry_read(r, "status", "shows every resource's state, age and cost per hour, the Ray "
-                                                 "cluster and the latest job", [*_questions(steps), pods_argv(s)])
+                                                 "cluster and the latest job",
+                                    [*context.listing_questions(steps), pods_argv(s)])
             if out:
                 out.emit({"kind": "status", "dry_run": True, "project": s.PROJECT_ID, "cluster": s.CLUSTER_NAME,
                           "settings": settings_document(s),
@@ -197,14 +198,6 @@ def status(c: Context, json_: bool = False) -> None:
         print(f"now: about {cost.money(total)}/hour ({est.caveat()})")
         for name, part in (("ray", ray), ("job", job)):
             part.print(name)
-
-
-def _questions(steps: list[Any]) -> list[list[str]]:
-    """The listings plan and status ask first (one per kind), for a dry run to show."""
-    from ..resources.inventory import inventory_of
-
-    inv = inventory_of(steps)
-    return inv.questions() if inv is not None else []
 
 
 def _inside_known(steps: list[Any], present: dict[str, bool | None]) -> dict[str, bool | None]:
