@@ -254,7 +254,11 @@ def keep_if_not_ours(r: Runner, s: Settings, steps: list[Step], present: dict[st
         keep.append(GPU_POOL)
         said.append(f"its GPU node pool {names.GPU_POOL} has no managed-by label either: kept (it bills while its "
                     f"nodes run; {cluster_features.delete_pool_yourself(s)} deletes it)")
-    said.append("the NCCL installer and the network mapping we applied stay in it")
+    # Only what is there: a cluster `up` refused (it lacked a feature) has neither, and says nothing of them.
+    applied = [what for name, what in ((NCCL, "the NCCL installer"), (NETWORK_MAPPING, "the network mapping"))
+               if name in where and present.get(name)]
+    if applied:
+        said.append(f"{' and '.join(applied)} in it stay{'s' if len(applied) == 1 else ''}")
     if not any(step.layer == "ray" for step in steps):
         said.append("so does what else we deployed in it (Ray, the Lustre volume): `invoke down` deletes all of "
                     "it")

@@ -130,6 +130,9 @@ def tear_down(c: Context, s: Settings, steps: list[Step], *, delete_data: bool, 
         if any(step.name == cluster_steps.CLUSTER for step in steps):
             r.say(f"# a real run keeps cluster {s.CLUSTER_NAME} if nemo-rl-gke did not create it (no managed-by "
                   f"label), deleting only what we added to it")
+        elif steps and all(step.layer == "net" for step in steps):
+            r.say(f"# a real run first refuses (exit 2, nothing deleted) while cluster {s.CLUSTER_NAME} stands on "
+                  f"these networks: `invoke cluster.delete` or `invoke down` goes first")
         kinds = [item.kind + "s" for item in leftovers.listings(s) if not layers or item.layer in layers]
         lists = f"; read-only lists of {', '.join(kinds)}" if kinds else ""
         r.say(f"# then: leftover scan (each step asked by name{lists})")

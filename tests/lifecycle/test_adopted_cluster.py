@@ -249,6 +249,7 @@ def test_down_keeps_a_cluster_made_another_way_and_deletes_only_what_we_added(cl
     down = cloud.invoke("down", "--yes", process=True)  # the real `invoke` command
     assert down.code == 0, down.output[-3000:]
     assert "keeping cluster" in down.stderr and "no managed-by=nemo-rl-gke label" in down.stderr
+    assert "the NCCL installer and the network mapping in it stay" in down.stderr
     assert f"`gcloud container clusters delete {ENV['CLUSTER_NAME']} " in down.stderr
     left = cloud.resources()
     assert [c["name"] for c in left["cluster"].values()] == [ENV["CLUSTER_NAME"]]
@@ -260,6 +261,18 @@ def test_down_keeps_a_cluster_made_another_way_and_deletes_only_what_we_added(cl
     again = cloud.invoke("down", "--yes")  # a re-run keeps it again and deletes nothing
     assert again.code == 0 and "keeping cluster" in again.stderr, again.output[-2000:]
     assert [c["name"] for c in cloud.resources()["cluster"].values()] == [ENV["CLUSTER_NAME"]]
+
+
+def test_down_beside_a_cluster_up_refused_says_only_what_is_in_it(cloud):
+    """`up` refused the tutorial's cluster before any change: no NCCL installer, no network mapping of ours in it.
+    down keeps the cluster and does not say they stay in it (it said so whatever was there)."""
+    _tutorial_cluster(cloud)
+    assert cloud.invoke("up", "--yes").code == 2
+    down = cloud.invoke("down", "--yes")
+    assert down.code == 0, down.output[-3000:]
+    assert "keeping cluster" in down.stderr, down.stderr
+    (kept,) = [line for line in down.stderr.splitlines() if line.startswith("keeping cluster")]
+    assert "NCCL installer" not in kept and "network mapping" not in kept, kept
 
 
 def test_down_keeps_our_subnets_under_an_autopilot_cluster_made_another_way(cloud):

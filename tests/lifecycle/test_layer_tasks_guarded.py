@@ -251,6 +251,8 @@ def test_the_networks_alone_are_not_deleted_from_under_the_cluster(cloud, task, 
     done = cloud.invoke("up", "--yes", CLUSTER_MODE=mode)
     assert done.code == 0, done.output[-3000:]
     before = len(cloud.mutating_calls())
+    dry = cloud.invoke("--dry", task, "--yes", CLUSTER_MODE=mode)  # asks nothing, so says what a real run does
+    assert dry.code == 0 and "a real run first refuses (exit 2, nothing deleted) while cluster nemo-rl" in dry.stdout
     refused = cloud.invoke(task, "--yes", CLUSTER_MODE=mode)
     assert refused.code == 2, refused.output[-3000:]
     assert (f"error: {task} would delete the networks cluster nemo-rl stands on" in refused.stderr
