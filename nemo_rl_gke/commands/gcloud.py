@@ -91,7 +91,9 @@ def cluster_create(s: Settings) -> Argv:
                 "--max-nodes=5"]
     if s.GKE_VERSION:
         argv.append(f"--cluster-version={s.GKE_VERSION}")
-    return argv + [f"--labels={names.deployment_labels(s)}"]
+    # --format=json: gcloud prints the cluster it made, whose status tells a create GKE ended in ERROR (gcloud exits
+    # 0 on one whose operation carries no statusMessage: cluster_steps.created_in_error).
+    return argv + [f"--labels={names.deployment_labels(s)}", "--format=json"]
 
 
 def cluster_update(s: Settings, change: str) -> Argv:
@@ -130,7 +132,7 @@ def node_pool_create(s: Settings) -> Argv:
     elif s.SPOT:
         argv.append("--spot")
     argv += [f"--additional-node-network=network={net},subnetwork={sub}" for net, sub in names.additional_networks(s)]
-    return argv + [f"--labels={names.LABELS}"]
+    return argv + [f"--labels={names.LABELS}", "--format=json"]  # the pool it made, as cluster_create's
 
 
 def node_pool_resize(s: Settings) -> Argv:

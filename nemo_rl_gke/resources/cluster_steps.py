@@ -309,13 +309,29 @@ def _usable_check(kind: str, describe: list[str]) -> Any:
     return lambda r: _usable(kind, _describe_status(r, describe))
 
 
+def created_in_error(title: str, stdout: str, fix: str) -> None:
+    """Raise when the object a create printed (`--format=json`: a list of one) is in ERROR. gcloud 528 takes a
+    GKE operation for failed only by its statusMessage (api_adapter.py WaitForOperation), which container v1
+    deprecates for `error`: one that ended without it exits 0, "Created", for a cluster or GPU pool GKE put in
+    ERROR (a stockout), and `up` went on to wait for Ray on nodes that never come."""
+    try:
+        printed = json.loads(stdout or "null")
+    except ValueError:
+        return
+    body = printed[0] if isinstance(printed, list) and printed else printed
+    if isinstance(body, dict) and str(body.get("status")) in HOPELESS_STATES:
+        said = why_status(body)
+        raise ToolError(f"{title} is {body['status']}{': ' + said if said else ''}; {fix}", 1)
+
+
 def _create_and_settle(s: Settings, kind: str, title: str, create: list[str], describe: list[str],
                        fix: str) -> Action:
     """Create; when it already exists (an earlier run's create goes on in GKE), or gcloud stopped waiting for it
-    (its own limit), wait until it can be used."""
+    (its own limit), wait until it can be used. A create that ended in ERROR fails with GKE's reason."""
     def run(r: Runner) -> str | None:
         result = r.run(create, accept=CREATED_OR_UNDER_WAY, timeout=GCLOUD_WAIT_SECONDS + 300)
         if result.ok:
+            created_in_error(title, result.stdout, fix)
             return None
         ours = not result.already_exists  # this run's create, which gcloud stopped waiting for
         seen: dict[str, str] = {}

@@ -231,6 +231,27 @@ def test_rerun_after_an_interrupted_create_that_failed_in_gke_says_gkes_reason(f
     assert ("waiting for it" in done.stderr) == (ended == "while it waits"), done.stderr[-3000:]
 
 
+@pytest.mark.parametrize("kind", ["cluster", "node pool"])
+def test_a_create_gke_ended_in_error_fails_with_gkes_reason_though_gcloud_exits_0(fake, kind):
+    """gcloud 528 takes a GKE operation for failed only by its statusMessage, which v1 deprecates: a create GKE
+    ended in ERROR (a stockout) with its reason in the conditions only exits 0, "Created". `up` counted the
+    cluster or pool made and went on to wait for Ray on nodes that never come; now that create fails with GKE's
+    words, and nothing is built on it. Through the real `invoke` command."""
+    why = "Instances in zone us-central1-b are currently unavailable (injected stockout)"
+    assert fake.invoke("net.create", **SCALE).code == 0
+    if kind == "node pool":  # the cluster made as usual, the pool not yet
+        assert fake.invoke("cluster.create", "--gpu=b200", FAKECLOUD_FAIL="node-pools create:1:permanent",
+                           **SCALE).code != 0
+    before = len(fake.calls())
+    done = fake.invoke("up", "--yes", FAKECLOUD_GKE_CREATE_ERROR=why, process=True, **SCALE)
+    assert done.code == 1, done.output[-3000:]
+    title = "cluster nemo-rl" if kind == "cluster" else "GPU node pool gpu-pool"
+    assert f"{title} is ERROR: {why};" in done.stderr, done.stderr[-3000:]
+    creates = [c["argv"][:3] for c in fake.calls()[before:] if c["argv"][:1] == ["container"] and "create" in c["argv"]]
+    assert creates == [["container", GROUPS[kind], "create"]], creates  # made once, not asked again
+    assert not [c for c in fake.calls()[before:] if c["tool"] == "helm"]  # no Ray on it
+
+
 @pytest.mark.parametrize(("kind", "teardown"), [("cluster", ("down", "--yes")), ("node pool", ("down", "--yes")),
                                                 ("cluster", ("clean.cluster", "--yes")),
                                                 ("node pool", ("cluster.delete", "--yes"))])

@@ -154,7 +154,9 @@ def _create_provisioning(ctx: Ctx, kind: str, key: str, obj: dict, what: str) ->
     """GKE's create: the object exists at once, PROVISIONING, and becomes RUNNING when its operation ends,
     whether or not the gcloud that asked is still there to wait (Ctrl-C, or gcloud's own limit: it does not stop
     GKE). A second create answers 409, as GKE does. FAKECLOUD_GKE_CREATE_ERROR="message": the create ends in
-    ERROR instead, the reason in conditions[] only (v1's statusMessage is deprecated)."""
+    ERROR instead, the reason in conditions[] only (v1's statusMessage is deprecated), and gcloud, which reads
+    only statusMessage, still exits 0 with "Created". With --format, gcloud 528 then prints what it made (a list
+    of one: `return [cluster]`, `return [pool]` in surface/container/.../create.py), as the API shows it."""
     import os
 
     seconds = operation_seconds(ctx)
@@ -168,6 +170,9 @@ def _create_provisioning(ctx: Ctx, kind: str, key: str, obj: dict, what: str) ->
         ctx.state.put(kind, key, obj)
     wait_like_gcloud(ctx, seconds)
     ctx.err(f"Created [{what}].")
+    if ctx.flags.get("--format"):
+        made = ctx.state.get(kind, key)
+        ctx.emit([_cluster_view(ctx, key, made) if kind == "cluster" else pool_view(made)])
 
 
 def with_status(obj: dict) -> dict:
