@@ -101,10 +101,12 @@ def lustre_state(r: Runner, s: Settings) -> dict[str, Any] | None:
 
 
 def claim_users(r: Runner, s: Settings) -> list[dict[str, Any]]:
-    """The pods of the namespace that mount the Lustre claim, have not ended (their phase is not Succeeded or
-    Failed) and are not on their way out: while one does, Kubernetes keeps the claim (pvc-protection) and
-    `kubectl delete` waits for it. One being deleted (the Ray pods for a while after `clean.ray`: helm's uninstall
-    does not wait for them) lets go within its grace period, which the claim's delete waits for."""
+    """The pods of the namespace that mount the Lustre claim and are not on their way out: while one is there,
+    Kubernetes keeps the claim (pvc-protection) and `kubectl delete` waits for it. An ended pod (Succeeded or
+    Failed) holds it too: the controller counts every pod placed on a node that mounts it, whatever its phase
+    (pvc_protection_controller.go podUsesPVC), until the pod is deleted. One being deleted (the Ray pods for a
+    while after `clean.ray`: helm's uninstall does not wait for them) lets go within its grace period, which the
+    claim's delete waits for."""
     result = r.query(kubectl.get(s, "pods", namespace=s.NAMESPACE), ok_codes=(0,))
     if result is None:
         return []
@@ -117,7 +119,7 @@ def mounting_claim(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for pod in pods:
         volumes = (pod.get("spec") or {}).get("volumes") or []
         mounts = any((v.get("persistentVolumeClaim") or {}).get("claimName") == names.LUSTRE_PVC for v in volumes)
-        if mounts and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed") and not leaving(pod):
+        if mounts and not leaving(pod):
             out.append(pod)
     return out
 

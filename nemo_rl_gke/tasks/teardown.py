@@ -245,7 +245,8 @@ def _claim_free_or_refuse(r: Runner, s: Settings, going: set[str], inv: Inventor
     jobs = sorted({str(job) for job in owners if job})
     stop = ([f"delete their Job first (`kubectl delete job {' '.join(jobs)} --namespace={s.NAMESPACE}`: a Job "
              f"makes its pod again)"] if jobs else []) + (
-        [f"stop them first (`kubectl delete pod NAME --namespace={s.NAMESPACE}`)"] if not all(owners) else [])
+        [f"delete them first (`kubectl delete pod NAME --namespace={s.NAMESPACE}`; one that has ended holds the claim "
+         f"too, until it is deleted)"] if not all(owners) else [])
     fix = ("`invoke clean.ray --yes` first (the Ray cluster mounts /data), or `invoke down` for everything" if ray
            else "; ".join(stop))
     raise Exit(f"error: the Lustre claim {names.LUSTRE_PVC} is in use by {len(users)} pod(s): {pods}. Kubernetes "

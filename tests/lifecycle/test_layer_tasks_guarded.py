@@ -173,6 +173,30 @@ def test_storage_teardown_refused_for_a_jobs_pod_names_the_job_to_delete_not_the
     assert "kubectl delete pod" not in done.stderr
 
 
+@pytest.mark.parametrize("phase", ["Succeeded", "Failed"])
+def test_storage_teardown_refused_for_a_pod_that_ended_but_still_holds_the_claim(cloud, phase):
+    """Kubernetes' claim protection counts every pod placed on a node that mounts the claim, whatever its phase
+    (pvc_protection_controller.go podUsesPVC): a user's evaluation pod that finished holds it until deleted. The
+    guard left ended pods out, so the claim's delete waited its 10 minutes and the teardown failed half done."""
+    from fakecloud.core import State
+
+    _up(cloud)
+    assert cloud.invoke("clean.ray", "--yes").code == 0
+    state, kind = State(cloud.state_dir), f"k8s:gke_{PROJECT}_us-central1_nemo-rl"
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "my-eval", "namespace": "default"},
+           "spec": {"nodeName": "gke-nemo-rl-default-pool-1", "volumes": [
+               {"name": "data", "persistentVolumeClaim": {"claimName": "lustre-pvc"}}]},
+           "status": {"phase": phase}}
+    with state.locked():
+        state.put(kind, "Pod/default/my-eval", pod)
+    before = len(cloud.calls())
+    done = cloud.invoke("clean.storage", "--yes", process=True)  # the real `invoke` command
+    assert done.code == 1, done.output[-3000:]
+    assert "in use by 1 pod(s): my-eval" in done.stderr and "Nothing was deleted" in done.stderr, done.stderr[-3000:]
+    assert "`kubectl delete pod NAME --namespace=default`; one that has ended holds the claim too" in done.stderr
+    assert cloud.mutating_calls(since=before) == []
+
+
 @pytest.mark.parametrize("argv", [("clean.storage", "--yes"), ("storage.delete", "--yes")])
 def test_storage_teardown_right_after_clean_ray_waits_for_pods_on_their_way_out(cloud, argv):
     # helm's uninstall does not wait for the Ray pods: right after `clean.ray` they are still there, being
