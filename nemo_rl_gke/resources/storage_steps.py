@@ -573,11 +573,17 @@ def status_questions(s: Settings) -> list[list[str]]:
 def status_rows(r: Runner, s: Settings) -> list[tuple[str, str]]:
     """storage.status's rows, read at once: the bucket, Lustre, the claim's phase, the Secret (its name only: the
     values never leave the cluster). An object kubectl could not ask about is "unknown" with kubectl's reason
-    (no credentials, no context, a cluster not there), never "absent"."""
+    (no credentials, no context, a cluster not there), never "absent". kubectl's reads are watched
+    (kube_context.watch): a context that outlived its cluster is dropped within seconds, where kubectl would dial
+    its dead endpoint for minutes per row."""
+    from . import kube_context
+
     _, pvc_argv, secret_argv = status_questions(s)
+    ask = functools.partial(r.query, ok_codes=range(256))  # any answer is a row ("unknown: why"), not a traceback
     reads: list[Callable[[], Any]] = [lambda: gcs.summary(s), lambda: lustre_state(r, s),
-                                      functools.partial(r.query, pvc_argv), functools.partial(r.query, secret_argv)]
-    bucket, info, pvc, secret = r.parallel(reads)
+                                      functools.partial(ask, pvc_argv), functools.partial(ask, secret_argv)]
+    with kube_context.watch(r, s):
+        bucket, info, pvc, secret = r.parallel(reads)
 
     def in_cluster(result: Result | None, here: str) -> str:
         if result is not None and result.ok:

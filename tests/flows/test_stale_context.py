@@ -110,6 +110,22 @@ def test_stale_context_ray_status_says_why_in_seconds(fake, tmp_path):
     assert CONTEXT not in contexts(here)
 
 
+def test_stale_context_storage_status_says_why_in_seconds(fake, tmp_path):
+    """storage.status lists no clusters: its kubectl reads (the claim's phase, the Secret) dialed the dead endpoint,
+    minutes per row on a real kubectl (2.5 min with a cold discovery cache). Now watched: rows say why, in seconds."""
+    here, there = tmp_path / "here", tmp_path / "there"
+    setting(fake, here, "up", "--yes")
+    setting(fake, there, "cluster.delete", "--yes")
+    started = time.monotonic()
+    status = on(fake, here, "storage.status")
+    assert status.code == 0, status.output
+    assert time.monotonic() - started < 25  # the 5 s watch and a describe, not the 30 s dial timeout
+    assert "removed it" in status.stderr and "i/o timeout" not in status.output, status.output
+    assert "unknown: stopped: cluster nemo-rl is not in my-nemo-project/us-central1 any more" in status.stdout, \
+        status.stdout
+    assert CONTEXT not in contexts(here)
+
+
 def test_stale_context_ray_dashboard_says_why_in_seconds(fake, tmp_path):
     """The port-forward itself would dial for 30 s: the Ray pods are listed first, under the watch."""
     here, there = tmp_path / "here", tmp_path / "there"

@@ -355,6 +355,13 @@ def get_credentials(ctx: Ctx) -> None:
     if cluster is None:
         raise Fail(1, gcloud_error(ctx, f"ResponseError: code=404, message=Not found: {_cluster_path(ctx, name)}."))
     ctx.work()
+    if with_status(cluster)["status"] == "PROVISIONING":
+        # gcloud 528 (surface/container/clusters/get_credentials.py, api_lib/container/util.py MissingEndpointError):
+        # a cluster GKE has not given an endpoint yet. GKE gives it a few minutes into the create; the fake has
+        # none until the create ends (stricter: a task that fetches credentials of a cluster being made fails).
+        ctx.err(f"WARNING: cluster {name} is not RUNNING. The kubernetes API may or may not be available. Check "
+                f"the cluster status for more information.")
+        raise Fail(1, gcloud_error(ctx, f"cluster {name} is missing endpoint. Is it still PROVISIONING?"))
     context = context_name(ctx.project, _location(ctx), name)
     kubeconfig.write(ctx, context, _cluster_key(ctx, name), cluster)
     ctx.err(f"Fetching cluster endpoint and auth data.\nkubeconfig entry generated for {name}.")
