@@ -28,8 +28,8 @@ from pathlib import Path
 
 ROOT = os.environ.get("NRG_POD_ROOT", "")
 RUNS = Path(f"{ROOT}/data/runs")
-STEP_LINE = re.compile(r"Step (\d+)/(\d+)")
-EPOCH_LINE = re.compile(r"=+ Epoch (\d+)/(\d+) =+")
+STEP_LINE = re.compile(rb"Step (\d+)/(\d+)")  # on the log's bytes: positions are file offsets
+EPOCH_LINE = re.compile(rb"=+ Epoch (\d+)/(\d+) =+")
 RAY_LOGS = Path(f"{ROOT}/data/ray-logs")
 
 
@@ -100,21 +100,44 @@ def checkpoints(run: Path) -> list[dict]:
     return sorted(out, key=lambda c: c["step"])
 
 
+TAIL_BYTES = 262144  # the driver log's last 256 KiB hold its last step line
+EPOCH_SCAN_BYTES = 64 * 1024 * 1024  # how far back the epoch's header is looked for (an epoch's log, at most)
+
+
+def _epoch_before(handle, end: int, limit: int) -> list[tuple[bytes, bytes]]:
+    """The `Epoch e/E` headers in the driver log before byte `end`, read backwards a window at a time until one
+    is found (an epoch of GSM8K is hundreds of steps; the real driver logs kilobytes per step, with the workers'
+    lines Ray forwards, so its header is far behind the last 256 KiB), at most EPOCH_SCAN_BYTES back. Each
+    window reaches 256 bytes past its end, for a header cut there, but never to `limit` (the last step line)."""
+    stop = max(0, end - EPOCH_SCAN_BYTES)
+    while end > stop:
+        start = max(stop, end - TAIL_BYTES)
+        handle.seek(start)
+        found = EPOCH_LINE.findall(handle.read(min(end + 256, limit) - start))
+        if found:
+            return found
+        end = start
+    return []
+
+
 def last_step(run: Path) -> tuple[int | None, int | None]:
     """(step, of) from the driver log's last `Step N/M` (and `Epoch e/E`) lines, counted across epochs: in
-    epoch e the printed step restarts at 1, so the run's step is (e - 1) x M + N (reads the last 256 KiB)."""
+    epoch e the printed step restarts at 1, so the run's step is (e - 1) x M + N (the last step from the last
+    256 KiB, its epoch's header from as far back as it is)."""
     log = run / "driver.log"
     try:
         with open(log, "rb") as handle:
-            handle.seek(max(0, log.stat().st_size - 262144))
-            tail = handle.read().decode(errors="replace")
+            start = max(0, log.stat().st_size - TAIL_BYTES)
+            handle.seek(start)
+            tail = handle.read()
+            found = list(STEP_LINE.finditer(tail))
+            if not found:
+                return None, None
+            at = found[-1].start()
+            epochs = EPOCH_LINE.findall(tail[:at]) or (_epoch_before(handle, start, start + at) if start else [])
     except OSError:
         return None, None
-    found = STEP_LINE.findall(tail)
-    if not found:
-        return None, None
-    step, per_epoch = int(found[-1][0]), int(found[-1][1])
-    epochs = EPOCH_LINE.findall(tail[:tail.rfind("Step " + found[-1][0] + "/")])
+    step, per_epoch = int(found[-1][1]), int(found[-1][2])
     if epochs:
         epoch, of_epochs = int(epochs[-1][0]), int(epochs[-1][1])
         total = of_epochs * per_epoch

@@ -174,6 +174,29 @@ def test_job_flow_job_outlives_its_client_then_stops(cloud, tmp_path):
     assert "avg reward" in metrics.stdout and png.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_job_flow_status_and_list_count_the_step_across_epochs_in_a_real_sized_log(cloud):
+    """The real driver logs kilobytes per step (the stand-in about 0.5), so in epoch 2 the epoch's header is far
+    behind the log's last 256 KiB: job.status and job.list said step 200/467 at the run's step 667/934."""
+    run = run_dir(cloud, "gemma3-gsm8k-1")
+    run.mkdir(parents=True)
+    filler = ("▶ Generating responses for batch of size 512... " + "w" * 1400 + "\n")
+    lines = []
+    for epoch, steps in ((1, 467), (2, 200)):
+        lines.append(f"\n{'=' * 25} Epoch {epoch}/2 {'=' * 25}\n")
+        lines += [f"\n{'=' * 25} Step {n}/467 {'=' * 25}\n{filler}" for n in range(1, steps + 1)]
+    (run / "driver.log").write_text("".join(lines))
+    for name, text in (("job", "gemma3-gsm8k"), ("submitted", f"{time.time():.0f}"), ("pid", "999999"),
+                       ("exit_code", "0")):
+        (run / name).write_text(text + "\n")
+    status = cloud.invoke("job.status", "--id=gemma3-gsm8k-1", process=True)  # the real `invoke` command
+    assert status.code == 0, status.output[-3000:]
+    assert "step: 667/934" in status.stdout, status.stdout
+    listed = cloud.invoke("job.list", "--json")
+    assert listed.code == 0, listed.output[-3000:]
+    (row,) = [r for r in json.loads(listed.stdout)["runs"] if r["id"] == "gemma3-gsm8k-1"]
+    assert (row["step"], row["max_steps"]) == (667, 934), row
+
+
 def test_job_flow_stop_kills_the_whole_process_group(cloud):
     done = cloud.invoke("job.submit", "gemma3-gsm8k", "--id=grp", "--set", "grpo.max_num_steps=400",
                         NRG_STANDIN_STEP_SECONDS="0.2")
