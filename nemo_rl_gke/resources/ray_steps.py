@@ -71,10 +71,24 @@ class PodState:
     ready: bool
     why: str  # empty when ready
     template: str = ""  # its raychart.POD_TEMPLATE_HASH annotation: what its spec was made from
+    crash_looping: bool = False  # a container exited CRASH_LOOP_RESTARTS times or more and waits to start again
+
+
+# A container that has exited this often keeps exiting: the kubelet's back-off (10 s doubling to 5 minutes) puts
+# the fifth restart about 5 minutes in, past what a fresh node's NCCL installer takes (FACTS §6: about 3), which
+# a worker's start script needs. Waiting the rest of the 30 minutes would only repeat it.
+CRASH_LOOP_RESTARTS = 5
+
+
+def crash_looping(pod: dict[str, Any]) -> bool:
+    return any(((c.get("state") or {}).get("waiting") or {}).get("reason") == "CrashLoopBackOff"
+               and int(c.get("restartCount") or 0) >= CRASH_LOOP_RESTARTS
+               for c in (pod.get("status") or {}).get("containerStatuses") or [])
 
 
 def why_not_ready(pod: dict[str, Any]) -> str:
-    """Kubernetes' words for a pod that is not Ready: scheduler message, container waiting reason, phase."""
+    """Kubernetes' words for a pod that is not Ready: scheduler message, container waiting reason (with how its
+    last run ended, for a container that has exited), phase."""
     status = pod.get("status") or {}
     for condition in status.get("conditions") or []:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
@@ -83,6 +97,10 @@ def why_not_ready(pod: dict[str, Any]) -> str:
         waiting = (container.get("state") or {}).get("waiting")
         if waiting:
             reason = waiting.get("reason", "waiting")
+            ended = (container.get("lastState") or {}).get("terminated")
+            if ended:
+                reason += (f" (it exited with code {ended.get('exitCode')}, restarted "
+                           f"{int(container.get('restartCount') or 0)} times)")
             return f"{reason}: {waiting['message']}" if waiting.get("message") else reason
         terminated = (container.get("state") or {}).get("terminated")
         if terminated:
@@ -100,7 +118,8 @@ def pod_states(pods_json: str) -> list[PodState]:
         meta = pod.get("metadata") or {}
         node_type = (meta.get("labels") or {}).get("ray.io/node-type", "?")
         template = str((meta.get("annotations") or {}).get(raychart.POD_TEMPLATE_HASH, ""))
-        out.append(PodState(meta["name"], node_type, ready, "" if ready else why_not_ready(pod), template))
+        out.append(PodState(meta["name"], node_type, ready, "" if ready else why_not_ready(pod), template,
+                            not ready and crash_looping(pod)))
     return out
 
 
@@ -163,6 +182,11 @@ def shortfall_message(s: Settings, states: list[PodState], seen_gpus: float | No
         hints.append(f"the Lustre claim {names.LUSTRE_PVC} is not bound to its volume (`kubectl describe pvc "
                      f"{names.LUSTRE_PVC} --namespace={s.NAMESPACE}` says why): `invoke storage.create` makes a "
                      f"Released volume anew, or names the claim that holds it.")
+    if "CrashLoopBackOff" in text:
+        looping = next(p.name for p in states if "CrashLoopBackOff" in p.why)
+        hints.append(f"a container keeps exiting: `kubectl logs {looping} --previous --namespace={s.NAMESPACE} "
+                     f"--context={s.kube_context}` shows why (a GPU worker exits when its node lacks the NCCL RDMA "
+                     f"installer's files or the GPU type's NCCL tuner file: `invoke cluster.status`).")
     if "ImagePull" in text or "ErrImage" in text:
         hints.append(f"the image {s.NEMO_RL_IMAGE} cannot be pulled: check NEMO_RL_IMAGE and egress.")
     if workers and ready == len(workers) == s.GPU_NODES and seen_gpus is not None:
@@ -334,7 +358,7 @@ def wait_ready(r: Runner, s: Settings, *, timeout: float = READY_TIMEOUT_SECONDS
             last["line"] = line
         if all_ready(states, s.GPU_NODES):
             return True
-        hopeless = [p for p in states if not p.ready and HOPELESS.search(p.why)]
+        hopeless = [p for p in states if not p.ready and (HOPELESS.search(p.why) or p.crash_looping)]
         if hopeless or time.monotonic() >= deadline:
             why = (f"{hopeless[0].name} cannot start ({hopeless[0].why.split(':')[0]})" if hopeless
                    else f"timed out after {timeout:.0f} s")

@@ -235,6 +235,24 @@ def test_ray_deploy_with_a_gpu_node_short_says_so_in_the_schedulers_words(cloud)
     assert "not enough free GPU nodes: see `invoke cluster.status`" in done.stderr, done.stderr[-3000:]
 
 
+@pytest.mark.parametrize(("restarts", "hopeless"), [(5, True), (4, False)])
+def test_ray_deploy_stops_on_a_worker_that_keeps_exiting_and_names_its_logs(cloud, restarts, hopeless):
+    """A worker whose start script exits (its node lacks the NCCL installer's files, or the GPU type's tuner file)
+    crash-loops: the deploy waited its 30 minutes and said "back-off ... restarting failed container". Once the
+    container has exited CRASH_LOOP_RESTARTS times (about 5 minutes of the kubelet's back-off, past a fresh node's
+    installer) it stops, with the exit code and the `kubectl logs --previous` that shows why. Through the real
+    `invoke` command; fewer restarts are waited for (here until the deploy's own timeout of 2 s)."""
+    done = cloud.invoke("ray.deploy", "--yes", "--timeout=2", process=True, FAKECLOUD_TIME_SCALE="0.001",
+                        FAKECLOUD_WORKER_CRASHLOOP=str(restarts))
+    assert done.code == 1, done.output[-3000:]
+    why = f"CrashLoopBackOff (it exited with code 1, restarted {restarts} times)"
+    assert (f"cannot start ({why})" in done.stderr) == hopeless, done.stderr[-3000:]
+    assert ("timed out after 2 s" in done.stderr) == (not hopeless), done.stderr[-3000:]
+    assert f"(worker): {why}: back-off 5m0s restarting failed container=ray-worker" in done.stderr
+    assert re.search(r"`kubectl logs nemo-rl-gpu-workers-worker-\S+ --previous --namespace=default "
+                     rf"--context={CONTEXT}` shows why", done.stderr), done.stderr[-3000:]
+
+
 def test_fake_cluster_registers_a_node_per_vm_of_its_pools_as_gke_does(cloud):
     # What ray.deploy's pool check counts on a real cluster: Nodes labelled with their pool, GPUs allocatable;
     # a resize shows at once.

@@ -164,6 +164,20 @@ UNMATCHED = "node(s) didn't match Pod's node affinity/selector"
 INTERFACES = "networking.gke.io/interfaces"
 
 
+def crash_loop(pod: dict[str, Any], restarts: int) -> dict[str, Any]:
+    """FAKECLOUD_WORKER_CRASHLOOP=N: a GPU worker placed on its node whose start script exits (a node without the
+    NCCL installer's files, say), restarted N times: the kubelet's status then (Running, the container waiting
+    in CrashLoopBackOff with its back-off, its last run's end in lastState)."""
+    name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
+    return {"phase": "Running", "conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}],
+            "containerStatuses": [{
+                "name": "ray-worker", "ready": False, "started": False, "restartCount": restarts,
+                "state": {"waiting": {"reason": "CrashLoopBackOff", "message": (
+                    f"back-off 5m0s restarting failed container=ray-worker pod={name}_{namespace}"
+                    f"({_suffix(name, 'uid')})")}},
+                "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}}}]}
+
+
 def unschedulable(capacity: int) -> dict[str, str]:
     """A GPU worker past the GPU nodes' capacity: each GPU node is full, the CPU node lacks the selector."""
     return scheduler_says({f"Insufficient {GPU}": capacity, UNMATCHED: 1}, {NO_VICTIMS: capacity, NOT_HELPFUL: 1})
@@ -294,6 +308,10 @@ def sync(
             elif pod_gpus and capacity is not None and workers_placed >= capacity:
                 pod["_never_ready"] = True
                 pod["status"] = {"conditions": [unschedulable(capacity)]}
+            elif pod_gpus and os.environ.get("FAKECLOUD_WORKER_CRASHLOOP"):
+                pod["_never_ready"] = True
+                pod["status"] = crash_loop(pod, int(os.environ["FAKECLOUD_WORKER_CRASHLOOP"]))
+                workers_placed += 1
             elif pod_gpus:
                 if workers_placed >= up_now:  # its node is still coming up (a resize): Pending until it has
                     pod["_ready_at"] = max(ready_at, coming_at + (ready_at - time.time()))
