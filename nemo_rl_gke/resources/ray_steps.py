@@ -326,6 +326,30 @@ def stuck_release_advice(r: Runner, s: Settings) -> str:
             f"clean.ray --yes` removes it); then run this again.")
 
 
+# KubeRay's own word for pods it could not make (the API refused them: a ResourceQuota, an admission webhook,
+# Autopilot's rules): a ReplicaFailure condition on the RayCluster, its message the API's error
+# (raycluster_controller.go, the RayClusterStatusConditions gate, on by default in v1.4.2). No pod shows it. Seen at
+# this many looks in a row it is taken as final (one may pass: a webhook that timed out once).
+REPLICA_FAILURE_LOOKS = 3
+
+
+def replica_failure(r: Runner, s: Settings) -> str | None:
+    """The RayCluster's ReplicaFailure condition, "reason: message", or None (none, or it cannot be read)."""
+    result = r.query(kubectl.get(s, "rayclusters.ray.io", names.RAY_RELEASE, namespace=s.NAMESPACE),
+                     ok_codes=range(256))
+    if result is None or not result.ok:
+        return None
+    try:
+        body = json.loads(result.stdout or "{}")
+    except ValueError:
+        return None
+    for condition in (body.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "ReplicaFailure" and condition.get("status") == "True":
+            said = " ".join(str(condition.get("message") or "").split())
+            return f"{condition.get('reason') or 'ReplicaFailure'}: {said}" if said else str(condition.get("reason"))
+    return None
+
+
 # Pod states that waiting does not cure: the image name or registry answer is final.
 HOPELESS = re.compile(r"InvalidImageName|ErrImageNeverPull|(ErrImagePull|ImagePullBackOff).*"
                       r"(not found|manifest unknown|denied|unauthorized|403|404)", re.IGNORECASE)
@@ -341,7 +365,7 @@ def wait_ready(r: Runner, s: Settings, *, timeout: float = READY_TIMEOUT_SECONDS
 
     from .watch import Watch
 
-    last: dict[str, Any] = {"line": None, "states": []}
+    last: dict[str, Any] = {"line": None, "states": [], "refused": []}
     deadline = time.monotonic() + timeout
     seconds = WATCH_POLLS * r.poll_seconds
     watch = Watch(r, kubectl.wait_ready(s, "pods", selector=POD_SELECTOR, namespace=s.NAMESPACE, seconds=seconds),
@@ -358,6 +382,15 @@ def wait_ready(r: Runner, s: Settings, *, timeout: float = READY_TIMEOUT_SECONDS
             last["line"] = line
         if all_ready(states, s.GPU_NODES):
             return True
+        # Pods missing: KubeRay may say why it could not make them (the pods cannot).
+        refused = replica_failure(r, s) if len(states) < 1 + s.GPU_NODES else None
+        last["refused"] = (last["refused"] + [refused])[-REPLICA_FAILURE_LOOKS:] if refused else []
+        if len(last["refused"]) == REPLICA_FAILURE_LOOKS:
+            raise RayNotReady(f"Ray cluster {names.RAY_RELEASE} is not Ready: KubeRay cannot create its pods "
+                              f"({refused}). Waiting does not change that: free or raise the quota, or change what "
+                              f"refuses them (`kubectl describe raycluster {names.RAY_RELEASE} --namespace="
+                              f"{s.NAMESPACE} --context={s.kube_context}` shows KubeRay's events), then run this "
+                              f"again.\n" + shortfall_message(s, states, None, None))
         hopeless = [p for p in states if not p.ready and (HOPELESS.search(p.why) or p.crash_looping)]
         if hopeless or time.monotonic() >= deadline:
             why = (f"{hopeless[0].name} cannot start ({hopeless[0].why.split(':')[0]})" if hopeless

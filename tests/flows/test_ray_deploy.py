@@ -253,6 +253,24 @@ def test_ray_deploy_stops_on_a_worker_that_keeps_exiting_and_names_its_logs(clou
                      rf"--context={CONTEXT}` shows why", done.stderr), done.stderr[-3000:]
 
 
+def test_ray_deploy_stops_when_kuberay_says_the_api_refuses_its_pods(cloud):
+    """A ResourceQuota (or an admission webhook) refuses the GPU workers: no pod exists, so no pod can say why, and
+    the deploy waited 30 minutes for "0 of 2 GPU workers". KubeRay says it on the RayCluster (ReplicaFailure):
+    read while pods are missing, and taken as final once seen at three looks in a row."""
+    quota = ("exceeded quota: gpu-quota, requested: requests.nvidia.com/gpu=8, used: requests.nvidia.com/gpu=0, "
+             "limited: requests.nvidia.com/gpu=4")
+    done = cloud.invoke("ray.deploy", "--yes", "--timeout=20", process=True, FAKECLOUD_TIME_SCALE="0.001",
+                        FAKECLOUD_RAY_WORKERS_REFUSED=quota)
+    assert done.code == 1, done.output[-3000:]
+    assert ("Ray cluster nemo-rl is not Ready: KubeRay cannot create its pods (FailedCreateWorkerPod: "
+            f'FailedCreateWorkerPod pods "nemo-rl-gpu-workers-worker-" is forbidden: {quota})') in done.stderr, \
+        done.stderr[-3000:]
+    assert "`kubectl describe raycluster nemo-rl --namespace=default" in done.stderr
+    assert "timed out" not in done.stderr
+    looks = [c for c in cloud.calls() if c["argv"][1:4] == ["get", "rayclusters.ray.io", "nemo-rl"]]
+    assert len(looks) == 3, len(looks)
+
+
 def test_fake_cluster_registers_a_node_per_vm_of_its_pools_as_gke_does(cloud):
     # What ray.deploy's pool check counts on a real cluster: Nodes labelled with their pool, GPUs allocatable;
     # a resize shows at once.

@@ -164,6 +164,19 @@ UNMATCHED = "node(s) didn't match Pod's node affinity/selector"
 INTERFACES = "networking.gke.io/interfaces"
 
 
+def _replica_failure(cluster: str, namespace: str, group: str) -> dict[str, Any]:
+    """FAKECLOUD_RAY_WORKERS_REFUSED="the API's error": the API refuses the GPU workers' creation (a ResourceQuota,
+    an admission webhook), so no worker pod exists, and KubeRay v1.4.2 says so on the RayCluster only: a
+    ReplicaFailure condition whose message joins its reason and the API's error (errors.Join in reconcilePods)."""
+    refused = os.environ.get("FAKECLOUD_RAY_WORKERS_REFUSED")
+    if not refused:
+        return {}
+    return {"status": {"conditions": [{
+        "type": "ReplicaFailure", "status": "True", "reason": "FailedCreateWorkerPod",
+        "message": f'FailedCreateWorkerPod\npods "{cluster}-{group}-worker-" is forbidden: {refused}',
+        "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}]}}
+
+
 def crash_loop(pod: dict[str, Any], restarts: int) -> dict[str, Any]:
     """FAKECLOUD_WORKER_CRASHLOOP=N: a GPU worker placed on its node whose start script exits (a node without the
     NCCL installer's files, say), restarted N times: the kubelet's status then (Running, the container waiting
@@ -257,6 +270,7 @@ def sync(
                 },
                 "_release": release,
                 "_generation": generation,
+                **_replica_failure(cluster, namespace, group),
             },
         )
         ctx.state.put(skind, key_of("Service", namespace, f"{cluster}-head-svc"), _head_service(cluster, namespace,
@@ -308,6 +322,8 @@ def sync(
             elif pod_gpus and capacity is not None and workers_placed >= capacity:
                 pod["_never_ready"] = True
                 pod["status"] = {"conditions": [unschedulable(capacity)]}
+            elif pod_gpus and os.environ.get("FAKECLOUD_RAY_WORKERS_REFUSED"):
+                continue  # the API refused it: no pod, KubeRay's condition says why (_replica_failure)
             elif pod_gpus and os.environ.get("FAKECLOUD_WORKER_CRASHLOOP"):
                 pod["_never_ready"] = True
                 pod["status"] = crash_loop(pod, int(os.environ["FAKECLOUD_WORKER_CRASHLOOP"]))
