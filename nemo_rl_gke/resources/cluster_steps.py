@@ -260,8 +260,7 @@ def keep_if_not_ours(r: Runner, s: Settings, steps: list[Step], present: dict[st
     if applied:
         said.append(f"{' and '.join(applied)} in it stay{'s' if len(applied) == 1 else ''}")
     if not any(step.layer == "ray" for step in steps):
-        said.append("so does what else we deployed in it (Ray, the Lustre volume): `invoke down` deletes all of "
-                    "it")
+        said.append("anything else we deployed in it (Ray, the Lustre volume) stays too: `invoke down` deletes that")
     r.say("; ".join(said) + f". {cluster_features.delete_it_yourself(s)} deletes the cluster itself.", err=True)
     return keep
 

@@ -229,7 +229,9 @@ def scan(r: Runner, s: Settings, steps: Sequence[Any], *, kept: Sequence[Any] = 
 
     def ask(step: Any) -> list[Found]:
         try:
-            return [Found("resource", step.title, "exists")] if step.exists(r) else []
+            # In any state (present, not only usable): a Lustre instance still CREATING or a cluster in ERROR bills
+            # too, and a step with nothing to create may still have something to delete (the prefetch Jobs).
+            return [Found("resource", step.title, "exists")] if step.is_present(r) else []
         except ToolError as exc:
             if not failed_not_found(exc):  # e.g. a peering of a network that is gone: gone too
                 warnings.append(f"could not check {step.title}: {str(exc).splitlines()[0]}")

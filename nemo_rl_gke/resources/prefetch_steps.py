@@ -77,13 +77,19 @@ def stop(r: Runner, s: Settings) -> None:
 
 
 def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
-    """The prefetch step, or none when PREFETCH_MODELS is empty. Its existence comes from the inventory's one
-    `kubectl get` of the namespace (the Jobs by name); what is present, for a delete, from our label (Jobs of
-    models no longer listed too)."""
+    """The prefetch step. Its existence comes from the inventory's one `kubectl get` of the namespace (the Jobs by
+    name); what is present, for a delete, from our label (Jobs of models no longer listed too). With
+    PREFETCH_MODELS empty there is nothing to start, but the Jobs an earlier `up` started may still be there,
+    their ended pods mounting the Lustre claim (Kubernetes keeps a claim while any pod placed on a node mounts
+    it, whatever its phase): the step stays, done without asking, for the teardowns to delete them."""
     models = prefetch.models(s)
-    if not models:
-        return []
     inv = inventory or Inventory(s)
+    if not models:
+        step = Step(PREFETCH, "model prefetch: none (PREFETCH_MODELS is empty; earlier Jobs go with teardowns)",
+                    lambda r: True, lambda r: "exists", lambda r: stop(r, s),
+                    deps=(cluster.CREDENTIALS, storage.KSA, storage.SECRET, storage.PVC), parent=cluster.CLUSTER,
+                    present=lambda r: bool(listed(r, s)), create_seconds=0, delete_seconds=2)
+        return [step] if inventory is not None else inv.track([step])
     refs = [KubeRef("jobs.batch", "Job", prefetch.job_name(m), s.NAMESPACE) for m in models]
     exists = inv.in_cluster(PREFETCH, refs, lambda items: not missing_models(s, prefetch.states_of(items)),
                             lambda r: not missing_models(s, listed(r, s)))

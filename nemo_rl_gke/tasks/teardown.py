@@ -132,7 +132,7 @@ def tear_down(c: Context, s: Settings, steps: list[Step], *, delete_data: bool, 
                   f"label), deleting only what we added to it")
         elif steps and all(step.layer == "net" for step in steps):
             r.say(f"# a real run first refuses (exit 2, nothing deleted) while cluster {s.CLUSTER_NAME} stands on "
-                  f"these networks: `invoke cluster.delete` or `invoke down` goes first")
+                  f"these networks, and says what deletes it first (`invoke cluster.delete` for one nemo-rl-gke made)")
         kinds = [item.kind + "s" for item in leftovers.listings(s) if not layers or item.layer in layers]
         lists = f"; read-only lists of {', '.join(kinds)}" if kinds else ""
         r.say(f"# then: leftover scan (each step asked by name{lists})")

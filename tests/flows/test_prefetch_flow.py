@@ -190,8 +190,36 @@ def test_prefetch_flow_dry_up_prints_the_apply_after_the_claim_and_dry_down_the_
     assert delete < next(i for i, line in enumerate(down) if "delete persistentvolumeclaim lustre-pvc" in line)
 
     none = ok(fake.invoke("--dry", "up", PREFETCH_MODELS="")).stdout
-    assert "model prefetch" not in none and "model-prefetch-job.yaml" not in none
+    assert "model-prefetch-job.yaml" not in none and " delete jobs " not in none
     assert fake.calls() == []
+
+
+def test_prefetch_flow_down_after_prefetch_models_is_emptied_deletes_the_earlier_jobs(cloud: FakeCloud) -> None:
+    """An `up` started a prefetch Job; PREFETCH_MODELS emptied since. Its ended pod still mounts the Lustre claim
+    (Kubernetes keeps a claim while any pod placed on a node mounts it, whatever its phase), and with no prefetch
+    step the teardown neither deleted the Job nor let the claim go: it told the user to delete a Job nemo-rl-gke
+    made. The step stays with no models, for the teardowns. Through the real `invoke` command."""
+    fake = cloud
+    ok(fake.invoke("up", "--yes"), "up")
+    (name,) = jobs(fake)
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": f"{name}-x7k2p", "namespace": "default",
+                        "labels": {**dict(kv.split("=") for kv in prefetch.SELECTOR.split(",")),
+                                   "batch.kubernetes.io/job-name": name, "job-name": name}},
+           "spec": {"nodeName": "gke-nemo-rl-default-pool-1", "volumes": [
+               {"name": "data", "persistentVolumeClaim": {"claimName": "lustre-pvc"}}]},
+           "status": {"phase": "Succeeded"}}
+    state = State(fake.state_dir)
+    with state.locked():
+        state.put(f"k8s:{CONTEXT}", f"Pod/default/{name}-x7k2p", pod)
+    fake.write_env(PREFETCH_MODELS="")
+    up = ok(fake.invoke("up", "--yes"), "up without prefetch")  # nothing to start, nothing asked of the Jobs
+    assert "model-prefetch-job.yaml" not in up.output
+    down = fake.invoke("down", "--yes", process=True)
+    assert down.code == 0, down.output[-3000:]
+    assert "in use by" not in down.stderr and jobs(fake) == {}
+    assert not any(k.startswith(("PersistentVolumeClaim/", "Pod/")) for k in State(fake.state_dir).items(
+        f"k8s:{CONTEXT}"))
 
 
 def test_prefetch_flow_bad_setting_exits_2_before_any_call(fake: FakeCloud) -> None:

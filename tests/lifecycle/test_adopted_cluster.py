@@ -273,6 +273,10 @@ def test_down_beside_a_cluster_up_refused_says_only_what_is_in_it(cloud):
     assert "keeping cluster" in down.stderr, down.stderr
     (kept,) = [line for line in down.stderr.splitlines() if line.startswith("keeping cluster")]
     assert "NCCL installer" not in kept and "network mapping" not in kept, kept
+    layer = cloud.invoke("clean.cluster", "--yes")  # its own teardown: no "so does" after "no teardown deletes it"
+    assert layer.code == 0, layer.output[-3000:]
+    (kept,) = [line for line in layer.stderr.splitlines() if line.startswith("keeping cluster")]
+    assert "so does" not in kept and "(Ray, the Lustre volume) stays too: `invoke down` deletes that" in kept, kept
 
 
 def test_down_keeps_our_subnets_under_an_autopilot_cluster_made_another_way(cloud):
@@ -311,7 +315,8 @@ def test_clean_cluster_keeps_a_cluster_made_another_way_and_deletes_our_gpu_pool
     for task in ("clean.cluster", "cluster.delete"):
         done = cloud.invoke(task, "--yes")
         assert done.code == 0, (task, done.output[-3000:])
-        assert "keeping cluster" in done.stderr and "(Ray, the Lustre volume): `invoke down`" in done.stderr, task
+        assert "keeping cluster" in done.stderr, task
+        assert "(Ray, the Lustre volume) stays too: `invoke down`" in done.stderr, task
         assert [c["name"] for c in cloud.resources()["cluster"].values()] == [ENV["CLUSTER_NAME"]], task
         assert "nodepool" not in cloud.resources(), task
 

@@ -35,10 +35,13 @@ def test_prefetch_models_are_stripped_in_order_and_once() -> None:
     assert prefetch.models(s) == [QWEN, GEMMA]
 
 
-def test_prefetch_empty_setting_means_no_step() -> None:
+def test_prefetch_empty_setting_starts_nothing_but_teardowns_still_delete_earlier_jobs() -> None:
+    """Nothing to start (done without asking), but the Jobs an earlier `up` started are deleted by label."""
     s = make_settings(PREFETCH_MODELS="")
-    assert prefetch.models(s) == [] and prefetch_steps.steps(s) == []
-    assert prefetch_steps.PREFETCH not in {step.name for step in all_steps(s)}
+    assert prefetch.models(s) == []
+    (step,) = [step for step in all_steps(s) if step.name == prefetch_steps.PREFETCH]
+    assert step.exists(None) is True and step.create(None) == "exists"  # no runner: nothing is asked or run
+    assert step.delete is not None and step.present is not None
 
 
 @pytest.mark.parametrize("value", [GEMMA, f"{GEMMA},{QWEN}", "meta-llama/Llama-3.1-8B-Instruct",

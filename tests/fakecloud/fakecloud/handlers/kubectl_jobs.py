@@ -174,6 +174,13 @@ def _delete(ctx: Ctx) -> int:
     for name in names:
         if ctx.state.delete(skind, key_of("Job", namespace, name)):
             ctx.out(f'job.batch "{name}" deleted')
+            # kubectl's default cascade (background): the garbage collector deletes the Job's pods, which Kubernetes
+            # labels with its name (ended ones too, which still hold a claim they mount). The fake does it at once.
+            for pod in [o for o in ctx.state.list(skind) if o.get("kind") == "Pod"]:
+                meta = pod.get("metadata") or {}
+                if meta.get("namespace") == namespace and (meta.get("labels") or {}).get(
+                        "batch.kubernetes.io/job-name") == name:
+                    ctx.state.delete(skind, key_of("Pod", namespace, meta["name"]))
         elif not ctx.flag("--ignore-not-found"):
             ctx.err(_not_found(name))
             code = 1
