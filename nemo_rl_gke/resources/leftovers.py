@@ -229,9 +229,12 @@ def scan(r: Runner, s: Settings, steps: Sequence[Any], *, kept: Sequence[Any] = 
 
     def ask(step: Any) -> list[Found]:
         try:
-            # In any state (present, not only usable): a Lustre instance still CREATING or a cluster in ERROR bills
-            # too, and a step with nothing to create may still have something to delete (the prefetch Jobs).
-            return [Found("resource", step.title, "exists")] if step.is_present(r) else []
+            # A resource of the project in any state (present, not only usable): a Lustre instance still CREATING or
+            # a cluster in ERROR bills too, and a step with nothing to create may still have something to delete
+            # (the prefetch Jobs with PREFETCH_MODELS emptied). One in the cluster answers from the run's listings
+            # (none once the cluster is gone, without asking).
+            present = step.exists if step.parent else step.is_present
+            return [Found("resource", step.title, "exists")] if present(r) else []
         except ToolError as exc:
             if not failed_not_found(exc):  # e.g. a peering of a network that is gone: gone too
                 warnings.append(f"could not check {step.title}: {str(exc).splitlines()[0]}")

@@ -87,7 +87,8 @@ def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
     if not models:
         step = Step(PREFETCH, "model prefetch: none (PREFETCH_MODELS is empty; earlier Jobs go with teardowns)",
                     lambda r: True, lambda r: "exists", lambda r: stop(r, s),
-                    deps=(cluster.CREDENTIALS, storage.KSA, storage.SECRET, storage.PVC), parent=cluster.CLUSTER,
+                    # No parent: the leftover scan asks it by label (the Jobs of a cluster that is gone are gone).
+                    deps=(cluster.CREDENTIALS, storage.KSA, storage.SECRET, storage.PVC),
                     present=lambda r: bool(listed(r, s)), create_seconds=0, delete_seconds=2)
         return [step] if inventory is not None else inv.track([step])
     refs = [KubeRef("jobs.batch", "Job", prefetch.job_name(m), s.NAMESPACE) for m in models]
