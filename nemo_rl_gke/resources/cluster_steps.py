@@ -178,6 +178,11 @@ def listed_bodies(r: Runner, s: Settings, steps: Any) -> dict[str, dict[str, Any
     return {CLUSTER: found, **({GPU_POOL: pool} if pool is not None else {})}
 
 
+def networks_alone(steps: list[Step]) -> bool:
+    """A teardown of the networks and nothing else (net.delete, clean.net)."""
+    return bool(steps) and all(step.layer == "net" for step in steps)
+
+
 def refuse_networks_under_the_cluster(r: Runner, s: Settings, steps: list[Step], what: str) -> None:
     """Exit 2 before a teardown of the networks alone (net.delete, clean.net) deletes anything while our cluster
     stands on them: on Standard it deleted the firewall rule, then failed on every subnet ("in use" by the GPU
@@ -187,7 +192,7 @@ def refuse_networks_under_the_cluster(r: Runner, s: Settings, steps: list[Step],
     A Standard cluster made another way holds our subnets only through our GPU pool in it."""
     from invoke.exceptions import Exit
 
-    if any(step.layer != "net" for step in steps) or not any(step.layer == "net" for step in steps):
+    if not networks_alone(steps):
         return
     inv = inventory_of(steps)
     items = inv.listed(r, "cluster") if inv is not None else None
@@ -319,8 +324,13 @@ def created_in_error(title: str, stdout: str, fix: str) -> None:
         return
     body = printed[0] if isinstance(printed, list) and printed else printed
     if isinstance(body, dict) and str(body.get("status")) in HOPELESS_STATES:
-        said = why_status(body)
-        raise ToolError(f"{title} is {body['status']}{': ' + said if said else ''}; {fix}", 1)
+        raise _state_error(title, str(body["status"]), body, fix)
+
+
+def _state_error(title: str, status: str, body: dict[str, Any], fix: str) -> ToolError:
+    """A cluster or node pool in a state waiting does not mend, with GKE's words for it and the fix."""
+    said = why_status(body)
+    return ToolError(f"{title} is {status}{': ' + said if said else ''}; {fix}", 1)
 
 
 def _create_and_settle(s: Settings, kind: str, title: str, create: list[str], describe: list[str],
@@ -343,8 +353,7 @@ def _create_and_settle(s: Settings, kind: str, title: str, create: list[str], de
                                 f"gcloud was stopped). Wait until it is gone (`gcloud container operations list "
                                 f"--project={s.PROJECT_ID}` shows the delete), then run `invoke up` again.", 1)
             if status in HOPELESS_STATES or body is None:
-                said = why_status(body or {})
-                raise ToolError(f"{title} is {status}{': ' + said if said else ''}; {fix}", 1)
+                raise _state_error(title, status, body or {}, fix)
             return _usable(kind, body)
 
         if not usable():

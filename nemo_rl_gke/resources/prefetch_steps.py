@@ -19,6 +19,8 @@ from . import storage_steps as storage
 from .inventory import Inventory, KubeRef
 
 PREFETCH = "storage.model-prefetch"
+# The namespace (with the KSA), the token and the claim the Jobs use.
+NEEDS = (cluster.CREDENTIALS, storage.KSA, storage.SECRET, storage.PVC)
 
 
 # ---- argv ----------------------------------------------------------------------------------------
@@ -88,16 +90,14 @@ def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
         step = Step(PREFETCH, "model prefetch: none (PREFETCH_MODELS is empty; earlier Jobs go with teardowns)",
                     lambda r: True, lambda r: "exists", lambda r: stop(r, s),
                     # No parent: the leftover scan asks it by label (the Jobs of a cluster that is gone are gone).
-                    deps=(cluster.CREDENTIALS, storage.KSA, storage.SECRET, storage.PVC),
-                    present=lambda r: bool(listed(r, s)), create_seconds=0, delete_seconds=2)
+                    deps=NEEDS, present=lambda r: bool(listed(r, s)), create_seconds=0, delete_seconds=2)
         return [step] if inventory is not None else inv.track([step])
     refs = [KubeRef("jobs.batch", "Job", prefetch.job_name(m), s.NAMESPACE) for m in models]
     exists = inv.in_cluster(PREFETCH, refs, lambda items: not missing_models(s, prefetch.states_of(items)),
                             lambda r: not missing_models(s, listed(r, s)))
     title = f"model prefetch {', '.join(models)} -> {prefetch.HF_HOME} (Job on the CPU pool)"
     step = Step(PREFETCH, title, exists, lambda r: start(r, s), lambda r: stop(r, s),
-                # The namespace (with the KSA), the token and the claim the Jobs use.
-                deps=(cluster.CREDENTIALS, storage.KSA, storage.SECRET, storage.PVC), parent=cluster.CLUSTER,
+                deps=NEEDS, parent=cluster.CLUSTER,
                 present=lambda r: bool(listed(r, s)),
                 # `up` only applies the Jobs (seconds); the download itself runs on in the cluster.
                 create_seconds=2, delete_seconds=2)

@@ -365,7 +365,7 @@ def wait_ready(r: Runner, s: Settings, *, timeout: float = READY_TIMEOUT_SECONDS
 
     from .watch import Watch
 
-    last: dict[str, Any] = {"line": None, "states": [], "refused": []}
+    last: dict[str, Any] = {"line": None, "states": [], "refused": 0}
     deadline = time.monotonic() + timeout
     seconds = WATCH_POLLS * r.poll_seconds
     watch = Watch(r, kubectl.wait_ready(s, "pods", selector=POD_SELECTOR, namespace=s.NAMESPACE, seconds=seconds),
@@ -384,8 +384,8 @@ def wait_ready(r: Runner, s: Settings, *, timeout: float = READY_TIMEOUT_SECONDS
             return True
         # Pods missing: KubeRay may say why it could not make them (the pods cannot).
         refused = replica_failure(r, s) if len(states) < 1 + s.GPU_NODES else None
-        last["refused"] = (last["refused"] + [refused])[-REPLICA_FAILURE_LOOKS:] if refused else []
-        if len(last["refused"]) == REPLICA_FAILURE_LOOKS:
+        last["refused"] = last["refused"] + 1 if refused else 0  # looks in a row that found it
+        if last["refused"] >= REPLICA_FAILURE_LOOKS:
             raise RayNotReady(f"Ray cluster {names.RAY_RELEASE} is not Ready: KubeRay cannot create its pods "
                               f"({refused}). Waiting does not change that: free or raise the quota, or change what "
                               f"refuses them (`kubectl describe raycluster {names.RAY_RELEASE} --namespace="

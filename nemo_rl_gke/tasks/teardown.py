@@ -130,7 +130,7 @@ def tear_down(c: Context, s: Settings, steps: list[Step], *, delete_data: bool, 
         if any(step.name == cluster_steps.CLUSTER for step in steps):
             r.say(f"# a real run keeps cluster {s.CLUSTER_NAME} if nemo-rl-gke did not create it (no managed-by "
                   f"label), deleting only what we added to it")
-        elif steps and all(step.layer == "net" for step in steps):
+        elif cluster_steps.networks_alone(steps):
             r.say(f"# a real run first refuses (exit 2, nothing deleted) while cluster {s.CLUSTER_NAME} stands on "
                   f"these networks, and says what deletes it first (`invoke cluster.delete` for one nemo-rl-gke made)")
         kinds = [item.kind + "s" for item in leftovers.listings(s) if not layers or item.layer in layers]

@@ -176,11 +176,8 @@ def _delete(ctx: Ctx) -> int:
             ctx.out(f'job.batch "{name}" deleted')
             # kubectl's default cascade (background): the garbage collector deletes the Job's pods, which Kubernetes
             # labels with its name (ended ones too, which still hold a claim they mount). The fake does it at once.
-            for pod in [o for o in ctx.state.list(skind) if o.get("kind") == "Pod"]:
-                meta = pod.get("metadata") or {}
-                if meta.get("namespace") == namespace and (meta.get("labels") or {}).get(
-                        "batch.kubernetes.io/job-name") == name:
-                    ctx.state.delete(skind, key_of("Pod", namespace, meta["name"]))
+            for pod in list_objects(ctx, "Pod", namespace, f"batch.kubernetes.io/job-name={name}"):
+                ctx.state.delete(skind, key_of("Pod", namespace, pod["metadata"]["name"]))
         elif not ctx.flag("--ignore-not-found"):
             ctx.err(_not_found(name))
             code = 1
