@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from pathlib import Path
 
 import pytest
 
@@ -23,10 +24,11 @@ _ENV = re.compile(r"^[A-Z_][A-Z0-9_]*=\S*$")
 
 
 def readme_commands() -> list[str]:
-    """The `invoke …` commands of the README's code blocks, one per `&&` part, comments dropped."""
+    """The `invoke …` commands of the README's code blocks, one per `&&` part, comments dropped (a line ending
+    in a backslash continues on the next)."""
     commands: list[str] = []
     fence: str | None = None  # the language of the open code block, "" for none
-    for line in README.read_text().splitlines():
+    for line in README.read_text().replace("\\\n", " ").splitlines():
         if line.startswith("```"):
             fence = line.strip()[3:] if fence is None else None
             continue
@@ -63,3 +65,50 @@ def test_readme_command_runs_as_a_dry_run(fake: FakeCloud, command: str):
     done = fake.invoke(*args, **env)
     assert done.code == 0, f"{command}\n{done.output}"
     assert "Traceback (most recent call last)" not in done.stderr
+
+
+def _block_with(text: str) -> str:
+    """The README's one bash code block that holds `text`."""
+    blocks = re.findall(r"^```bash\n(.*?)^```", README.read_text(), re.DOTALL | re.MULTILINE)
+    found = [block for block in blocks if text in block]
+    assert len(found) == 1, f"the README has {len(found)} bash blocks with {text!r}"
+    return found[0]
+
+
+def test_readme_fake_cloud_by_hand_runs_as_written(tmp_path):
+    """The README's block that runs the fake cloud by hand, as a reader runs it: in bash, in a checkout (this one's
+    files, without its .env), with the reader's own HOME, real processes and gcp-storage-emulator's command. Its
+    second `up` found nothing to create. With the emulator started as the README first showed it (no
+    --project-number) the second `up` refused the bucket as another project's (exit 2)."""
+    import contextlib
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    block = _block_with("gcp-storage-emulator start")
+    with socket.socket() as probe:  # a free port for the emulator, instead of the README's 9023
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    for entry in REPO.iterdir():
+        if entry.name not in (".env", ".git"):
+            (checkout / entry.name).symlink_to(entry)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("FAKECLOUD_", "INVOKE_", "CLOUDSDK_", "KUBE", "STORAGE_EMULATOR", "XDG_"))}
+    env.update(HOME=str(tmp_path / "home"), TMPDIR=str(tmp_path),
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
+    script = "set -e\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + block.replace("9023", str(port))
+    shell = subprocess.Popen(["bash", "-c", script], cwd=checkout, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        output, _ = shell.communicate(timeout=150)
+    finally:  # the emulator too, should the block not end
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(shell.pid, signal.SIGTERM)
+    assert shell.returncode == 0, output
+    ends = re.findall(r"^done in [\d.]+ s: (.*)$", output, re.MULTILINE)
+    assert len(ends) == 2 and "created" in ends[0] and re.fullmatch(r"\d+ exists", ends[1]), output
+    assert "Traceback (most recent call last)" not in output
