@@ -15,7 +15,7 @@ from ..steps import Action, Step
 from ..tools import ToolError
 from . import cluster_features
 from . import net_steps as net
-from .inventory import Inventory, KubeRef, inventory_of
+from .inventory import Inventory, KubeRef, has_endpoint, inventory_of
 from .step_shapes import check, creator
 
 CLUSTER = "cluster.cluster"
@@ -39,6 +39,29 @@ def _credentials(s: Settings, inv: Inventory) -> Action:
         return None
 
     return fetch
+
+
+def credentials_if_cluster(r: Runner, s: Settings, *, say: bool = True) -> bool:
+    """This machine's credentials for our cluster, for the kubectl calls that follow: True if fetched. Without a
+    cluster its objects are gone already; a cluster with no endpoint yet (has_endpoint) holds none of ours either:
+    said (say), and a context this machine kept of an earlier cluster of the name is dropped, so that kubectl
+    answers at once that there is none instead of dialing the old endpoint. False on a dry run."""
+    from . import kube_context
+
+    result = None if r.dry else r.query(gcloud.cluster_describe(s))
+    if result is None or result.not_found:
+        return False
+    if not result.ok:
+        raise r.failure(result)
+    cluster = json.loads(result.stdout or "{}")
+    if has_endpoint(cluster):
+        r.run(gcloud.get_credentials(s))
+        return True
+    kube_context.drop_if_stale(r, s, cluster)
+    if say:
+        r.say(f"note: cluster {s.CLUSTER_NAME} is PROVISIONING and has no endpoint yet: nothing can have been "
+              f"deployed in it, so nothing in it is deleted or read.", err=True)
+    return False
 
 
 MAPPING_WORD = "gkenetworkparamsets.networking.gke.io"

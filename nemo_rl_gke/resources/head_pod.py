@@ -39,15 +39,19 @@ def running_head(r: Runner, s: Settings, inv: Inventory | None = None) -> str | 
     answered its listings needs no fresh credentials (two calls less before a teardown can start). The data
     guard asks it; the job tasks' `head` says why there is none instead."""
     from ..commands import gcloud
+    from . import cluster_steps
 
     clusters = inv.listed(r, "cluster") if inv is not None else None
     if clusters is not None and inv is not None:
-        if inv.cluster(clusters) is None:
+        if not inv.may_hold_ours(clusters):
             return None
-    elif not r.exists(gcloud.cluster_describe(s)):
+        if not inv.kube_answered():
+            r.run(gcloud.get_credentials(s))
+    elif inv is not None and inv.kube_answered():  # no fresh credentials needed, but is there a cluster?
+        if not r.exists(gcloud.cluster_describe(s)):
+            return None
+    elif not cluster_steps.credentials_if_cluster(r, s, say=False):
         return None
-    if inv is None or not inv.kube_answered():
-        r.run(gcloud.get_credentials(s))
     return listed_head(r, s)[1]
 
 

@@ -178,7 +178,7 @@ class Inventory:
             if f"step:{step}" in self._changed:
                 return fallback(r)
             clusters = self.listed(r, "cluster")
-            if clusters is not None and self.cluster(clusters) is None:
+            if clusters is not None and not self.may_hold_ours(clusters):
                 return False
             items = self.listed(r, kind)
             return fallback(r) if items is None else found(items)
@@ -376,6 +376,18 @@ class Inventory:
     def cluster(self, items: Items) -> dict[str, Any] | None:
         return next((c for c in items if c.get("name") == self.s.CLUSTER_NAME
                      and short(c.get("location") or c.get("zone")) == self.s.region), None)
+
+    def may_hold_ours(self, items: Items) -> bool:
+        """Our cluster is listed and has an endpoint: without one, nothing could have put anything in it."""
+        found = self.cluster(items)
+        return found is not None and has_endpoint(found)
+
+
+def has_endpoint(cluster: dict[str, Any]) -> bool:
+    """GKE has given the cluster (as gcloud describes or lists it) an endpoint: a create under way has none for
+    its first minutes (an interrupted `up` leaves one so), and gcloud refuses its credentials then ("missing
+    endpoint. Is it still PROVISIONING?"). Without one nothing of ours is in it: nothing could reach it."""
+    return bool(cluster.get("endpoint")) or cluster.get("status") != "PROVISIONING"
 
 
 def _ask(r: Runner, argv: list[str], missing_ok: bool) -> Items | None:

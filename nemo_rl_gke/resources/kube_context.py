@@ -38,7 +38,8 @@ def drop_if_stale(r: Runner, s: Settings, cluster: dict[str, Any] | None) -> boo
         endpoints = {cluster.get("endpoint"), (cluster.get("privateClusterConfig") or {}).get("privateEndpoint")}
         if not server or not re.fullmatch(r"[0-9.]+|\[?[0-9a-fA-F:]+\]?", server) or server in endpoints:
             return False  # ours, or a DNS endpoint this check cannot compare
-        why = (f"cluster {s.CLUSTER_NAME} was re-created: its endpoint is {cluster.get('endpoint')} (`invoke up` or "
+        new = f"its endpoint is {cluster['endpoint']}" if cluster.get("endpoint") else "it has no endpoint yet"
+        why = (f"cluster {s.CLUSTER_NAME} was re-created: {new} (`invoke up` or "
                f"`gcloud container clusters get-credentials {s.CLUSTER_NAME} --location={s.region} "
                f"--project={s.PROJECT_ID}` fetches the new one)")
     r.query(kubectl.delete_context(s), ok_codes=range(256))

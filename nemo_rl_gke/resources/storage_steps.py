@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import gcs, gcs_client, names
-from ..commands import buckets, exports, gcloud, kube_objects, kubectl, lustre
+from ..commands import buckets, exports, kube_objects, kubectl, lustre
 from ..runner import ALREADY_EXISTS, NO_CONTEXT, Result, Runner, last_lines
 from ..settings import Settings
 from ..steps import Action, Check, Step
@@ -301,8 +301,9 @@ def volume_held_elsewhere(s: Settings, inv: Inventory) -> Callable[[Runner], Non
         try:
             # Its own credentials (kubectl reads a missing context as "not found": the volume would read absent),
             # whatever the export check before it fetched. A PV that cannot be read fails its own delete, which
-            # Lustre's waits for.
-            credentials_if_cluster(r, s)
+            # Lustre's waits for. No cluster, or one with no endpoint yet: no volume in it either.
+            if not cluster.credentials_if_cluster(r, s, say=False):
+                return
             pv = read_pv(r, s)
         except ToolError as exc:
             r.say(f"note: PersistentVolume {names.LUSTRE_PV} could not be read ({str(exc).splitlines()[0]}), so "
@@ -551,13 +552,6 @@ def _lustre_steps(s: Settings, inv: Inventory) -> list[Step]:
              present=inv.check(LUSTRE, "Lustre instance", lustre_lists["any"], _lustre_present(s)),
              shared=True, create_seconds=900, delete_seconds=480),
     ]
-
-
-# ---- what the namespace tasks ask ------------------------------------------------------------------------
-def credentials_if_cluster(r: Runner, s: Settings) -> None:
-    """kubectl needs credentials for the deletes; without a cluster its objects are gone already."""
-    if not r.dry and r.exists(gcloud.cluster_describe(s)):
-        r.run(gcloud.get_credentials(s))
 
 
 # ---- storage.status -------------------------------------------------------------------------------------

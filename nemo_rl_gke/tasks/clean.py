@@ -87,12 +87,12 @@ def clean_layer(c: Context, layer: str, *, yes: bool, delete_data: bool = False,
     s = context.settings(c)
     if layer in ("ray", "storage") and (yes or sys.stdin.isatty()) and not context.is_dry(c):
         from .. import kubeconfig
-        from ..resources import storage_steps
+        from ..resources import cluster_steps
 
         # The cluster stays: without this machine's context, its objects would read as absent ("nothing of
         # ours is left" with the release still running), and kubectl's deletes need it anyway.
         if kubeconfig.server_of(s.kube_context) is None:
-            storage_steps.credentials_if_cluster(context.runner(c, s), s)
+            cluster_steps.credentials_if_cluster(context.runner(c, s), s)
     everything = all_steps(s)
     live = live_data(c, s, everything, layer) if (yes or sys.stdin.isatty()) else None
     steps = layer_teardown_steps(everything, layer, delete_data, delete_bucket, live)

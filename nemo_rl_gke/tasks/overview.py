@@ -150,7 +150,7 @@ def status(c: Context, json_: bool = False) -> None:
             return
         r.no_context_is_unknown = True
         # Any state: a Lustre instance still CREATING already bills (plan asks "ready?": what up would do).
-        present = _inside_known(steps, present_map(r, steps, any_state=True))
+        present = _inside_known(r, s, steps, present_map(r, steps, any_state=True))
         # After the lists, three reads at once: the GPU pool's size now (the cluster and the pool are listed),
         # the Ray cluster (deployed: helm was asked with the lists) and the latest run in its head.
         deployed = present.get(RELEASE)
@@ -200,11 +200,19 @@ def status(c: Context, json_: bool = False) -> None:
             part.print(name)
 
 
-def _inside_known(steps: list[Any], present: dict[str, bool | None]) -> dict[str, bool | None]:
-    """What lives in the cluster is absent when the cluster is: not "unknown" because this machine has no kubeconfig
-    context for a cluster that is not there (the steps that ask helm or kubectl directly could not tell)."""
+def _inside_known(r: Runner, s: Settings, steps: list[Any],
+                  present: dict[str, bool | None]) -> dict[str, bool | None]:
+    """What lives in the cluster is absent when the cluster is, or has no endpoint yet (a create under way, as an
+    interrupted `up` leaves it): not "unknown" because this machine has no kubeconfig context for a cluster that
+    is not there or cannot give one yet (the steps that ask helm or kubectl directly could not tell)."""
+    from ..resources.cluster_steps import CLUSTER, listed_bodies
+    from ..resources.inventory import has_endpoint
+
+    body = listed_bodies(r, s, steps).get(CLUSTER) if present.get(CLUSTER) else None
+    hollow = {CLUSTER} if body is not None and not has_endpoint(body) else set()
     parents = {step.name: step.parent for step in steps}
-    return {name: False if here is None and present.get(parents.get(name) or "") is False else here
+    return {name: False if here is None and (present.get(parents.get(name) or "") is False
+                                             or parents.get(name) in hollow) else here
             for name, here in present.items()}
 
 

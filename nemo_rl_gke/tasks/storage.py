@@ -75,7 +75,7 @@ def delete(c: Context, delete_data: bool = False, delete_unexported: bool = Fals
     """Delete PV/PVC, KSA, Secret, binding; Lustre with --delete-data (export checked), bucket with --delete-bucket."""
     import sys
 
-    from ..resources import all_steps, storage_steps
+    from ..resources import all_steps, cluster_steps
     from .clean import layer_teardown_steps
     from .teardown import check_flags, tear_down
 
@@ -83,7 +83,7 @@ def delete(c: Context, delete_data: bool = False, delete_unexported: bool = Fals
     s = context.settings(c)
     r = context.runner(c, s)
     if not r.dry and (yes or sys.stdin.isatty()):
-        storage_steps.credentials_if_cluster(r, s)  # kubectl's deletes need them (a fresh machine has none)
+        cluster_steps.credentials_if_cluster(r, s)  # kubectl's deletes need them (a fresh machine has none)
     # The same teardown as clean.storage: the list of what goes first, the lock, the leftover scan.
     steps = layer_teardown_steps(all_steps(s), "storage", delete_data, delete_bucket)
     tear_down(c, s, steps, delete_data=delete_data, yes=yes, what="storage.delete", layers=("storage",),

@@ -13,7 +13,7 @@ import json
 import time
 from pathlib import Path
 
-from support.fake import FakeCloud
+from support.fake import FakeCloud, leave_cluster_provisioning
 from support.ports import quiet_ports
 
 CONTEXT = "gke_my-nemo-project_us-central1_nemo-rl"
@@ -167,3 +167,41 @@ def test_a_machine_without_the_context_says_unknown_inside_the_cluster_not_absen
     ray = next(line for line in plan.stdout.splitlines() if "Ray cluster nemo-rl" in line)
     assert "create?" in ray, plan.stdout
     assert CONTEXT not in contexts(there)  # read-only: nothing fetched
+
+
+def test_a_cluster_with_no_endpoint_yet_holds_nothing_to_delete(fake, tmp_path):
+    """An `up` interrupted in the cluster's create leaves it PROVISIONING, with no endpoint for its first minutes,
+    and gcloud refuses its credentials then ("missing endpoint. Is it still PROVISIONING?"): clean.ray,
+    clean.storage and storage.delete failed on that (exit 1), and status and plan called what is in it unknown,
+    telling to fetch the credentials gcloud refuses, where nothing of ours can be in it. The teardowns go on and
+    say so; this machine's context of the cluster deleted before is dropped (kubectl would dial its endpoint)."""
+    here, there, fresh = tmp_path / "here", tmp_path / "there", tmp_path / "fresh"
+    setting(fake, here, "up", "--yes")
+    setting(fake, there, "cluster.delete", "--yes")
+    leave_cluster_provisioning(fake, HOME=str(there), FAKECLOUD_MACHINE=there.name)
+    status = on(fake, fresh, "status")
+    assert status.code == 0, status.output
+    rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in status.stdout.splitlines()
+            if line.count("│") >= 3}
+    inside = [title for title in rows
+              if title.startswith(("Ray cluster", "Secret", "PersistentVolume", "model", "service account"))]
+    assert len(inside) == 6 and {rows[title] for title in inside} == {"absent"}, rows
+    assert rows["Standard cluster nemo-rl"] == "present", rows
+    assert "could not read" not in status.output and "cluster.credentials" not in status.output, status.output
+    plan = on(fake, fresh, "plan", "--json")
+    assert plan.code == 0, plan.output
+    actions = {row["title"]: row["action"] for row in json.loads(plan.stdout)["resources"]}
+    assert "unknown" not in actions.values(), actions
+    for machine in (fresh, here):
+        for task in ("clean.ray", "clean.storage", "storage.delete"):
+            since = len(fake.calls())
+            done = on(fake, machine, task, "--yes")
+            assert done.code == 0, (machine.name, task, done.output)
+            assert "missing endpoint" not in done.output and "Traceback" not in done.output, done.output
+            assert not [c for c in fake.calls()[since:] if c["argv"][:3] == ["container", "clusters",
+                                                                              "get-credentials"]]
+            assert f"{task}: nothing of ours is left" in done.stderr, done.output
+        assert CONTEXT not in contexts(machine)
+    first = on(fake, fresh, "clean.ray", "--yes")
+    assert "note: cluster nemo-rl is PROVISIONING and has no endpoint yet" in first.stderr, first.output
+    assert next(iter(fake.resources()["cluster"].values()))["status"] == "PROVISIONING"  # GKE's, not ours to stop

@@ -237,6 +237,26 @@ def leave_gpu_pool_provisioning(cloud: FakeCloud) -> None:
     assert next(iter(cloud.resources()["nodepool"].values()))["status"] == "PROVISIONING"
 
 
+def leave_cluster_provisioning(cloud: FakeCloud, **env: str) -> None:
+    """The cluster as an interrupted `up` leaves it after a delete: created again by a gcloud that is killed once
+    GKE has the cluster; GKE goes on, so it stays PROVISIONING, with no endpoint yet (7 minutes at scale 1). env:
+    the gcloud's (e.g. another machine's HOME)."""
+    import time
+
+    (create,) = {tuple(c["argv"]) for c in cloud.calls() if c["tool"] == "gcloud"
+                 and c["argv"][:3] == ["container", "clusters", "create"]}
+    creating = subprocess.Popen(["gcloud", *create], env=cloud.process_env(FAKECLOUD_TIME_SCALE="1", **env),
+                                cwd=cloud.workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not cloud.resources().get("cluster") and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        creating.kill()
+        creating.wait()
+    assert next(iter(cloud.resources()["cluster"].values()))["status"] == "PROVISIONING"
+
+
 @contextmanager
 def gke_ends_creates_once(cloud: FakeCloud, met: Callable[[list[dict[str, Any]]], bool]) -> Iterator[None]:
     """GKE's creates of an interrupted run (PROVISIONING for minutes, `leave_gpu_pool_provisioning`) end when the

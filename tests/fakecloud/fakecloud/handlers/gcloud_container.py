@@ -216,9 +216,13 @@ def pool_view(pool: dict) -> dict:
 
 def _cluster_view(ctx: Ctx, key: str, cluster: dict) -> dict:
     """A cluster as the API shows it: with its node pools (GKE's Cluster carries `nodePools`); no `project`
-    field (the state keeps it for scoping)."""
+    field (the state keeps it for scoping); no `endpoint` while PROVISIONING (GKE gives one a few minutes into the
+    create; the fake none until it ends, as its get-credentials)."""
     pools = [pool_view(p) for k, p in sorted(ctx.state.items("nodepool").items()) if k.startswith(key + "/")]
-    return {**unscoped(with_status(cluster)), "nodePools": pools,
+    shown = with_status(cluster)
+    if shown["status"] == "PROVISIONING":
+        shown = {k: v for k, v in shown.items() if k != "endpoint"}
+    return {**unscoped(shown), "nodePools": pools,
             "selfLink": f"https://container.googleapis.com/v1/projects/{cluster['project']}/locations/"
                         f"{cluster['location']}/clusters/{cluster['name']}"}
 
