@@ -161,6 +161,15 @@ def test_load_real_run_refuses_env_file_with_the_placeholder_project(tmp_path):
                 cwd=tmp_path).PROJECT_ID == "mine-123"
 
 
+def test_the_example_names_a_bucket_from_the_users_project(tmp_path):
+    """Bucket names are global: .env.example's GS_BUCKET=nemo-rl-my-nemo-project stayed in every copy that set
+    only PROJECT_ID (as the README's own sed does), so every user's `up` asked for the same bucket, the first one's
+    making it and every other's refused (another project's). Empty, it follows PROJECT_ID."""
+    example = Path(__file__).resolve().parents[2] / ".env.example"
+    assert load(allow_example=False, environ={"ENV_FILE": str(example), "PROJECT_ID": "mine-123"},
+                cwd=tmp_path).bucket == "nemo-rl-mine-123"
+
+
 def test_cli_from_a_subdirectory_reads_the_env_next_to_tasks_py(tmp_path):
     """`cd manifests && invoke --dry up`, through the real invoke: Invoke finds tasks.py upward, and so
     does the settings loader for .env."""
