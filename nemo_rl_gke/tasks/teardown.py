@@ -39,16 +39,23 @@ TEARDOWN_HELP = {"delete_data": DATA_HELP, "delete_unexported": UNEXPORTED_HELP,
 def kept_message(kept: list[Any], shared: Collection[str] = ()) -> str:
     """What stays on purpose (only what exists: `kept` comes from the report, which checked). shared: the steps
     kept because another deployment uses them (`_teardown_plan`): no flag deletes those, so none is named."""
-    held = [step for step in kept if step.holds_data and step.needs()]
+    # A layer task marks what another layer's kept data needs as holding data (layer_teardown_steps: clean.net's
+    # main VPC while the Lustre instance stays); it has no flag of its own, so it is said as needed, not as data.
+    standing = [step for step in kept if step.holds_data and step.needs() and not step.consent]
+    held = [step for step in kept if step.holds_data and step.consent]
     if not held:
-        return ""
+        if not standing:
+            return ""
+        them = "them" if len(standing) > 1 else "it"
+        return (f"kept {', '.join(step.title for step in standing)}: the kept Lustre instance needs {them}; "
+                f"`invoke storage.export` then `invoke down --delete-data` deletes {them} along with the instance.")
     from ..graph import needed_by
 
     # The user's own bucket (GS_BUCKET_EXISTING) is never deleted: that, not sharing, is why it stays.
     common = [step for step in held if step.name in shared and step.needs() != "user_owned"]
     data = [step for step in held if step not in common]
     needed = needed_by(kept, [step.name for step in held])  # not what stays for another reason (a cluster kept)
-    others = [step.title for step in kept if step not in held and step.name in needed]
+    others = [step.title for step in kept if step not in held and (step.name in needed or step in standing)]
     if not data:
         them = "them" if len(common) > 1 else "it"
         return (f"kept {' and '.join(step.title for step in common)}: another deployment shares {them} (above), "
@@ -118,9 +125,13 @@ def tear_down(c: Context, s: Settings, steps: list[Step], *, delete_data: bool, 
                     yes=yes)
     r = context.runner(c, s)
     scope = ", ".join(layers) if layers else "everything"
-    data = ("INCLUDING the Lustre instance (after the export check)" if delete_data else
-            "keeping the Lustre instance (add --delete-data to delete it)")
-    data += (", INCLUDING the bucket" if delete_bucket else ", keeping the bucket (add --delete-bucket to delete it)")
+    if layers and "storage" not in layers:  # no data flags here: the data is another layer's
+        data = "keeping the Lustre instance and the bucket (only `down` and `clean.storage` delete them, by flag)"
+    else:
+        data = ("INCLUDING the Lustre instance (after the export check)" if delete_data else
+                "keeping the Lustre instance (add --delete-data to delete it)")
+        data += (", INCLUDING the bucket" if delete_bucket else
+                 ", keeping the bucket (add --delete-bucket to delete it)")
     question = f"Delete {scope} of nemo-rl-gke in {s.PROJECT_ID} (cluster {s.CLUSTER_NAME}), {data}?"
     if r.dry:
         from ..resources import cluster_steps
