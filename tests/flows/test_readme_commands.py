@@ -77,9 +77,11 @@ def _block_with(text: str) -> str:
 
 def test_readme_fake_cloud_by_hand_runs_as_written(tmp_path):
     """The README's block that runs the fake cloud by hand, as a reader runs it: in bash, in a checkout (this one's
-    files, without its .env), with the reader's own HOME, real processes and gcp-storage-emulator's command. Its
-    second `up` found nothing to create. With the emulator started as the README first showed it (no
-    --project-number) the second `up` refused the bucket as another project's (exit 2)."""
+    files, without its .env), with the reader's own HOME and PATH (no helm on it: the block's .tools/bin has the
+    one the fake needs), real processes. Its second `up` finds nothing to create, doctor asks nothing of the web,
+    and its Cloud Storage refuses a second create-if-absent, as GCS does (the lease relies on it). The block first
+    started gcp-storage-emulator itself: its buckets were project 1234's (the second `up` refused the bucket as
+    another project's, exit 2) and it honoured no precondition (two machines' runs both took the lease)."""
     import contextlib
     import os
     import signal
@@ -87,7 +89,7 @@ def test_readme_fake_cloud_by_hand_runs_as_written(tmp_path):
     import subprocess
     import sys
 
-    block = _block_with("gcp-storage-emulator start")
+    block = _block_with("fakecloud-storage")
     with socket.socket() as probe:  # a free port for the emulator, instead of the README's 9023
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -96,11 +98,20 @@ def test_readme_fake_cloud_by_hand_runs_as_written(tmp_path):
     for entry in REPO.iterdir():
         if entry.name not in (".env", ".git"):
             (checkout / entry.name).symlink_to(entry)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("FAKECLOUD_", "INVOKE_", "CLOUDSDK_", "KUBE", "STORAGE_EMULATOR", "XDG_"))}
-    env.update(HOME=str(tmp_path / "home"), TMPDIR=str(tmp_path),
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
-    script = "set -e\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + block.replace("9023", str(port))
+    env = {k: v for k, v in os.environ.items() if not k.startswith((
+        "FAKECLOUD_", "INVOKE_", "CLOUDSDK_", "KUBE", "STORAGE_EMULATOR", "XDG_", "NRG_", "PYTHONPATH"))}
+    path = [str(Path(sys.executable).parent),
+            *(p for p in env.get("PATH", "").split(os.pathsep) if p and not (Path(p) / "helm").exists())]
+    env.update(HOME=str(tmp_path / "home"), TMPDIR=str(tmp_path), PATH=os.pathsep.join(path))
+    bucket = "nemo-rl-my-test-project"  # .env.example's GS_BUCKET is empty: nemo-rl-<PROJECT_ID>
+    check = ("python3 - <<'PY'\nimport os, urllib.error, urllib.request\n"
+             f"url = os.environ['STORAGE_EMULATOR_HOST'] + '/upload/storage/v1/b/{bucket}/o?uploadType=media"
+             "&name=probe&ifGenerationMatch=0'\ncodes = []\nfor _ in range(2):\n    try:\n"
+             "        codes.append(urllib.request.urlopen(urllib.request.Request(url, b'x', method='POST')).status)\n"
+             "    except urllib.error.HTTPError as exc:\n        codes.append(exc.code)\n"
+             "print('create-if-absent twice:', codes)\nPY\n")
+    script = ("set -e\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + block.replace("9023", str(port))
+              + check)
     shell = subprocess.Popen(["bash", "-c", script], cwd=checkout, env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
@@ -111,4 +122,6 @@ def test_readme_fake_cloud_by_hand_runs_as_written(tmp_path):
     assert shell.returncode == 0, output
     ends = re.findall(r"^done in [\d.]+ s: (.*)$", output, re.MULTILINE)
     assert len(ends) == 2 and "created" in ends[0] and re.fullmatch(r"\d+ exists", ends[1]), output
+    assert re.search(r"^doctor: all \d+ checks passed", output, re.MULTILINE), output
+    assert "create-if-absent twice: [200, 412]" in output, output
     assert "Traceback (most recent call last)" not in output

@@ -145,13 +145,10 @@ class FakeCloud:
             from gcp_storage_emulator.server import create_server
 
             from fakecloud.handlers.gcloud_projects import project_number
-            from support.gcs_emulator import (
-                _honour_generation_preconditions,
-                start_on_a_port_of_its_own,
-                stop_in_background,
-            )
+            from fakecloud.storage import honour_generation_preconditions
+            from support.gcs_emulator import start_on_a_port_of_its_own, stop_in_background
 
-            _honour_generation_preconditions()  # as running_emulator does: else a second create takes the lease
+            honour_generation_preconditions()  # as running_emulator does: else a second create takes the lease
             server = create_server("127.0.0.1", 0, in_memory=True,
                                    project_number=project_number(read_env_example()["PROJECT_ID"]))
             server._api.daemon = True  # its serve_forever thread must not keep a pytest run from exiting
