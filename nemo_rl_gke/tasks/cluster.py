@@ -14,11 +14,12 @@ from typing import Any
 from invoke.collection import Collection
 from invoke.context import Context
 
-from ..settings import Settings
+from ..settings import GPU_PROFILES, Settings
 from . import context
 
 FLAG_HELP = {
-    "gpu": "b200 or h200 (or nvidia-b200 / nvidia-h200-141gb); overrides GPU_TYPE.",
+    "gpu": f"{' or '.join(GPU_PROFILES)} (or {' / '.join(p.accelerator for p in GPU_PROFILES.values())}); "
+           f"overrides GPU_TYPE.",
     "mode": "standard or autopilot; overrides CLUSTER_MODE.",
     "nodes": "GPU nodes (8 GPUs each); overrides GPU_NODES.",
     "spot": "Use Spot VMs for the GPU pool; overrides SPOT.",
