@@ -134,6 +134,9 @@ def ready_head(r: Runner, s: Settings, *, ray: bool = False) -> tuple[str, list[
                         f"in namespace {s.NAMESPACE}: deploy the cluster with `invoke ray.deploy`.", 1)
     running = [p for p in heads if serving(p)]
     if not running:
+        if leaving(heads[0]):  # Running still, until it is gone (`ray.delete`, a teardown, a restart of the spec)
+            raise ToolError(f"the Ray head pod {heads[0]['metadata']['name']} is being deleted (a teardown, "
+                            f"`ray.delete` or a restart of Ray's pods is under way): see `invoke ray.status`.", 1)
         phase = heads[0].get("status", {}).get("phase", "unknown")
         raise ToolError(f"the Ray head pod {heads[0]['metadata']['name']} is {phase}, not Running: see "
                         f"`invoke ray.status`.", 1)

@@ -328,6 +328,20 @@ def test_job_flow_no_head_pod_is_a_clear_error(fake):
     assert done.code == 1 and "no Ray head pod" in done.stderr and "invoke ray.deploy" in done.stderr
 
 
+def test_job_flow_a_head_pod_on_its_way_out_is_said_so(fake):
+    """A job task during a teardown (or `ray.delete`) found only a head being deleted, still Running, and said
+    "the Ray head pod … is Running, not Running" (the README walkthrough met it 1 s into a `down`)."""
+    seed_cluster(fake, head=False)
+    dying = _pod(HEAD, "head", "ray-head", 0)
+    dying["metadata"]["deletionTimestamp"] = "2026-12-03T21:00:00Z"
+    assert kubectl(fake, "apply", "--filename=-", input=json.dumps(dying)).returncode == 0
+    for args in (("job.submit", "qwen2.5-1.5b-gsm8k"), ("job.list",)):
+        done = fake.invoke(*args)
+        assert done.code == 1, done.output
+        assert f"the Ray head pod {HEAD} is being deleted" in done.stderr, done.output
+        assert "Running, not Running" not in done.stderr
+
+
 def test_job_flow_checkpoints_show_what_was_exported_to_the_bucket(cloud):
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import storage
