@@ -342,6 +342,9 @@ def export(r: Runner, s: Settings, run: str | None) -> list[tuple[str, int]]:
               f"changed, and the export of {since} wrote the rest; it counts, as of now.", err=True)
     elif copied == 0:
         r.say("this export copied nothing, so it does not count as an export of /data/runs.", err=True)
+    if run is not None and not objects:  # a mistyped id exported nothing, and said "0 objects" with exit 0
+        raise ToolError(f"no run {run}: /data/runs/{run} gave nothing to gs://{s.bucket}/{prefix} (`invoke job.list` "
+                        f"lists the runs; an id is a directory under /data/runs).", 1)
     return objects
 
 
