@@ -20,7 +20,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any, TypeVar
 
-from .tools import READER_GONE, CommandFailed, Processes, ToolError, Tools, background, ending, in_background
+from .tools import ENDED, READER_GONE, CommandFailed, Processes, ToolError, Tools, background, ending, in_background
 from .waits import WaitDisplay, Waiting, showing
 
 # Errors worth another try: per-minute quotas and rate limits, 429/5xx, and "another operation is running on
@@ -90,7 +90,8 @@ def says_not_found(text: str) -> bool:
 def failed_not_found(exc: ToolError) -> bool:
     """A command failed saying that what it was asked about does not exist: its own words and exit code only,
     never the argv the message starts with (a --project=ml-404-prod)."""
-    return isinstance(exc, CommandFailed) and exc.exit_code in TOOL_ANSWERS and says_not_found(exc.said)
+    return (isinstance(exc, CommandFailed) and not exc.stopped and exc.exit_code in TOOL_ANSWERS
+            and says_not_found(exc.said))
 
 
 # This machine has no kubeconfig context for the cluster: kubectl "context was not found for specified context"
@@ -164,6 +165,7 @@ class Result:
     stderr: str = ""
     seconds: float = 0.0
     attempts: int = 1
+    stopped: bool = False  # ended by this run (end_calls: a stale context), why on stderr; not by a signal from outside
 
     @property
     def ok(self) -> bool:
@@ -446,7 +448,8 @@ class Runner:
         for attempt in range(1, attempts + 1):
             self._check_interrupted()
             ran = self.tools.run(argv, stdin=stdin, timeout=timeout)
-            result = Result(argv, ran.exit_code, ran.stdout, ran.stderr, attempts=attempt)
+            result = Result(argv, ran.exit_code, ran.stdout, ran.stderr, attempts=attempt,
+                            stopped=ran.exit_code == ENDED and not ran.signal)
             # A command a signal ended from outside is not retried, whatever its partial output said before it
             # died (the OOM killer would only kill it again).
             if result.ok or attempt == attempts or ran.signal or not transient(result.stderr):
@@ -464,6 +467,8 @@ class Runner:
     def failure(self, result: Result) -> ToolError:
         tail = last_lines(result.stderr or result.stdout, 6)
         message = f"{result.argv[0]} failed with exit code {result.exit_code}: {shlex.join(result.argv)}"
+        if result.stopped:  # the tool did not fail, nor did a signal end the run (128 + 15 would say so): 1
+            message = f"{result.argv[0]} was stopped: {shlex.join(result.argv)}"
         if result.attempts > 1:
             message += f" (after {result.attempts} attempts)"
         if tail:
@@ -487,7 +492,8 @@ class Runner:
                 message += f"\n{what} is marked for deletion but something holds it: its finalizers say what (`{ask}`)"
                 if what.startswith("persistentvolumeclaims/"):
                     message += "; a claim is held while a pod mounts it"
-        return CommandFailed(self.redact(message), result.exit_code, said=self.redact(result.stderr or ""))
+        return CommandFailed(self.redact(message), 1 if result.stopped else result.exit_code,
+                             said=self.redact(result.stderr or ""), stopped=result.stopped)
 
     # ---- concurrency and progress ----------------------------------------------------------------
     def parallel(self, thunks: Sequence[Callable[[], T]], max_workers: int = 16) -> list[T]:

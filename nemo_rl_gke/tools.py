@@ -88,11 +88,13 @@ class ToolError(Exception):
 
 class CommandFailed(ToolError):
     """A command that ran and failed (Runner.failure): the message names it, then the tool's last lines; said is
-    all the tool said on stderr (redacted)."""
+    all the tool said on stderr (redacted). stopped: this run ended it (its why in said), the tool answered
+    nothing: exit 1, and never an answer such as "not found"."""
 
-    def __init__(self, message: str, exit_code: int, *, said: str = ""):
+    def __init__(self, message: str, exit_code: int, *, said: str = "", stopped: bool = False):
         super().__init__(message, exit_code)
         self.said = said
+        self.stopped = stopped
 
 
 class MissingTool(ToolError):
