@@ -310,7 +310,7 @@ def test_kept_message_names_no_flag_for_what_another_deployment_shares():
 def test_kept_message_says_the_users_own_bucket_is_never_deleted_even_when_shared():
     from nemo_rl_gke.tasks.teardown import kept_message
 
-    steps = {st.name: st for st in all_steps(settings(GS_BUCKET_EXISTING="true"))}
+    steps = {st.name: st for st in all_steps(settings(GS_BUCKET="mine", GS_BUCKET_EXISTING="true"))}
     chain = [steps[name] for name in ["storage.bucket", "storage.lustre", "storage.peering", "storage.range",
                                       "net.network"]]
     text = kept_message(chain, [step.name for step in chain if step.shared])

@@ -59,13 +59,14 @@ def test_owner_bucket_without_our_label_is_refused_without_gs_bucket_existing(cl
 def test_owner_users_own_bucket_is_used_and_never_deleted(cloud):
     bucket = _client(cloud).create_bucket(BUCKET)
     bucket.blob("mine/notes.txt").upload_from_string("the user's own data")
-    assert cloud.invoke("up", "--yes", GS_BUCKET_EXISTING="true").code == 0
-    done = cloud.invoke("down", "--yes", "--delete-data", "--delete-bucket", GS_BUCKET_EXISTING="true")
+    own = {"GS_BUCKET": BUCKET, "GS_BUCKET_EXISTING": "true"}  # the user names the bucket they own
+    assert cloud.invoke("up", "--yes", **own).code == 0
+    done = cloud.invoke("down", "--yes", "--delete-data", "--delete-bucket", **own)
     assert done.code == 0, done.output[-3000:]
     assert _client(cloud).bucket(BUCKET).blob("mine/notes.txt").download_as_text() == "the user's own data"
     assert "GS_BUCKET_EXISTING" in done.stderr
 
 
 def test_owner_gs_bucket_existing_without_the_bucket_is_a_config_error(cloud):
-    done = cloud.invoke("up", "--yes", GS_BUCKET_EXISTING="true")
+    done = cloud.invoke("up", "--yes", GS_BUCKET=BUCKET, GS_BUCKET_EXISTING="true")
     assert (done.code, "GS_BUCKET_EXISTING" in done.stderr, cloud.mutating_calls()) == (2, True, [])
