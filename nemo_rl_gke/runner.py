@@ -20,7 +20,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any, TypeVar
 
-from .tools import ENDED, READER_GONE, CommandFailed, Processes, ToolError, Tools, background, ending, in_background
+from .tools import READER_GONE, CommandFailed, Processes, ToolError, Tools, background, ending, in_background
 from .waits import WaitDisplay, Waiting, showing
 
 # Errors worth another try: per-minute quotas and rate limits, 429/5xx, and "another operation is running on
@@ -448,8 +448,7 @@ class Runner:
         for attempt in range(1, attempts + 1):
             self._check_interrupted()
             ran = self.tools.run(argv, stdin=stdin, timeout=timeout)
-            result = Result(argv, ran.exit_code, ran.stdout, ran.stderr, attempts=attempt,
-                            stopped=ran.exit_code == ENDED and not ran.signal)
+            result = Result(argv, ran.exit_code, ran.stdout, ran.stderr, attempts=attempt, stopped=ran.stopped)
             # A command a signal ended from outside is not retried, whatever its partial output said before it
             # died (the OOM killer would only kill it again).
             if result.ok or attempt == attempts or ran.signal or not transient(result.stderr):

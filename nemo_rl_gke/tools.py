@@ -123,6 +123,7 @@ class Ran:
     stdout: str = ""
     stderr: str = ""
     signal: int = 0  # the signal that ended it from outside (the OOM killer, a kill, Ctrl-C); 0: none
+    stopped: bool = False  # `end` ended it (exit ENDED, why on stderr): not the tool's own 143
 
 
 class Tools(Protocol):
@@ -175,7 +176,7 @@ class Processes:
             if why is None:  # killed from outside (the OOM killer, a kill): the shell's 128 + signal
                 return Ran(_signalled(proc), _text(proc.stdout), _signal_line(proc, _text(proc.stderr)),
                            signal=abs(int(proc.exit_code)))
-            return Ran(ENDED, "", why)
+            return Ran(ENDED, "", why, stopped=True)
         except KeyboardInterrupt:  # no one waits for it now: end it (a Ctrl-C held over its start, at the
             if proc is not None:  # block's end, came before it was in the terminal's group, and never reached it)
                 _terminate(proc)  # and see it gone (briefly: a tool's own Ctrl-C ending), not outlive invoke

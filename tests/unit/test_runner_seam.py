@@ -693,8 +693,8 @@ def test_end_every_tool_ends_the_running_ones_and_any_started_after(monkeypatch)
     late = seam.run(["sleep", "30"], stdin=None, timeout=60)
     assert time.monotonic() - started < 5
     assert (answers["run"], answers["streamed"], late) == (
-        Ran(tools_module.ENDED, "", "ended: invoke got SIGTERM"), 128 + signal.SIGTERM,
-        Ran(tools_module.ENDED, "", "ended: invoke got SIGTERM"))
+        Ran(tools_module.ENDED, "", "ended: invoke got SIGTERM", stopped=True), 128 + signal.SIGTERM,
+        Ran(tools_module.ENDED, "", "ended: invoke got SIGTERM", stopped=True))
 
 
 def test_a_signal_while_the_main_thread_starts_a_command_is_raised_once_it_is_registered(monkeypatch):
