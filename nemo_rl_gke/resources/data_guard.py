@@ -212,6 +212,11 @@ def lustre_guard(s: Settings, inv: Inventory | None, lustre_state: LustreState,
             r.say(f"Lustre instance {s.LUSTRE_NAME} is DELETING already (an earlier teardown's delete goes on in "
                   f"Google Cloud): its files are going whatever this run does; not checked for an export.", err=True)
             return
+        if found[0].get("state") == "CREATING":  # an interrupted `up`: it was never ACTIVE, so never mounted
+            # (the guard asked for an export, which Lustre refuses until the instance is ACTIVE: a dead end)
+            r.say(f"Lustre instance {s.LUSTRE_NAME} is still CREATING: it was never ready, so nothing was ever "
+                  f"written to it; not checked for an export.", err=True)
+            return
         missing, how = export_check(r, s, inv)
         if volume_check is not None:
             volume_check(r)
@@ -343,8 +348,9 @@ def export(r: Runner, s: Settings, run: str | None) -> list[tuple[str, int]]:
     elif copied == 0:
         r.say("this export copied nothing, so it does not count as an export of /data/runs.", err=True)
     if run is not None and not objects:  # a mistyped id exported nothing, and said "0 objects" with exit 0
-        raise ToolError(f"no run {run}: /data/runs/{run} gave nothing to gs://{s.bucket}/{prefix} (`invoke job.list` "
-                        f"lists the runs; an id is a directory under /data/runs).", 1)
+        raise ToolError(f"nothing of run {run} is in gs://{s.bucket}/{prefix}: /data/runs/{run} does not exist or "
+                        f"holds no file yet (`invoke job.list` lists the runs; an id is a directory under /data/runs).",
+                        1)
     return objects
 
 
@@ -362,6 +368,23 @@ def _unchanged_since(s: Settings, earlier: dict[str, Any] | None, lustre_path: s
 EXPORT_TIMEOUT_SECONDS = 6 * 3600
 
 
+def _with_state(r: Runner, s: Settings, exc: ToolError) -> ToolError:
+    """A failed export's error, with the instance's state when it is not ACTIVE (one read, on failure only)."""
+    from .storage_steps import lustre_state
+
+    try:
+        state = str((lustre_state(r, s) or {}).get("state") or "")
+    except ToolError:
+        return exc
+    if state in ("", "ACTIVE"):
+        return exc
+    what = {"CREATING": "it is still being made (an interrupted `up`): it holds nothing yet, and `invoke up` "
+                        "waits for it",
+            "DELETING": "Google Cloud is deleting it: its files are going"}.get(
+        state, "Google Cloud is working on it (`invoke storage.status` shows when it is ACTIVE again); export then")
+    return ToolError(f"{exc}\nLustre instance {s.LUSTRE_NAME} is {state}, not ACTIVE: {what}.", exc.exit_code)
+
+
 def _export_and_wait(r: Runner, s: Settings, lustre_path: str, uri: str) -> dict[str, int] | None:
     """Start the export (--async) and follow its operation until done; its counters (None if it reports none). A
     waiting gcloud gives up after 30 minutes with "has not finished in 1800 seconds" while the export goes on:
@@ -369,7 +392,10 @@ def _export_and_wait(r: Runner, s: Settings, lustre_path: str, uri: str) -> dict
     from . import lustre_operation
 
     gone = re.compile(rf"/instances/{re.escape(s.LUSTRE_NAME)}' was not found")  # the instance, not the bucket
-    started = r.run(lustre.lustre_export(s, lustre_path, uri), timeout=600, accept=gone)
+    try:
+        started = r.run(lustre.lustre_export(s, lustre_path, uri), timeout=600, accept=gone)
+    except ToolError as exc:  # Lustre refuses to export from an instance that is not ACTIVE: say which state
+        raise _with_state(r, s, exc) from None
     if r.dry:
         return None
     if not started.ok:

@@ -310,7 +310,7 @@ def test_storage_export_of_a_run_that_is_not_there_fails(made):
     """A mistyped --run exported nothing and said "0 objects, 0 B" with exit 0 (the README walkthrough)."""
     done = made.invoke("storage.export", "--run=gsm8k-1")
     assert done.code == 1, done.output
-    assert "no run gsm8k-1: /data/runs/gsm8k-1 gave nothing to" in done.stderr and "invoke job.list" in done.stderr
+    assert "nothing of run gsm8k-1 is in gs://" in done.stderr and "invoke job.list" in done.stderr, done.output
 
 
 def test_storage_export_bad_run_id_is_usage_error(cloud):

@@ -71,6 +71,24 @@ def test_data_down_delete_data_deletes_a_creating_lustre_instance(cloud):
     assert "lustre" not in cloud.resources()
 
 
+def test_data_a_creating_lustre_instance_needs_no_export_and_cannot_make_one(cloud):
+    """An instance still CREATING (an interrupted `up`) was never ACTIVE, so never mounted: `down --delete-data`
+    asked for `invoke storage.export` first, and the export failed with Lustre's bare FAILED_PRECONDITION (the
+    transitional-states audit): a dead end but for --delete-unexported. The export now says the state and why; the
+    guard deletes the instance without asking for one."""
+    _up(cloud)
+    plant_run(cloud, "r1")  # what a listing of /data/runs would name as unexported
+    _lustre_creating(cloud)
+    export = cloud.invoke("storage.export")
+    assert export.code == 1, export.output[-3000:]
+    assert ("Lustre instance nemo-lustre is CREATING, not ACTIVE: it is still being made (an interrupted `up`): it "
+            "holds nothing yet") in export.stderr, export.output[-3000:]
+    done = cloud.invoke("down", "--yes", "--delete-data")
+    assert done.code == 0, done.output[-3000:]
+    assert "Lustre instance nemo-lustre is still CREATING: it was never ready" in done.stderr
+    assert "lustre" not in cloud.resources()
+
+
 @pytest.mark.parametrize("task", [("storage.status",), ("storage.export",), ("down", "--yes", "--delete-data")])
 def test_data_unreachable_storage_endpoint_fails_in_seconds_naming_it(cloud, task):
     _up(cloud)
