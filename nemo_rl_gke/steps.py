@@ -55,6 +55,9 @@ class Step:
     consent: str = ""  # the Consent flag destroy needs to delete it ("" with holds_data: "delete_data")
     guard: Guard | None = None  # checked before any delete of a teardown that would delete this step
     present: Check | None = None  # exists in any state (a Lustre instance still CREATING); default: exists
+    # In the cluster, in any state, from the run's listings (the leftover scan's question, which `exists` answers
+    # where it means the same: a RayCluster exists for `up` only once its pods were all Ready).
+    listed: Check | None = None
     shared: bool = False  # other deployments (CLUSTER_NAMEs) in the project may use it: networks, storage
     # Its delete waits for every other delete of the teardown: the bucket, which holds the deployment's lock (the
     # lease object): deleted early, the rest of the teardown ran with no lock for another machine to meet.

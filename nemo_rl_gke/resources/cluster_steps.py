@@ -31,37 +31,55 @@ def _credentials(s: Settings, inv: Inventory) -> Action:
         # (the auth plugin gets a fresh token on every kubectl call).
         if not r.dry and inv.kube_answered():
             return "exists"
-        got = r.run(gcloud.get_credentials(s), accept=NOT_FOUND)
+        got = r.run(gcloud.get_credentials(s), accept=NOT_FOUND_OR_NO_ENDPOINT)
         if got.not_found:  # ray.deploy or cluster.credentials before the cluster: gcloud's 404 said plainly
             raise ToolError(f"cluster {s.CLUSTER_NAME} does not exist in project {s.PROJECT_ID} "
                             f"({s.CONTROL_PLANE_LOCATION}): `invoke net.create cluster.create` makes it, `invoke up` "
                             f"makes everything. Nothing was changed.", 2)
+        if not got.ok:  # a create under way (an interrupted `up`): GKE gives the endpoint minutes into it
+            raise ToolError(f"cluster {s.CLUSTER_NAME} is still being made (PROVISIONING) and has no endpoint yet, "
+                            f"so there are no credentials to fetch: `invoke up` (or `invoke cluster.create`) waits "
+                            f"for it. Nothing was changed.", 1)
         return None
 
     return fetch
 
 
 def credentials_if_cluster(r: Runner, s: Settings, *, say: bool = True) -> bool:
-    """This machine's credentials for our cluster, for the kubectl calls that follow: True if fetched. Without a
-    cluster its objects are gone already; a cluster with no endpoint yet (has_endpoint) holds none of ours either:
-    said (say), and a context this machine kept of an earlier cluster of the name is dropped, so that kubectl
-    answers at once that there is none instead of dialing the old endpoint. False on a dry run."""
+    """This machine's credentials for our cluster, for the kubectl calls that follow: True if it has them (its
+    context points at the cluster's endpoint already, or they were fetched). A context of an earlier cluster of
+    the name (deleted, or re-created elsewhere) is replaced: dropped, kubectl would read everything in the new
+    cluster as absent ("no such context"), and a teardown said nothing of ours was left in it and deleted the
+    Lustre instance under its pods. Without a cluster its objects are gone already; a cluster with no endpoint yet
+    (has_endpoint) holds none of ours either: said (say), and an earlier cluster's context is dropped, so that
+    kubectl answers at once that there is none instead of dialing the old endpoint. False on a dry run."""
+    from .. import kubeconfig
     from . import kube_context
 
     result = None if r.dry else r.query(gcloud.cluster_describe(s))
     if result is None or result.not_found:
+        if result is not None:
+            kube_context.drop_if_stale(r, s, None)
         return False
     if not result.ok:
         raise r.failure(result)
     cluster = json.loads(result.stdout or "{}")
     if has_endpoint(cluster):
-        r.run(gcloud.get_credentials(s))
+        server = kubeconfig.server_of(s.kube_context)
+        if not server or server not in kube_context.endpoints(cluster):
+            r.run(gcloud.get_credentials(s))
         return True
     kube_context.drop_if_stale(r, s, cluster)
     if say:
         r.say(f"note: cluster {s.CLUSTER_NAME} is PROVISIONING and has no endpoint yet: nothing can have been "
               f"deployed in it, so nothing in it is deleted or read.", err=True)
     return False
+
+
+# gcloud 528's get-credentials of a cluster GKE has given no endpoint yet (api_lib/container/util.py
+# MissingEndpointError): "cluster NAME is missing endpoint. Is it still PROVISIONING?"
+NO_ENDPOINT = re.compile(r"is missing endpoint\. Is it still PROVISIONING\?")
+NOT_FOUND_OR_NO_ENDPOINT = re.compile(f"{NOT_FOUND.pattern}|{NO_ENDPOINT.pattern}", re.IGNORECASE)
 
 
 MAPPING_WORD = "gkenetworkparamsets.networking.gke.io"
@@ -466,8 +484,11 @@ def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
                                            f"{names.GPU_POOL} --cluster={s.CLUSTER_NAME} --location={s.region}` "
                                            "deletes it, then `invoke up`"),
                         # Deleted with the cluster: a separate 4-minute pool delete first would only add time.
-                        None, deps=(CLUSTER, *net.SUBNET_STEPS), parent=CLUSTER, create_seconds=600,
-                        delete_seconds=240))
+                        None, deps=(CLUSTER, *net.SUBNET_STEPS), parent=CLUSTER,
+                        # In any state: a pool still PROVISIONING (an interrupted `up`) or in ERROR bills its VMs.
+                        present=inv.check(GPU_POOL, "cluster", lambda items: listed_pool(items) is not None,
+                                          check(gcloud.node_pool_describe(s))),
+                        create_seconds=600, delete_seconds=240))
     mapping = [KubeRef(MAPPING_WORD, "GKENetworkParamSet", name, s.NAMESPACE) for name in _wanted_mapping(s)]
     mapping_check = inv.in_cluster(NETWORK_MAPPING, mapping, lambda items: mapping_matches(s, items),
                                    lambda r: network_mapping_present(r, s))

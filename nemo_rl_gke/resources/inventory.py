@@ -140,6 +140,11 @@ class Inventory:
         self._empty: set[str] = set()  # known to hold none of ours (the namespaces of a cluster this run made)
         self._project_number = ""
         self._number_lock = threading.Lock()
+        # A teardown's: a context of an earlier cluster of the name (re-created elsewhere) is replaced by the new
+        # cluster's credentials, not only dropped: without any, its objects would read as absent, and the guards
+        # that read the cluster (the Lustre claim's users) would see nothing.
+        self.fetch_when_recreated = False
+        self.fetched_anew = False  # it did: what was read through the old context meanwhile is to be read again
 
     # ---- what the steps ask --------------------------------------------------------------------------
     def register(self, step: str, kind: str) -> None:
@@ -269,8 +274,16 @@ class Inventory:
 
         items = _ask(r, listing.argv, listing.missing_ok)
         if items is not None:
-            kube_context.drop_if_stale(r, self.s, self.cluster(items))
+            found = self.cluster(items)
+            if kube_context.drop_if_stale(r, self.s, found) and self.fetch_when_recreated and found is not None \
+                    and has_endpoint(found):
+                r.run(gcloud.get_credentials(self.s))
+                self.fetched_anew = True
         return items
+
+    def forget_kube(self) -> None:
+        """Drop the kubectl listings: the next question lists the cluster's objects again (through a new context)."""
+        self.forget({kind for kind in self._kinds if kind.startswith("kube:")})
 
     def forget(self, kinds: set[str]) -> None:
         """Drop these kinds' listings: the next question lists them again (a listing taken while a change was

@@ -22,6 +22,13 @@ from ..settings import Settings
 STALE_CHECK_SECONDS = 5.0
 
 
+def endpoints(cluster: dict[str, Any]) -> set[str]:
+    """The addresses a context of this cluster (as gcloud describes or lists it) may point at: its endpoint, and its
+    private one."""
+    found = {cluster.get("endpoint"), (cluster.get("privateClusterConfig") or {}).get("privateEndpoint")}
+    return {str(address) for address in found if address}
+
+
 def drop_if_stale(r: Runner, s: Settings, cluster: dict[str, Any] | None) -> bool:
     """cluster: ours as gcloud lists or describes it now (None: there is none). If this machine's kubeconfig
     still has our context and it points elsewhere, remove the context, as gcloud's delete does, and end the
@@ -35,8 +42,7 @@ def drop_if_stale(r: Runner, s: Settings, cluster: dict[str, Any] | None) -> boo
     if cluster is None:
         why = f"cluster {s.CLUSTER_NAME} is not in {s.PROJECT_ID}/{s.region} any more"
     else:
-        endpoints = {cluster.get("endpoint"), (cluster.get("privateClusterConfig") or {}).get("privateEndpoint")}
-        if not server or not re.fullmatch(r"[0-9.]+|\[?[0-9a-fA-F:]+\]?", server) or server in endpoints:
+        if not server or not re.fullmatch(r"[0-9.]+|\[?[0-9a-fA-F:]+\]?", server) or server in endpoints(cluster):
             return False  # ours, or a DNS endpoint this check cannot compare
         new = f"its endpoint is {cluster['endpoint']}" if cluster.get("endpoint") else "it has no endpoint yet"
         why = (f"cluster {s.CLUSTER_NAME} was re-created: {new} (`invoke up` or "

@@ -233,7 +233,7 @@ def scan(r: Runner, s: Settings, steps: Sequence[Any], *, kept: Sequence[Any] = 
             # a cluster in ERROR bills too, and a step with nothing to create may still have something to delete
             # (the prefetch Jobs with PREFETCH_MODELS emptied). One in the cluster answers from the run's listings
             # (none once the cluster is gone, without asking).
-            present = step.exists if step.parent else step.is_present
+            present = (step.listed or step.exists) if step.parent else step.is_present
             return [Found("resource", step.title, "exists")] if present(r) else []
         except ToolError as exc:
             if not failed_not_found(exc):  # e.g. a peering of a network that is gone: gone too

@@ -518,6 +518,19 @@ def uninstall(r: Runner, s: Settings) -> None:
         r.run(kubectl.delete(s, "secret", namespace=s.NAMESPACE, selector=f"owner=helm,name={names.RAY_RELEASE}"))
 
 
+def provisioned(items: list[dict[str, Any]]) -> bool:
+    """Our RayCluster is among a listing's items and KubeRay saw all its pods, the head and every desired worker,
+    Running and Ready once: its state "ready" (v1.4.2's calculateStatus; it does not go back when a worker is lost
+    later). Not the RayClusterProvisioned condition: that counts only the pods that exist, so a head alone (its
+    workers refused by a quota) sets it. One that never was ready (an `up` stopped in Ray's wait, workers a quota
+    refuses) counted as done, and a re-run of `up` said "done" with the head Pending: now `up` deploys it again
+    (the chart unchanged: nothing restarts) and waits for it."""
+    from .inventory import find_kube
+
+    found = find_kube(items, "RayCluster", names.RAY_RELEASE)
+    return found is not None and ((found.get("status") or {}).get("state") == "ready")
+
+
 def _ray_cluster_served(r: Runner, s: Settings) -> bool:
     """The cluster serves KubeRay's RayCluster kind (its CRD is there); a doubt counts as served."""
     result = r.query(kubectl.get(s, "rayclusters.ray.io", namespace=s.NAMESPACE, output="name"), ok_codes=range(256))
@@ -531,14 +544,16 @@ def steps(s: Settings, inventory: Inventory | None = None) -> list[Step]:
         deps = (cluster.GPU_POOL, *deps)
     title = f"Ray cluster {names.RAY_RELEASE} ({s.GPU_NODES} × {s.gpu.gpus_per_node} {s.gpu.short} GPUs)"
     # What the release makes, the RayCluster named after it, answers "exists" from the run's one kubectl
-    # listing; a teardown asks helm itself (a failed release without its RayCluster is still uninstalled).
+    # listing, once KubeRay saw its pods all Ready (provisioned); a teardown asks helm itself (a failed release
+    # without its RayCluster is still uninstalled), the leftover scan the listing.
     ray_cluster = KubeRef("rayclusters.ray.io", "RayCluster", names.RAY_RELEASE, s.NAMESPACE)
     from . import data_guard
 
-    out = [Step(RELEASE, title, inv.in_cluster(RELEASE, ray_cluster, None, lambda r: release_exists(r, s)),
+    out = [Step(RELEASE, title, inv.in_cluster(RELEASE, ray_cluster, provisioned, lambda r: release_exists(r, s)),
                 lambda r: deploy(r, s), lambda r: uninstall(r, s), deps=deps,
                 parent=cluster.CLUSTER, create_seconds=600, delete_seconds=30,
                 present=lambda r: release_exists(r, s),
+                listed=inv.in_cluster(RELEASE, ray_cluster, None, lambda r: release_exists(r, s)),
                 # /data/runs as Ray goes away: the export check's only answer once its head is gone
                 guard=data_guard.final_listing_guard(s, inv, lambda r: release_exists(r, s)))]
     return out if inventory is not None else inv.track(out)

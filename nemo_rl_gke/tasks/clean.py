@@ -81,6 +81,7 @@ def clean_layer(c: Context, layer: str, *, yes: bool, delete_data: bool = False,
     """One layer's teardown (clean.<layer>, and <layer>.delete): the list of what goes, the lock, the data guard
     and the shared-resource rules of `tear_down`, the board, the leftover scan of that layer."""
     from ..resources import all_steps
+    from ..resources.inventory import inventory_of
     from .teardown import check_flags, tear_down
 
     check_flags(delete_data=delete_data, delete_unexported=delete_unexported)  # before any call
@@ -90,10 +91,14 @@ def clean_layer(c: Context, layer: str, *, yes: bool, delete_data: bool = False,
         from ..resources import cluster_steps
 
         # The cluster stays: without this machine's context, its objects would read as absent ("nothing of
-        # ours is left" with the release still running), and kubectl's deletes need it anyway.
+        # ours is left" with the release still running), and kubectl's deletes need it anyway. A context of an
+        # earlier cluster of the name is replaced by the teardown's listing (Inventory.fetch_when_recreated).
         if kubeconfig.server_of(s.kube_context) is None:
             cluster_steps.credentials_if_cluster(context.runner(c, s), s)
     everything = all_steps(s)
+    inv = inventory_of(everything)
+    if inv is not None:  # its first listing (live_data's) replaces a context of an earlier cluster of the name
+        inv.fetch_when_recreated = True
     live = live_data(c, s, everything, layer) if (yes or sys.stdin.isatty()) else None
     steps = layer_teardown_steps(everything, layer, delete_data, delete_bucket, live)
     tear_down(c, s, steps, delete_data=delete_data, yes=yes, what=what or f"clean.{layer}", layers=(layer,),

@@ -126,7 +126,8 @@ def tear_down(c: Context, s: Settings, steps: list[Step], *, delete_data: bool, 
     r = context.runner(c, s)
     scope = ", ".join(layers) if layers else "everything"
     if layers and "storage" not in layers:  # no data flags here: the data is another layer's
-        data = "keeping the Lustre instance and the bucket (only `down` and `clean.storage` delete them, by flag)"
+        data = ("keeping the Lustre instance and the bucket (only `down`, `clean.storage` and `storage.delete` "
+                "delete them, by flag)")
     else:
         data = ("INCLUDING the Lustre instance (after the export check)" if delete_data else
                 "keeping the Lustre instance (add --delete-data to delete it)")
@@ -305,6 +306,9 @@ def _teardown_plan(r: Runner, s: Settings, steps: list[Step], given: Consent, wh
     # wait for the inventory's lists, which the others read.
     found: dict[str, Any] = {}
     inv = inventory_of(steps)
+    anew = inv is not None and inv.fetched_anew  # before these reads (clean.*'s look at its data did it)
+    if inv is not None:
+        inv.fetch_when_recreated = True
     reads = [lambda: found.update(others=cluster_steps.other_deployments(r, s, steps)),
              lambda: found.update(present=present_map(r, steps, any_state=True))]
     # The guards' read of /data/runs: the Lustre step's (with --delete-data), the Ray release's (it records it).
@@ -320,6 +324,9 @@ def _teardown_plan(r: Runner, s: Settings, steps: list[Step], given: Consent, wh
     r.parallel(reads)
     others: list[str] = found["others"]
     present: dict[str, bool | None] = found["present"]
+    if inv is not None and inv.fetched_anew and not anew:  # the context was an earlier cluster's: read anew
+        inv.forget_kube()  # (through the old one they answered "no such context": absent, the claim's users unseen)
+        present = present_map(r, steps, any_state=True)
     if not r.dry and any(step.name == storage_steps.PV for step in steps):
         storage_steps.refuse_teardown_of_a_taken_volume(r, s, steps)
     if not r.dry:

@@ -204,4 +204,29 @@ def test_a_cluster_with_no_endpoint_yet_holds_nothing_to_delete(fake, tmp_path):
         assert CONTEXT not in contexts(machine)
     first = on(fake, fresh, "clean.ray", "--yes")
     assert "note: cluster nemo-rl is PROVISIONING and has no endpoint yet" in first.stderr, first.output
+    fetch = on(fake, fresh, "cluster.credentials")  # gcloud's bare "missing endpoint" said with what to do
+    assert fetch.code == 1 and "cluster nemo-rl is still being made (PROVISIONING) and has no endpoint yet" in \
+        fetch.stderr and "`invoke up` (or `invoke cluster.create`) waits for it" in fetch.stderr, fetch.output
     assert next(iter(fake.resources()["cluster"].values()))["status"] == "PROVISIONING"  # GKE's, not ours to stop
+
+
+def test_a_layer_teardown_reads_the_cluster_that_replaced_its_contexts(fake, tmp_path):
+    """The cluster re-created from another machine: this one's context pointed at the old endpoint. clean.storage
+    dropped the context, then read what is in the cluster as absent (kubectl: no such context): it deleted the
+    bucket's binding only and said nothing of ours was left, and with --delete-data it deleted the Lustre instance
+    while the new cluster's Ray pods mounted its claim (the transitional-states audit). It now fetches the new
+    cluster's credentials first: the claim guard refuses, and clean.ray finds the release to delete."""
+    here, there = tmp_path / "here", tmp_path / "there"
+    setting(fake, here, "up", "--yes")
+    setting(fake, there, "cluster.delete", "--yes")
+    setting(fake, there, "up", "--yes")
+    setting(fake, there, "storage.export")  # the export check passes: only the claim stands in the way
+    done = on(fake, here, "clean.storage", "--yes", "--delete-data")
+    assert done.code == 1, done.output
+    assert "the Lustre claim lustre-pvc is in use by 3 pod(s)" in done.stderr and "Nothing was deleted" in done.stderr
+    assert fake.resources().get("lustre"), "the Lustre instance was deleted"
+    ray = on(fake, here, "clean.ray", "--yes")
+    assert ray.code == 0, ray.output
+    assert "clean.ray will delete (1): Ray cluster nemo-rl" in ray.stderr, ray.output
+    assert not [key for key, obj in fake.resources().get(f"k8s:{CONTEXT}", {}).items()
+                if obj.get("kind") == "RayCluster"]

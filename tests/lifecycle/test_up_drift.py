@@ -199,3 +199,40 @@ def test_up_and_cluster_create_compare_a_pool_still_provisioning(cloud):
         assert cloud.mutating_calls(since=before) == [], task
     plan = cloud.invoke("plan", "--json")  # same GPU, still PROVISIONING: no node count to compare yet
     assert plan.code == 0 and '"field": "nodes"' not in plan.stdout, plan.output[-2000:]
+
+
+def test_status_counts_a_pool_still_provisioning_and_what_it_bills(cloud):
+    """A GPU pool an interrupted `up` left PROVISIONING bills its VMs, yet status showed it absent, without cost:
+    "now: about $9.54/hour" for a deployment at $123.54 (the transitional-states audit)."""
+    import json
+
+    from support.fake import leave_gpu_pool_provisioning
+
+    _up(cloud)
+    leave_gpu_pool_provisioning(cloud)
+    done = cloud.invoke("status", "--json")
+    assert done.code == 0, done.output[-2000:]
+    document = json.loads(done.stdout)
+    pool = next(row for row in document["resources"] if row["name"] == "cluster.gpu-pool")
+    assert pool["state"] == "present" and pool["cost_per_hour"] == 114.0, pool
+    assert document["cost_per_hour_now"] > 120, document["cost_per_hour_now"]
+
+
+def test_up_again_after_ray_never_became_ready_waits_for_it_again(cloud):
+    """An `up` whose Ray never became Ready (stopped in its wait by a Ctrl-C, a timeout, or workers a quota refused)
+    left the RayCluster: the next `up` counted it as done ("29 exists ... up: done") with the head Pending and no
+    worker, and the job that followed failed (the transitional-states audit). KubeRay says whether a RayCluster's
+    pods were all Ready once (state "ready", RayClusterProvisioned): until then `up` deploys it again and waits."""
+    quota = "exceeded quota: gpu-quota, requested: requests.nvidia.com/gpu=8, limited: requests.nvidia.com/gpu=4"
+    first = cloud.invoke("up", "--yes", FAKECLOUD_RAY_WORKERS_REFUSED=quota)
+    assert first.code == 1 and "KubeRay cannot create its pods" in first.stderr, first.output[-3000:]
+    before = len(cloud.calls())
+    again = cloud.invoke("up", "--yes")  # the quota raised meanwhile
+    assert again.code == 0, again.output[-3000:]
+    assert "Ray cluster nemo-rl (2 × 8 b200 GPUs): created" in again.stderr, again.output[-3000:]
+    assert [c for c in cloud.mutating_calls(since=before) if c["tool"] == "helm"], "Ray was not deployed again"
+    status = cloud.invoke("status", "--json")
+    assert status.code == 0 and json.loads(status.stdout)["ray"]["ready_pods"] == 3, status.output[-3000:]
+    before = len(cloud.calls())
+    third = cloud.invoke("up", "--yes")  # Ready once: done, whatever comes later
+    assert third.code == 0 and cloud.mutating_calls(since=before) == [], third.output[-3000:]

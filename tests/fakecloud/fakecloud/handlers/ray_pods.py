@@ -250,7 +250,8 @@ def sync(
     bind_claims(ctx, skind)
     with ctx.state.locked():
         key = key_of("RayCluster", namespace, cluster)
-        generation = int((ctx.state.get(skind, key) or {}).get("_generation", 0))
+        before = ctx.state.get(skind, key) or {}
+        generation = int(before.get("_generation", 0))
         template = {"metadata": {"annotations": annotations}}
         ctx.state.put(
             skind,
@@ -270,6 +271,8 @@ def sync(
                 },
                 "_release": release,
                 "_generation": generation,
+                # KubeRay's status is its own (the status subresource): an upgrade of the chart leaves it
+                **{k: before[k] for k in ("_state_ready", "_provisioned", "_ready_workers") if k in before},
                 **_replica_failure(cluster, namespace, group),
             },
         )
@@ -422,12 +425,60 @@ def remove(ctx: Ctx, context: str, namespace: str, release: str) -> None:
 
 
 def sweep_gone(ctx: Ctx, skind: str) -> None:
-    """Pods whose shutdown has ended are gone."""
+    """Pods whose shutdown has ended are gone; each RayCluster's status follows its pods (observe_clusters)."""
     now = time.time()
     with ctx.state.locked():
         for key, obj in list(ctx.state.items(skind).items()):
             if obj.get("kind") == "Pod" and "_gone_at" in obj and now >= float(obj["_gone_at"]):
                 ctx.state.delete(skind, key)
+        observe_clusters(ctx, skind)
+
+
+def observe_clusters(ctx: Ctx, skind: str) -> None:
+    """KubeRay v1.4.2's calculateStatus, as of now: readyWorkerReplicas counts the Ready workers; state "ready" once
+    the reconcile had no error (no ReplicaFailure) and the Ray pods are the head and the desired workers, all
+    Running and Ready; the RayClusterProvisioned condition once the pods that exist are all Running and Ready
+    (CheckAllPodsRunning: a head whose workers a quota refused sets it). Neither goes back (a worker lost later
+    leaves them), so they are kept in the state. Called with the state locked."""
+    items = ctx.state.items(skind)
+    for key, obj in list(items.items()):
+        if obj.get("kind") != "RayCluster":
+            continue
+        name, namespace = obj["metadata"]["name"], obj["metadata"].get("namespace")
+        pods = [with_status(o) for o in items.values() if o.get("kind") == "Pod"
+                and (o.get("metadata") or {}).get("namespace") == namespace
+                and ((o.get("metadata") or {}).get("labels") or {}).get("ray.io/cluster") == name]
+        ready = [p for p in pods if p["status"].get("phase") == "Running"
+                 and all(c.get("status") == "True" for c in p["status"].get("conditions") or []
+                         if c.get("type") == "Ready")]
+        workers = sum(1 for p in ready if p["metadata"]["labels"].get("ray.io/node-type") == "worker")
+        desired = sum(int(g.get("replicas", 0)) for g in obj.get("spec", {}).get("workerGroupSpecs") or [])
+        all_ready = bool(pods) and len(ready) == len(pods)
+        failing = any(c.get("type") == "ReplicaFailure" for c in (obj.get("status") or {}).get("conditions") or [])
+        state_ready = bool(obj.get("_state_ready")) or (all_ready and len(pods) == desired + 1 and not failing)
+        provisioned = bool(obj.get("_provisioned")) or all_ready
+        seen = (workers, state_ready, provisioned)
+        if seen != (obj.get("_ready_workers"), bool(obj.get("_state_ready")), bool(obj.get("_provisioned"))):
+            ctx.state.put(skind, key, {**obj, "_ready_workers": workers, "_state_ready": state_ready,
+                                       "_provisioned": provisioned})
+
+
+def cluster_view(obj: dict[str, Any]) -> dict[str, Any]:
+    """A RayCluster as the API shows it: its status as observe_clusters last saw it (KubeRay's conditions kept)."""
+    from ..core import public
+
+    view = public(obj)
+    desired = sum(int(g.get("replicas", 0)) for g in view.get("spec", {}).get("workerGroupSpecs") or [])
+    status = dict(view.get("status") or {})
+    provisioned = bool(obj.get("_provisioned"))
+    status.update({"readyWorkerReplicas": int(obj.get("_ready_workers") or 0), "desiredWorkerReplicas": desired,
+                   **({"state": "ready"} if obj.get("_state_ready") else {})})
+    reason = "AllPodRunningAndReadyFirstTime" if provisioned else "RayClusterPodsProvisioning"
+    status["conditions"] = [*(c for c in status.get("conditions") or [] if c.get("type") != "RayClusterProvisioned"),
+                            {"type": "RayClusterProvisioned", "status": "True" if provisioned else "False",
+                             "reason": reason}]
+    view["status"] = status
+    return view
 
 
 def _ready(pod: dict[str, Any]) -> bool:
@@ -507,3 +558,12 @@ def python(ctx: Ctx, pod: dict[str, Any], container: str, argv: list[str]) -> in
                                       str(labels.get("ray.io/cluster")))
     ctx.out(json.dumps({"gpus": float(gpus), "nodes": 1 + workers}))
     return 0
+
+
+def _register_views() -> None:
+    from . import kubectl_objects
+
+    kubectl_objects.STATUS_VIEWS["RayCluster"] = cluster_view
+
+
+_register_views()
