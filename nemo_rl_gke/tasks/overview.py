@@ -69,7 +69,7 @@ def plan(c: Context, gpu: str | None = None, mode: str | None = None, nodes: int
         found = drift.existing(r, s, present, steps)
         differences = drift.differences(s, found)
         differs = drift.by_step(differences)
-        now = drift.cost_now(s, found, steps, present)
+        now = drift.cost_now(s, found, steps, _billing(r, steps, present, hourly))
         refused = {d.step for d in drift.blocking(differences)}
         resources: list[dict[str, Any]] = []
         for step in steps:
@@ -107,6 +107,24 @@ def plan(c: Context, gpu: str | None = None, mode: str | None = None, nodes: int
         print(f"({est.caveat()})")
         if r.dry:
             _plan_dry_read(r, steps)
+
+
+def _billing(r: Runner, steps: list[Any], present: dict[str, bool | None],
+             hourly: dict[str, float]) -> dict[str, bool | None]:
+    """What bills now: what exists, and what is there in another state that `up` would wait for rather than
+    create (a cluster or GPU pool PROVISIONING, a Lustre instance CREATING), from the run's listings. Plan said
+    "what exists now: about $0.00/hour" after an interrupted first `up` whose cluster and Lustre billed."""
+    from ..tools import ToolError
+
+    def there(step: Any) -> bool | None:
+        try:
+            return bool(step.is_present(r))
+        except ToolError:
+            return None
+
+    others = [step for step in steps if hourly.get(step.name) and not present.get(step.name) and step.present]
+    return {**present, **dict(zip((step.name for step in others),
+                                  r.parallel([functools.partial(there, step) for step in others]), strict=True))}
 
 
 def _plan_dry_read(r: Runner, steps: list[Any]) -> str:

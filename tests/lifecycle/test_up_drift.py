@@ -201,9 +201,10 @@ def test_up_and_cluster_create_compare_a_pool_still_provisioning(cloud):
     assert plan.code == 0 and '"field": "nodes"' not in plan.stdout, plan.output[-2000:]
 
 
-def test_status_counts_a_pool_still_provisioning_and_what_it_bills(cloud):
+def test_status_and_plan_count_a_pool_still_provisioning_and_what_it_bills(cloud):
     """A GPU pool an interrupted `up` left PROVISIONING bills its VMs, yet status showed it absent, without cost:
-    "now: about $9.54/hour" for a deployment at $123.54 (the transitional-states audit)."""
+    "now: about $9.54/hour" for a deployment at $123.54, and plan's "what exists now" the same (the
+    transitional-states audit)."""
     import json
 
     from support.fake import leave_gpu_pool_provisioning
@@ -216,6 +217,9 @@ def test_status_counts_a_pool_still_provisioning_and_what_it_bills(cloud):
     pool = next(row for row in document["resources"] if row["name"] == "cluster.gpu-pool")
     assert pool["state"] == "present" and pool["cost_per_hour"] == 114.0, pool
     assert document["cost_per_hour_now"] > 120, document["cost_per_hour_now"]
+    plan = cloud.invoke("plan", "--json")
+    assert plan.code == 0, plan.output[-2000:]
+    assert json.loads(plan.stdout)["cost_per_hour"]["now"] > 120, plan.stdout[-2000:]
 
 
 def test_up_again_after_ray_never_became_ready_waits_for_it_again(cloud):
