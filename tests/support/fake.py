@@ -212,46 +212,39 @@ class FakeCloud:
 def leave_gpu_pool_provisioning(cloud: FakeCloud) -> None:
     """The GPU pool as an interrupted `up` leaves it: deleted, then created again by a gcloud that is killed
     (Ctrl-C) once GKE has the pool; GKE goes on creating it, so it stays PROVISIONING (10 minutes at scale 1)."""
-    import time
-
     env = read_env_example()
     where = [f"--cluster={env['CLUSTER_NAME']}", f"--location={env['CONTROL_PLANE_LOCATION']}",
              f"--project={env['PROJECT_ID']}"]
     gone = subprocess.run(["gcloud", "container", "node-pools", "delete", "gpu-pool", *where, "--quiet"],
                           env=cloud.process_env(), cwd=cloud.workdir, capture_output=True, text=True, timeout=60)
     assert gone.returncode == 0, gone.stderr
-    (create,) = [c["argv"] for c in cloud.calls() if c["tool"] == "gcloud"
-                 and c["argv"][:3] == ["container", "node-pools", "create"]]
-    creating = subprocess.Popen(["gcloud", *create], env=cloud.process_env(FAKECLOUD_TIME_SCALE="1"),
-                                cwd=cloud.workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while not cloud.resources().get("nodepool") and time.monotonic() < deadline:
-            time.sleep(0.1)
-    finally:
-        creating.kill()
-        creating.wait()
-    assert next(iter(cloud.resources()["nodepool"].values()))["status"] == "PROVISIONING"
+    _create_again_and_interrupt(cloud, "node-pools", "nodepool")
 
 
 def leave_cluster_provisioning(cloud: FakeCloud, **env: str) -> None:
     """The cluster as an interrupted `up` leaves it after a delete: created again by a gcloud that is killed once
     GKE has the cluster; GKE goes on, so it stays PROVISIONING, with no endpoint yet (7 minutes at scale 1). env:
     the gcloud's (e.g. another machine's HOME)."""
+    _create_again_and_interrupt(cloud, "clusters", "cluster", **env)
+
+
+def _create_again_and_interrupt(cloud: FakeCloud, group: str, kind: str, **env: str) -> None:
+    """Run the run's `gcloud container GROUP create` again at scale 1 and kill it once GKE has the object (kind in
+    the fake's state): GKE goes on creating it, PROVISIONING."""
     import time
 
     (create,) = {tuple(c["argv"]) for c in cloud.calls() if c["tool"] == "gcloud"
-                 and c["argv"][:3] == ["container", "clusters", "create"]}
+                 and c["argv"][:3] == ["container", group, "create"]}
     creating = subprocess.Popen(["gcloud", *create], env=cloud.process_env(FAKECLOUD_TIME_SCALE="1", **env),
                                 cwd=cloud.workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30
-        while not cloud.resources().get("cluster") and time.monotonic() < deadline:
+        while not cloud.resources().get(kind) and time.monotonic() < deadline:
             time.sleep(0.1)
     finally:
         creating.kill()
         creating.wait()
-    assert next(iter(cloud.resources()["cluster"].values()))["status"] == "PROVISIONING"
+    assert next(iter(cloud.resources()[kind].values()))["status"] == "PROVISIONING"
 
 
 @contextmanager
