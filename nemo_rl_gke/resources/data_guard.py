@@ -277,6 +277,9 @@ def final_listing_guard(s: Settings, inv: Inventory | None, release_present: Cal
             listed = None
         if listed is None and not release_present(r):
             return  # no Ray (gone already): the record taken when it went stands
+        if listed is not None and listed[1]:  # a teardown stopped training runs without a word
+            r.say(f"note: this stops the running run(s) {', '.join(sorted(listed[1]))} with Ray; each resumes from "
+                  f"its latest checkpoint with `invoke job.submit JOB --id=ID` once Ray is back.", err=True)
         record_check(r, s, listed[0] if listed is not None else None, final=listed is not None,
                      running=sorted(listed[1]) if listed is not None else None)
 

@@ -283,6 +283,17 @@ def test_data_guard_ray_gone_without_a_listing_trusts_no_older_export(ran):
 
 
 
+@pytest.mark.parametrize("task", [("clean.ray",), ("ray.delete",), ("down",)])
+def test_a_teardown_that_takes_ray_away_names_the_runs_it_stops(ran, task):
+    """clean.ray, ray.delete and down stopped a training run without naming it (ray.deploy names it and asks;
+    the transitional-states audit): they say which runs go with Ray, and how each resumes."""
+    plant_run(ran, "live", running=True)
+    done = ran.invoke(*task, "--yes")
+    assert done.code == 0, done.output[-3000:]
+    assert "note: this stops the running run(s) live with Ray; each resumes from its latest checkpoint with " \
+           "`invoke job.submit JOB --id=ID` once Ray is back." in done.stderr, done.output[-3000:]
+
+
 def test_ray_deploy_with_fewer_workers_asks_before_stopping_a_running_run(ran):
     # `ray.deploy --nodes=1` under a running run: KubeRay deletes a worker, and the run on it stops. It used to
     # go on without a word (the pods' spec hash leaves the count out, so nothing looked "stale").
