@@ -465,9 +465,9 @@ class Runner:
 
     def failure(self, result: Result) -> ToolError:
         tail = last_lines(result.stderr or result.stdout, 6)
-        message = f"{result.argv[0]} failed with exit code {result.exit_code}: {shlex.join(result.argv)}"
-        if result.stopped:  # the tool did not fail, nor did a signal end the run (128 + 15 would say so): 1
-            message = f"{result.argv[0]} was stopped: {shlex.join(result.argv)}"
+        # A call this run stopped did not fail, nor did a signal end the run (128 + 15 would say so): exit 1.
+        how = "was stopped" if result.stopped else f"failed with exit code {result.exit_code}"
+        message = f"{result.argv[0]} {how}: {shlex.join(result.argv)}"
         if result.attempts > 1:
             message += f" (after {result.attempts} attempts)"
         if tail:

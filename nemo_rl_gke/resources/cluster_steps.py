@@ -57,9 +57,10 @@ def credentials_if_cluster(r: Runner, s: Settings, *, say: bool = True) -> bool:
     from . import kube_context
 
     result = None if r.dry else r.query(gcloud.cluster_describe(s))
-    if result is None or result.not_found:
-        if result is not None:
-            kube_context.drop_if_stale(r, s, None)
+    if result is None:
+        return False
+    if result.not_found:  # no cluster: a context of its name is an earlier one's
+        kube_context.drop_if_stale(r, s, None)
         return False
     if not result.ok:
         raise r.failure(result)

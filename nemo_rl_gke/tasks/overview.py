@@ -114,17 +114,8 @@ def _billing(r: Runner, steps: list[Any], present: dict[str, bool | None],
     """What bills now: what exists, and what is there in another state that `up` would wait for rather than
     create (a cluster or GPU pool PROVISIONING, a Lustre instance CREATING), from the run's listings. Plan said
     "what exists now: about $0.00/hour" after an interrupted first `up` whose cluster and Lustre billed."""
-    from ..tools import ToolError
-
-    def there(step: Any) -> bool | None:
-        try:
-            return bool(step.is_present(r))
-        except ToolError:
-            return None
-
     others = [step for step in steps if hourly.get(step.name) and not present.get(step.name) and step.present]
-    return {**present, **dict(zip((step.name for step in others),
-                                  r.parallel([functools.partial(there, step) for step in others]), strict=True))}
+    return {**present, **present_map(r, others, any_state=True)}
 
 
 def _plan_dry_read(r: Runner, steps: list[Any]) -> str:
@@ -227,10 +218,10 @@ def _inside_known(r: Runner, s: Settings, steps: list[Any],
     from ..resources.inventory import has_endpoint
 
     body = listed_bodies(r, s, steps).get(CLUSTER) if present.get(CLUSTER) else None
-    hollow = {CLUSTER} if body is not None and not has_endpoint(body) else set()
+    hollow = body is not None and not has_endpoint(body)  # the cluster is there, but nothing can be in it yet
     parents = {step.name: step.parent for step in steps}
     return {name: False if here is None and (present.get(parents.get(name) or "") is False
-                                             or parents.get(name) in hollow) else here
+                                             or (hollow and parents.get(name) == CLUSTER)) else here
             for name, here in present.items()}
 
 

@@ -452,7 +452,7 @@ def observe_clusters(ctx: Ctx, skind: str) -> None:
                  and all(c.get("status") == "True" for c in p["status"].get("conditions") or []
                          if c.get("type") == "Ready")]
         workers = sum(1 for p in ready if p["metadata"]["labels"].get("ray.io/node-type") == "worker")
-        desired = sum(int(g.get("replicas", 0)) for g in obj.get("spec", {}).get("workerGroupSpecs") or [])
+        desired = _desired_workers(obj)
         all_ready = bool(pods) and len(ready) == len(pods)
         failing = any(c.get("type") == "ReplicaFailure" for c in (obj.get("status") or {}).get("conditions") or [])
         state_ready = bool(obj.get("_state_ready")) or (all_ready and len(pods) == desired + 1 and not failing)
@@ -463,12 +463,16 @@ def observe_clusters(ctx: Ctx, skind: str) -> None:
                                        "_provisioned": provisioned})
 
 
+def _desired_workers(cluster: dict[str, Any]) -> int:
+    return sum(int(g.get("replicas", 0)) for g in cluster.get("spec", {}).get("workerGroupSpecs") or [])
+
+
 def cluster_view(obj: dict[str, Any]) -> dict[str, Any]:
     """A RayCluster as the API shows it: its status as observe_clusters last saw it (KubeRay's conditions kept)."""
     from ..core import public
 
     view = public(obj)
-    desired = sum(int(g.get("replicas", 0)) for g in view.get("spec", {}).get("workerGroupSpecs") or [])
+    desired = _desired_workers(obj)
     status = dict(view.get("status") or {})
     provisioned = bool(obj.get("_provisioned"))
     status.update({"readyWorkerReplicas": int(obj.get("_ready_workers") or 0), "desiredWorkerReplicas": desired,
